@@ -1,0 +1,186 @@
+"""`RolloutBatch`: the device-side record of a batch of rollouts (DESIGN.md, SPEC R1).
+
+A rollout is one token stream: prompt, then policy actions interleaved with environment
+observations (multi-turn). `loss_mask` is 1 exactly on policy-generated tokens; prompt,
+observation and padding tokens get 0 and never receive policy loss or advantage (R1.1).
+
+Alignment convention (used everywhere in rlvr): every per-token array is aligned with `tokens`.
+`behavior_logprobs[b, t]` is log π_behaviour(tokens[b, t] | tokens[b, :t]), the log-prob the
+sampler saved when it produced token t; it is 0 where `loss_mask` is 0. The learner's scorer
+returns log-probs with the same alignment, so ratios are `exp(logprobs - behavior_logprobs)`.
+
+Groups are laid out group-major: samples `g * group_size ... (g + 1) * group_size - 1` belong to
+group `g`, so `rewards.reshape(num_groups, group_size)` is the group view.
+
+Host-side per-sample metadata (versions, stop reason, sampling params, verdict evidence) lives in
+`SampleMeta`, one per row, beside the batch (R1.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+STOP_REASONS = ("eos", "max_length", "max_turns", "timeout", "env_error", "gate", "stop_token")
+
+
+@struct.dataclass
+class RolloutBatch:
+    """A batch of B rollouts padded to length T (a pytree; jit/vmap/shard friendly).
+
+    Attributes:
+      tokens: int32 [B, T] token ids (prompt, actions, observations, padding).
+      attention_mask: bool [B, T]; True on real (non-padding) tokens.
+      loss_mask: float32 [B, T]; 1 on policy-generated tokens only (R1.1).
+      behavior_logprobs: float32 [B, T]; log-probs saved at sampling time (R1.2, R5.3).
+      rewards: float32 [B]; scalar sequence reward (sum of composed components).
+      valid: bool [B]; False for samples masked out (env_error after retries, unknown-as-mask).
+      truncated: bool [B]; True when generation hit a length/turn limit.
+      policy_version: int32 [B]; the policy version that produced the sample.
+      positions: int32 [B, T]; position ids (0-based over real tokens; padding gets 0).
+      ref_logprobs: optional float32 [B, T]; reference-policy log-probs, same alignment.
+      values: optional float32 [B, T]; critic values at sampling time.
+      token_rewards: optional float32 [B, T]; per-token rewards (PPO/SAO), on policy tokens.
+      turn_ids: optional int32 [B, T]; index of the action (turn) a token belongs to, -1 elsewhere.
+    """
+
+    tokens: jnp.ndarray
+    attention_mask: jnp.ndarray
+    loss_mask: jnp.ndarray
+    behavior_logprobs: jnp.ndarray
+    rewards: jnp.ndarray
+    valid: jnp.ndarray
+    truncated: jnp.ndarray
+    policy_version: jnp.ndarray
+    positions: jnp.ndarray
+    ref_logprobs: Optional[jnp.ndarray] = None
+    values: Optional[jnp.ndarray] = None
+    token_rewards: Optional[jnp.ndarray] = None
+    turn_ids: Optional[jnp.ndarray] = None
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return self.tokens.shape[1]
+
+    def group_view(self, group_size: int) -> jnp.ndarray:
+        """rewards as [num_groups, group_size] (group-major layout)."""
+        if self.batch_size % group_size:
+            raise ValueError(
+                f"batch_size {self.batch_size} is not a multiple of group_size {group_size}"
+            )
+        return self.rewards.reshape(-1, group_size)
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        tokens,
+        loss_mask,
+        behavior_logprobs,
+        rewards,
+        attention_mask=None,
+        valid=None,
+        truncated=None,
+        policy_version=None,
+        positions=None,
+        ref_logprobs=None,
+        values=None,
+        token_rewards=None,
+        turn_ids=None,
+    ) -> "RolloutBatch":
+        """Builds a batch from host arrays, validating shapes, dtypes and masks.
+
+        Raises ValueError naming the field when a shape or value is wrong: this is where bad
+        batches enter the system.
+        """
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2:
+            raise ValueError(f"RolloutBatch.tokens must be [B, T], got shape {tokens.shape}")
+        if not np.issubdtype(tokens.dtype, np.integer):
+            raise ValueError(f"RolloutBatch.tokens must be integer, got {tokens.dtype}")
+        b, t = tokens.shape
+
+        def per_token(name, x, dtype, default=None):
+            if x is None:
+                if default is None:
+                    return None
+                x = default
+            x = np.asarray(x)
+            if x.shape != (b, t):
+                raise ValueError(f"RolloutBatch.{name} must have shape {(b, t)}, got {x.shape}")
+            if dtype is not bool and np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+                raise ValueError(f"RolloutBatch.{name} contains NaN or inf")
+            return jnp.asarray(x, dtype)
+
+        def per_sample(name, x, dtype, default):
+            x = np.asarray(default if x is None else x)
+            if x.shape != (b,):
+                raise ValueError(f"RolloutBatch.{name} must have shape {(b,)}, got {x.shape}")
+            if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+                raise ValueError(f"RolloutBatch.{name} contains NaN or inf")
+            return jnp.asarray(x, dtype)
+
+        attention_mask = per_token("attention_mask", attention_mask, bool, np.ones((b, t), bool))
+        loss_mask_np = np.asarray(loss_mask)
+        if loss_mask_np.shape == (b, t) and not np.all((loss_mask_np == 0) | (loss_mask_np == 1)):
+            raise ValueError("RolloutBatch.loss_mask must be 0/1")
+        if loss_mask_np.shape == (b, t) and np.any(loss_mask_np.astype(bool) & ~np.asarray(attention_mask)):
+            raise ValueError("RolloutBatch.loss_mask is 1 on a padding token (attention_mask 0)")
+        if positions is None:
+            am = np.asarray(attention_mask)
+            positions = np.where(am, np.cumsum(am, axis=1) - 1, 0)
+        return cls(
+            tokens=jnp.asarray(tokens, jnp.int32),
+            attention_mask=attention_mask,
+            loss_mask=per_token("loss_mask", loss_mask, jnp.float32),
+            behavior_logprobs=per_token("behavior_logprobs", behavior_logprobs, jnp.float32),
+            rewards=per_sample("rewards", rewards, jnp.float32, None),
+            valid=per_sample("valid", valid, bool, np.ones((b,), bool)),
+            truncated=per_sample("truncated", truncated, bool, np.zeros((b,), bool)),
+            policy_version=per_sample("policy_version", policy_version, jnp.int32, np.zeros((b,), np.int32)),
+            positions=per_token("positions", positions, jnp.int32),
+            ref_logprobs=per_token("ref_logprobs", ref_logprobs, jnp.float32),
+            values=per_token("values", values, jnp.float32),
+            token_rewards=per_token("token_rewards", token_rewards, jnp.float32),
+            turn_ids=per_token("turn_ids", turn_ids, jnp.int32),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleMeta:
+    """Host-side record of one sample (SPEC R1.2, seed 002 §5.1, §8.1).
+
+    Everything needed to audit or reproduce a reward: which task, which versions of policy,
+    verifier and environment, which reward config (by hash), how it was sampled, why it stopped,
+    and the verdict's components and evidence.
+    """
+
+    task_id: str
+    policy_version: int
+    verifier_version: str
+    environment_version: str
+    reward_config_hash: str
+    sampling_params: dict
+    stop_reason: str
+    num_turns: int = 1
+    decision: str = "unknown"
+    trial: str = "valid"
+    components: dict = dataclasses.field(default_factory=dict)
+    evidence: dict = dataclasses.field(default_factory=dict)
+    text: str = ""
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.stop_reason not in STOP_REASONS:
+            raise ValueError(
+                f"SampleMeta.stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}"
+            )
+
