@@ -1,1 +1,10 @@
-"""rlvr.models."""
+"""rlvr.models: Llama / Qwen2-family decoder in flax.nnx, value model, HF import/export,
+token scoring and tokenizers (SPEC R1, R5.2, R5.4; DESIGN.md models/)."""
+
+from rlvr.models.config import ModelConfig
+from rlvr.models.transformer import KVCache, Transformer
+from rlvr.models.value import ValueModel
+from rlvr.models.hf import from_pretrained, save_pretrained
+
+__all__ = ["ModelConfig", "Transformer", "ValueModel", "KVCache", "from_pretrained",
+           "save_pretrained"]

@@ -1,0 +1,143 @@
+"""Hugging Face checkpoint import / export (SPEC R1, R5.2; transformers 5 ships no Flax models).
+
+`from_pretrained(path)` reads a local folder holding `config.json` and `model.safetensors` (or a
+sharded `model.safetensors.index.json` + shards) into a `Transformer`. `save_pretrained(model,
+path)` writes `config.json` + `model.safetensors` that `transformers.AutoModelForCausalLM`
+loads. HF Linear weights are `[out, in]`; ours are `[in, out]` (transposed on the way).
+A missing tensor, a wrong shape or an unknown architecture raises `ValueError` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Iterator, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rlvr.models.config import ModelConfig
+from rlvr.models.transformer import Transformer, jnp_dtype
+
+# Tensors a checkpoint may carry that we recompute or do not need.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def hf_param_names(config: ModelConfig) -> Dict[str, Tuple[tuple, bool]]:
+    """HF tensor name -> (our nnx state path, transpose?)."""
+    out = {"model.embed_tokens.weight": (("model", "embed_tokens"), False),
+           "model.norm.weight": (("model", "norm", "scale"), False)}
+    if not config.tie_word_embeddings:
+        out["lm_head.weight"] = (("lm_head", "kernel"), True)
+    for i in range(config.num_layers):
+        pre = f"model.layers.{i}"
+        base = ("model", "layers", i)
+        out[f"{pre}.input_layernorm.weight"] = (base + ("input_layernorm", "scale"), False)
+        out[f"{pre}.post_attention_layernorm.weight"] = (
+            base + ("post_attention_layernorm", "scale"), False)
+        for p in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out[f"{pre}.self_attn.{p}.weight"] = (base + ("self_attn", p, "kernel"), True)
+            if config.attention_bias and p != "o_proj":
+                out[f"{pre}.self_attn.{p}.bias"] = (base + ("self_attn", p, "bias"), False)
+        for p in ("gate_proj", "up_proj", "down_proj"):
+            out[f"{pre}.mlp.{p}.weight"] = (base + ("mlp", p, "kernel"), True)
+    return out
+
+
+def _safetensor_files(path: str) -> list:
+    index = os.path.join(path, "model.safetensors.index.json")
+    single = os.path.join(path, "model.safetensors")
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index} has no 'weight_map'")
+        files = sorted(set(weight_map.values()))
+        for fn in files:
+            if not os.path.exists(os.path.join(path, fn)):
+                raise ValueError(f"checkpoint shard {fn!r} listed in {index} is missing")
+        return [os.path.join(path, fn) for fn in files]
+    if os.path.exists(single):
+        return [single]
+    raise ValueError(f"no model.safetensors or model.safetensors.index.json in {path!r}")
+
+
+def _iter_tensors(files) -> Iterator[Tuple[str, jnp.ndarray]]:
+    from safetensors import safe_open
+
+    for fn in files:
+        # framework="flax" reads bfloat16 too (numpy cannot).
+        with safe_open(fn, framework="flax") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name)
+
+
+def load_config(path: str, *, dtype: str = "float32", param_dtype=None) -> ModelConfig:
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.exists(cfg_path):
+        raise ValueError(f"no config.json in {path!r}")
+    with open(cfg_path) as f:
+        return ModelConfig.from_hf(json.load(f), dtype=dtype, param_dtype=param_dtype)
+
+
+def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
+                    remat: bool = False) -> Transformer:
+    """Loads a local HF Llama / Qwen2 folder into a `Transformer`.
+
+    dtype: compute dtype ("float32" | "bfloat16"); param_dtype defaults to dtype.
+    """
+    config = load_config(path, dtype=dtype, param_dtype=param_dtype)
+    files = _safetensor_files(path)
+    names = hf_param_names(config)
+    # Build the module abstractly (no random init), then fill every parameter.
+    model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), remat=remat))
+    graphdef, state = nnx.split(model)
+    flat = dict(nnx.to_flat_state(state))
+    pdt = jnp_dtype(config.param_dtype)
+    seen = set()
+    for name, tensor in _iter_tensors(files):
+        if name not in names:
+            if name.endswith(_IGNORED_SUFFIXES) or (name == "lm_head.weight"
+                                                    and config.tie_word_embeddings):
+                continue
+            raise ValueError(f"checkpoint tensor {name!r} is not part of a "
+                             f"{config.architecture} model with this config")
+        target, transpose = names[name]
+        t = tensor.T if transpose else tensor
+        var = flat[target]
+        expected = tuple(var.value.shape)
+        if tuple(t.shape) != expected:
+            shown = tuple(tensor.shape)
+            want = expected[::-1] if transpose else expected
+            raise ValueError(f"checkpoint tensor {name!r} has shape {shown}, expected {want}")
+        var.value = jnp.asarray(t, pdt)
+        seen.add(name)
+    missing = [n for n in names if n not in seen]
+    if missing:
+        raise ValueError(f"checkpoint is missing tensor {missing[0]!r}"
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    state = nnx.from_flat_state(flat)
+    return nnx.merge(graphdef, state)
+
+
+def save_pretrained(model: Transformer, path: str) -> None:
+    """Writes `config.json` + `model.safetensors` (transformers-loadable) into `path`."""
+    from safetensors.numpy import save_file
+
+    if not isinstance(model, Transformer):
+        raise ValueError(f"save_pretrained expects a Transformer, got {type(model).__name__}")
+    config = model.config
+    os.makedirs(path, exist_ok=True)
+    flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
+    tensors = {}
+    for name, (target, transpose) in hf_param_names(config).items():
+        arr = jax.device_get(flat[target][...])
+        arr = np.asarray(arr)
+        if transpose:
+            arr = arr.T
+        tensors[name] = np.ascontiguousarray(arr)
+    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config.to_hf(), f, indent=2, sort_keys=True)
