@@ -1,0 +1,258 @@
+"""The learner: pure, jitted parameter updates with a pluggable loss (issue 5; SPEC R6.1).
+
+`make_update(...)` returns a pure function
+
+    update(state: TrainState, batch: dict, aux: dict, key) -> (state, metrics)
+
+that runs `epochs` passes over a rollout batch, each split into `num_minibatches` optimiser steps,
+each minibatch split into `num_microbatches` gradient-accumulation chunks. The loss is pluggable:
+
+    loss_fn(model, microbatch: dict, aux: dict) -> (loss, metrics)
+
+**Exact normalisation under accumulation.** The learner computes the minibatch-wide denominators
+before splitting into micro-batches and passes them in `aux`:
+  aux["num_tokens"] = Σ loss_mask·valid over the whole minibatch,
+  aux["num_seqs"]   = Σ valid over the whole minibatch.
+A loss must divide its *sums* by these (see `rlvr.algorithms.base.aggregate_exact`), so the summed
+micro-batch gradients equal the full-minibatch gradient exactly — a token-mean over the batch, not
+a mean of micro-means. Metrics follow the same rule: each metric a loss returns must be additive
+over micro-batches (a sum divided by a minibatch-wide denominator); the learner sums them over
+micro-batches and averages over minibatches and epochs.
+
+**Non-finite guard.** If the loss or any gradient is NaN/inf the optimiser update is discarded
+(`jnp.where` on params and optimiser state) and `learner/skipped` counts it; nothing is applied.
+
+Gradient clipping by global norm is part of the optimiser (`make_optimizer`), after
+accumulation. `jit_step` wraps a step function with explicit in/out shardings and donates the
+state buffers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+LossFn = Callable[[nnx.Module, dict, dict], tuple[jnp.ndarray, dict]]
+
+
+def make_optimizer(
+    learning_rate: float,
+    *,
+    name: str = "adamw",
+    schedule: str = "constant",
+    warmup_steps: int = 0,
+    total_steps: int = 0,
+    weight_decay: float = 0.0,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-8,
+    max_grad_norm: float = 0.0,
+) -> optax.GradientTransformation:
+    """optax chain: global-norm clipping (if max_grad_norm > 0) then the optimiser with schedule."""
+    if schedule == "constant":
+        lr = optax.constant_schedule(learning_rate)
+        if warmup_steps:
+            lr = optax.join_schedules(
+                [optax.linear_schedule(0.0, learning_rate, warmup_steps), lr], [warmup_steps])
+    elif schedule == "cosine":
+        lr = optax.warmup_cosine_decay_schedule(
+            0.0 if warmup_steps else learning_rate, learning_rate, warmup_steps,
+            max(total_steps, warmup_steps + 1), end_value=0.0)
+    else:
+        raise ValueError(f"make_optimizer: schedule must be one of ('constant', 'cosine'), got {schedule!r}")
+    if name == "adamw":
+        opt = optax.adamw(lr, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
+    elif name == "adam":
+        opt = optax.adam(lr, b1=b1, b2=b2, eps=eps)
+    elif name == "sgd":
+        opt = optax.sgd(lr)
+    else:
+        raise ValueError(f"make_optimizer: name must be one of ('adamw', 'adam', 'sgd'), got {name!r}")
+    if max_grad_norm and max_grad_norm > 0:
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
+    return opt
+
+
+def optimizer_from_config(config, *, learning_rate: Optional[float] = None) -> optax.GradientTransformation:
+    o = config.optimizer
+    return make_optimizer(
+        o.learning_rate if learning_rate is None else learning_rate,
+        name=o.name, schedule=o.schedule, warmup_steps=o.warmup_steps,
+        total_steps=config.train.num_steps * config.train.epochs * config.train.num_minibatches,
+        weight_decay=o.weight_decay, b1=o.b1, b2=o.b2, eps=o.eps, max_grad_norm=o.max_grad_norm)
+
+
+def _tree_all_finite(tree) -> jnp.ndarray:
+    leaves = jax.tree.leaves(tree)
+    if not leaves:
+        return jnp.asarray(True)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _select(pred, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def batch_denominators(batch: dict) -> dict:
+    """Minibatch-wide normalisers: num_tokens = Σ loss_mask·valid, num_seqs = Σ valid."""
+    valid = batch["valid"].astype(jnp.float32)
+    return {
+        "num_tokens": jnp.sum(batch["loss_mask"].astype(jnp.float32) * valid[:, None]),
+        "num_seqs": jnp.sum(valid),
+    }
+
+
+def _split_leading(tree, n: int):
+    def f(x):
+        if x.shape[0] % n:
+            raise ValueError(f"learner: batch size {x.shape[0]} is not divisible by {n}")
+        return x.reshape((n, x.shape[0] // n) + x.shape[1:])
+
+    return jax.tree.map(f, tree)
+
+
+def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dict, aux: dict,
+                         num_microbatches: int):
+    """Σ over micro-batches of (loss, grads, metrics); exact when losses use aux denominators.
+
+    Returns:
+      (loss, grads, metrics): loss and metrics summed over micro-batches (i.e. the minibatch
+      values, given additive losses), grads the summed gradient w.r.t. `params`.
+    """
+
+    def micro(p, mb):
+        model = nnx.merge(graphdef, p, rest) if rest is not None else nnx.merge(graphdef, p)
+        loss, metrics = loss_fn(model, mb, aux)
+        return loss, metrics
+
+    grad_fn = jax.value_and_grad(micro, has_aux=True)
+    if num_microbatches == 1:
+        (loss, metrics), grads = grad_fn(params, minibatch)
+        return loss, grads, metrics
+    micro_batches = _split_leading(minibatch, num_microbatches)
+    first = jax.tree.map(lambda x: x[0], micro_batches)
+    _, metrics_shape = jax.eval_shape(lambda p, mb: micro(p, mb), params, first)
+    zeros_m = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)
+    zeros_g = jax.tree.map(jnp.zeros_like, params)
+
+    def body(carry, mb):
+        loss_acc, g_acc, m_acc = carry
+        (loss, metrics), grads = grad_fn(params, mb)
+        return (loss_acc + loss, jax.tree.map(jnp.add, g_acc, grads),
+                jax.tree.map(jnp.add, m_acc, metrics)), None
+
+    (loss, grads, metrics), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros_g, zeros_m),
+                                             micro_batches)
+    return loss, grads, metrics
+
+
+def make_update(
+    graphdef,
+    loss_fn: LossFn,
+    optimizer: optax.GradientTransformation,
+    *,
+    epochs: int = 1,
+    num_minibatches: int = 1,
+    num_microbatches: int = 1,
+    shuffle: bool = True,
+    params_field: str = "params",
+    opt_field: str = "opt_state",
+    rest=None,
+    prefix: str = "",
+) -> Callable:
+    """Builds `update(state, batch, aux, key) -> (state, metrics)` (pure; jit it via the caller).
+
+    Args:
+      graphdef: nnx GraphDef of the module the params belong to.
+      loss_fn: `loss_fn(model, microbatch, aux) -> (loss, metrics)`, additive (see module doc).
+      optimizer: optax transformation (clipping included, `make_optimizer`).
+      epochs, num_minibatches, num_microbatches: passes, optimiser steps per pass,
+        accumulation chunks per optimiser step. The batch's leading size must divide by
+        num_minibatches * num_microbatches.
+      shuffle: reshuffle samples before each epoch (only matters with num_minibatches > 1).
+      params_field, opt_field: TrainState fields updated (e.g. "critic_params",
+        "critic_opt_state" for a critic learner).
+      rest: non-Param nnx state of the module (constant during training), or None.
+      prefix: metric-name prefix (e.g. "critic/").
+
+    batch: dict of arrays with a common leading batch dimension B, including "loss_mask" [B, T]
+      and "valid" [B]. aux: dict of scalars passed to the loss (KL coefficient, ...), extended
+      with the minibatch denominators.
+
+    Metrics: loss-fn metrics averaged over epochs × minibatches, plus `{prefix}loss`,
+      `{prefix}grad_norm` (pre-clip global norm), `{prefix}skipped` (non-finite updates discarded,
+      a count), `{prefix}num_updates`.
+    """
+
+    def update(state, batch: dict, aux: dict, key):
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            mb_aux = dict(aux)
+            mb_aux.update(batch_denominators(minibatch))
+            loss, grads, metrics = accumulate_gradients(
+                graphdef, rest, loss_fn, params, minibatch, mb_aux, num_microbatches)
+            finite = jnp.isfinite(loss) & _tree_all_finite(grads)
+            grad_norm = optax.tree.norm(grads)
+            safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
+            updates, new_opt_state = optimizer.update(safe_grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
+            params = _select(finite, new_params, params)
+            opt_state = _select(finite, new_opt_state, opt_state)
+            out = dict(metrics)
+            out["loss"] = loss
+            out["grad_norm"] = grad_norm
+            out["skipped"] = 1.0 - finite.astype(jnp.float32)
+            return (params, opt_state), out
+
+        params = getattr(state, params_field)
+        opt_state = getattr(state, opt_field)
+        b = batch["loss_mask"].shape[0]
+
+        def epoch(carry, ekey):
+            data = batch
+            if shuffle and num_minibatches > 1:
+                perm = jax.random.permutation(ekey, b)
+                data = jax.tree.map(lambda x: jnp.take(x, perm, axis=0), batch)
+            minibatches = _split_leading(data, num_minibatches)
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        keys = jax.random.split(key, epochs)
+        (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), keys)
+        # metrics: [epochs, num_minibatches] per leaf
+        out = {}
+        for k, v in metrics.items():
+            out[prefix + k] = jnp.sum(v) if k == "skipped" else jnp.mean(v)
+        out[prefix + "num_updates"] = jnp.asarray(epochs * num_minibatches, jnp.float32)
+        state = state.replace(**{params_field: params, opt_field: opt_state})
+        return state, out
+
+    return update
+
+
+def jit_step(step_fn: Callable, *, state_sharding=None, batch_sharding=None, donate: bool = True):
+    """jax.jit of `step_fn(state, batch) -> (state, metrics)` with explicit shardings + donation.
+
+    state_sharding: pytree (prefix) of shardings for the state, or None (single device / let
+      JAX infer). batch_sharding: a sharding (prefix) for every batch leaf, e.g. NamedSharding
+      over the data axes. Metrics come back replicated.
+    """
+    kwargs: dict[str, Any] = {}
+    if state_sharding is not None or batch_sharding is not None:
+        mesh = _mesh_of(state_sharding) or _mesh_of(batch_sharding)
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()) if mesh else None
+        kwargs["in_shardings"] = (state_sharding, batch_sharding)
+        kwargs["out_shardings"] = (state_sharding, replicated)
+    return jax.jit(step_fn, donate_argnums=(0,) if donate else (), **kwargs)
+
+
+def _mesh_of(sharding_tree):
+    if sharding_tree is None:
+        return None
+    for leaf in jax.tree.leaves(sharding_tree, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding)):
+        if isinstance(leaf, jax.sharding.NamedSharding):
+            return leaf.mesh
+    return None

@@ -1,0 +1,82 @@
+"""`TrainState`: everything the learner carries between steps (DESIGN.md types; SPEC R6.1).
+
+A flax.struct pytree, so it is jit/donate/shard friendly and orbax saves it as one tree. Model
+structure (the nnx GraphDef) is *not* in the state: the learner holds it statically and merges
+`params` back into a module inside jit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+
+@struct.dataclass
+class TrainState:
+    """Learner state.
+
+    Attributes:
+      params: nnx.State of the policy's nnx.Param variables.
+      opt_state: optax state for `params`.
+      step: int32 scalar, optimiser-independent count of learner updates (RL steps).
+      rng: uint32[2] raw PRNG key (checkpointable); split for shuffling / sampling.
+      policy_version: int32 scalar, bumped each time new params are published to rollout (R1.2).
+      ref_params: optional nnx.State of the frozen reference policy (KL, R3.7).
+      critic_params: optional nnx.State of the critic (PPO / SAO).
+      critic_opt_state: optional optax state for `critic_params`.
+      kl_coef: float32 scalar β (fixed or adapted by eq.23).
+      extras: dict of algorithm state arrays (e.g. REINFORCE running baseline); may be empty.
+    """
+
+    params: Any
+    opt_state: Any
+    step: jnp.ndarray
+    rng: jnp.ndarray
+    policy_version: jnp.ndarray
+    ref_params: Optional[Any] = None
+    critic_params: Optional[Any] = None
+    critic_opt_state: Optional[Any] = None
+    kl_coef: jnp.ndarray = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
+    extras: dict = struct.field(default_factory=dict)
+
+
+def split_model(model: nnx.Module):
+    """(graphdef, params, rest): params are nnx.Param variables, rest everything else."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return graphdef, params, rest
+
+
+def create_train_state(
+    params,
+    optimizer,
+    *,
+    seed: int,
+    ref_params=None,
+    critic_params=None,
+    critic_optimizer=None,
+    kl_coef: float = 0.0,
+    extras: Optional[dict] = None,
+) -> TrainState:
+    """Builds the initial state; copies `ref_params` so the reference never aliases the policy."""
+    critic_opt_state = None
+    if critic_params is not None:
+        if critic_optimizer is None:
+            raise ValueError("create_train_state: critic_params given without critic_optimizer")
+        critic_opt_state = critic_optimizer.init(critic_params)
+    if ref_params is not None:
+        ref_params = jax.tree.map(jnp.copy, ref_params)
+    return TrainState(
+        params=params,
+        opt_state=optimizer.init(params),
+        step=jnp.zeros((), jnp.int32),
+        rng=jax.random.PRNGKey(seed),
+        policy_version=jnp.zeros((), jnp.int32),
+        ref_params=ref_params,
+        critic_params=critic_params,
+        critic_opt_state=critic_opt_state,
+        kl_coef=jnp.asarray(kl_coef, jnp.float32),
+        extras=dict(extras or {}),
+    )
