@@ -1,0 +1,410 @@
+"""Policy and value losses, loss aggregation, entropy, explained variance (SPEC R3.3, R3.5, R3.6, R3.8).
+
+Per-token inputs are aligned `[B, T]` arrays (RolloutBatch convention): `logprobs[b, t]` is the
+learner's log π_θ(tokens[b, t] | tokens[b, :t]), `old_logprobs` the same under π_old (the
+behaviour policy's saved log-probs for async/SAO), `loss_mask` 1 on policy tokens. Values at
+masked positions are never used (they may hold garbage; they are selected away before `exp`).
+
+Every loss returns `(loss, metrics)`: `loss` is a scalar to *minimise*; `metrics` is a dict of
+scalar arrays with stable keys. Token-level metrics are token means over the loss mask,
+independent of the aggregation mode.
+
+Aggregation (R3.8, 002 §5.3 eq.51) lives in one place, `aggregate`:
+  "token-mean":          Σ_{b,t} m x / Σ_{b,t} m — long sequences weigh more (eq.51 style).
+  "seq-mean-token-mean": mean over non-empty rows of (Σ_t m x / Σ_t m) — every sequence weighs
+                         the same (eq.75's 1/|y_i| then 1/G).
+  "seq-mean-token-sum":  mean over non-empty rows of Σ_t m x.
+Rows with no loss token (fully masked, e.g. invalid samples) are left out of the row mean.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from rlvr.core._util import (
+    check_choice,
+    check_ndim,
+    check_range,
+    check_same_shape,
+    masked_mean,
+    safe_div,
+    valid_or_ones,
+)
+
+__all__ = [
+    "AGGREGATIONS",
+    "aggregate",
+    "ppo_token_loss",
+    "trust_region_token_loss",
+    "sequence_clip_loss",
+    "gspo_sequence_loss",
+    "value_loss",
+    "entropy_from_logits",
+    "explained_variance",
+]
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+
+
+def aggregate(per_token, loss_mask, mode):
+    """Reduces a per-token quantity to a scalar under an explicit aggregation (R3.8, 002 §5.3).
+
+    Args:
+      per_token: float [B, T].
+      loss_mask: [B, T] 0/1 or bool.
+      mode: "token-mean" | "seq-mean-token-mean" | "seq-mean-token-sum" (see module docstring).
+
+    Returns:
+      float scalar; 0 when the mask is empty.
+    """
+    fn = "aggregate"
+    check_choice(fn, "aggregation", mode, AGGREGATIONS)
+    per_token = jnp.asarray(per_token)
+    check_ndim(fn, "per_token", per_token, 2, "[B, T]")
+    check_same_shape(fn, per_token=per_token, loss_mask=loss_mask)
+    m = jnp.asarray(loss_mask) > 0
+    if mode == "token-mean":
+        return masked_mean(per_token, m)
+    dtype = jnp.result_type(per_token, jnp.float32)
+    row_sum = jnp.sum(jnp.where(m, per_token, 0), axis=-1)
+    row_n = jnp.sum(m, axis=-1).astype(dtype)
+    row_val = safe_div(row_sum, row_n) if mode == "seq-mean-token-mean" else row_sum
+    return masked_mean(row_val, row_n > 0)
+
+
+def _prep_token_inputs(fn, logprobs, old_logprobs, advantages, loss_mask):
+    logprobs = jnp.asarray(logprobs)
+    old_logprobs = jnp.asarray(old_logprobs)
+    loss_mask = jnp.asarray(loss_mask)
+    check_ndim(fn, "logprobs", logprobs, 2, "[B, T]")
+    check_same_shape(fn, logprobs=logprobs, old_logprobs=old_logprobs, loss_mask=loss_mask)
+    advantages = jnp.asarray(advantages)
+    b, _ = logprobs.shape
+    if advantages.shape == (b,):
+        advantages = advantages[:, None]
+    elif advantages.shape != logprobs.shape:
+        raise ValueError(
+            f"{fn}: `advantages` must be [B]={b} or [B, T]={logprobs.shape}, got {advantages.shape}"
+        )
+    chex.assert_rank([logprobs, old_logprobs, loss_mask], 2)
+    m = loss_mask > 0
+    dtype = jnp.result_type(logprobs, jnp.float32)
+    log_ratio = jnp.where(m, logprobs.astype(dtype) - old_logprobs.astype(dtype), 0)
+    return log_ratio, jnp.broadcast_to(advantages.astype(dtype), logprobs.shape), m
+
+
+def _ratio_metrics(ratio, log_ratio, m):
+    """Shared token metrics: ratio stats and approx KL(π_old‖π_θ) (k3 on samples of π_old)."""
+    big = jnp.finfo(ratio.dtype).max
+    any_tok = jnp.any(m)
+    return {
+        "ratio_mean": masked_mean(ratio, m),
+        "ratio_max": jnp.where(any_tok, jnp.max(jnp.where(m, ratio, -big)), 0.0),
+        "ratio_min": jnp.where(any_tok, jnp.min(jnp.where(m, ratio, big)), 0.0),
+        "approx_kl": masked_mean((ratio - 1) - log_ratio, m),
+        "num_tokens": jnp.sum(m).astype(ratio.dtype),
+    }
+
+
+def ppo_token_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    loss_mask,
+    *,
+    clip_low=0.2,
+    clip_high=0.2,
+    dual_clip=None,
+    aggregation="token-mean",
+):
+    """PPO/GRPO clipped surrogate at token level (SPEC R3.5, R3.8; 002 eq.71, eq.75).
+
+    ρ_t = exp(logp_t − old_t); per-token loss ℓ_t = −min(ρ_t Â_t, clip(ρ_t, 1−ε_low, 1+ε_high) Â_t)
+    (asymmetric ε allows "clip-higher"). With `dual_clip = c > 1`, tokens with Â_t < 0 use
+    min(ℓ_t, −c Â_t), bounding the loss of very large ratios on negative advantages.
+
+    Args:
+      logprobs, old_logprobs: float [B, T].
+      advantages: float [B] (broadcast over tokens) or [B, T].
+      loss_mask: [B, T] 0/1 or bool.
+      clip_low, clip_high: ε_low in [0, 1), ε_high ≥ 0.
+      dual_clip: None or c > 1.
+      aggregation: see `aggregate`.
+
+    Returns:
+      (loss, metrics): loss scalar; metrics keys "pg_loss", "clip_fraction",
+      "clip_fraction_low", "clip_fraction_high", "dual_clip_fraction", "ratio_mean",
+      "ratio_max", "ratio_min", "approx_kl", "num_tokens".
+    """
+    fn = "ppo_token_loss"
+    check_choice(fn, "aggregation", aggregation, AGGREGATIONS)
+    check_range(fn, "clip_low", clip_low, lo=0.0, hi=1.0, hi_open=True)
+    check_range(fn, "clip_high", clip_high, lo=0.0)
+    if dual_clip is not None:
+        check_range(fn, "dual_clip", dual_clip, lo=1.0, lo_open=True)
+    log_ratio, adv, m = _prep_token_inputs(fn, logprobs, old_logprobs, advantages, loss_mask)
+    ratio = jnp.exp(log_ratio)
+    clipped = jnp.clip(ratio, 1 - clip_low, 1 + clip_high)
+    loss1 = -adv * ratio
+    loss2 = -adv * clipped
+    per_token = jnp.maximum(loss1, loss2)
+    is_clipped = loss2 > loss1
+    if dual_clip is not None:
+        loss3 = -adv * dual_clip
+        dual = (adv < 0) & (per_token > loss3)
+        per_token = jnp.where(adv < 0, jnp.minimum(per_token, loss3), per_token)
+    else:
+        dual = jnp.zeros_like(m)
+    loss = aggregate(per_token, m, aggregation)
+    metrics = {
+        "pg_loss": loss,
+        "clip_fraction": masked_mean(is_clipped.astype(ratio.dtype), m),
+        "clip_fraction_low": masked_mean((is_clipped & (ratio < 1)).astype(ratio.dtype), m),
+        "clip_fraction_high": masked_mean((is_clipped & (ratio > 1)).astype(ratio.dtype), m),
+        "dual_clip_fraction": masked_mean(dual.astype(ratio.dtype), m),
+        **_ratio_metrics(ratio, log_ratio, m),
+    }
+    return loss, metrics
+
+
+def trust_region_token_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    loss_mask,
+    *,
+    clip_low,
+    clip_high,
+    aggregation="token-mean",
+):
+    """SAO's strict double-sided token trust region (SPEC R3.5, R5.3; 003 §4.3).
+
+    ρ_t = exp(logp_t − old_t) against the *behaviour* log-probs saved at sampling time. Tokens
+    whose ratio lies outside [1−ε_low, 1+ε_high] are masked out entirely — whatever the sign of
+    Â_t (unlike PPO, which keeps the un-clipped side) — so they give neither loss nor gradient.
+    Inside the region ℓ_t = −ρ_t Â_t. Aggregation uses the original `loss_mask` as denominator,
+    so a masked-out token counts as a zero contribution (the scale of in-region gradients does not
+    depend on how many tokens left the region).
+
+    Args:
+      logprobs, old_logprobs: float [B, T].
+      advantages: float [B] or [B, T].
+      loss_mask: [B, T].
+      clip_low: ε_low in [0, 1); clip_high: ε_high ≥ 0.
+      aggregation: see `aggregate`.
+
+    Returns:
+      (loss, metrics): metrics keys "pg_loss", "masked_fraction", "masked_fraction_low",
+      "masked_fraction_high", "ratio_mean", "ratio_max", "ratio_min", "approx_kl", "num_tokens".
+    """
+    fn = "trust_region_token_loss"
+    check_choice(fn, "aggregation", aggregation, AGGREGATIONS)
+    check_range(fn, "clip_low", clip_low, lo=0.0, hi=1.0, hi_open=True)
+    check_range(fn, "clip_high", clip_high, lo=0.0)
+    log_ratio, adv, m = _prep_token_inputs(fn, logprobs, old_logprobs, advantages, loss_mask)
+    ratio = jnp.exp(log_ratio)
+    low = ratio < 1 - clip_low
+    high = ratio > 1 + clip_high
+    inside = ~(low | high)
+    per_token = jnp.where(inside, -adv * ratio, 0)
+    loss = aggregate(per_token, m, aggregation)
+    f = ratio.dtype
+    metrics = {
+        "pg_loss": loss,
+        "masked_fraction": masked_mean((~inside).astype(f), m),
+        "masked_fraction_low": masked_mean(low.astype(f), m),
+        "masked_fraction_high": masked_mean(high.astype(f), m),
+        **_ratio_metrics(ratio, log_ratio, m),
+    }
+    return loss, metrics
+
+
+def _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid):
+    logprobs = jnp.asarray(logprobs)
+    old_logprobs = jnp.asarray(old_logprobs)
+    loss_mask = jnp.asarray(loss_mask)
+    advantages = jnp.asarray(advantages)
+    check_ndim(fn, "logprobs", logprobs, 2, "[B, T]")
+    check_same_shape(fn, logprobs=logprobs, old_logprobs=old_logprobs, loss_mask=loss_mask)
+    b = logprobs.shape[0]
+    if advantages.shape != (b,):
+        raise ValueError(f"{fn}: `advantages` must be [B]={b} (one per action), got {advantages.shape}")
+    if valid is not None and jnp.shape(valid) != (b,):
+        raise ValueError(f"{fn}: `valid` must be [B]={b}, got {jnp.shape(valid)}")
+    chex.assert_rank([logprobs, old_logprobs, loss_mask], 2)
+    m = loss_mask > 0
+    dtype = jnp.result_type(logprobs, jnp.float32)
+    log_ratio = jnp.where(m, logprobs.astype(dtype) - old_logprobs.astype(dtype), 0)
+    valid = valid_or_ones(valid, (b,)) & jnp.any(m, axis=-1)
+    return log_ratio, advantages.astype(dtype), m, valid
+
+
+def _clipped_sequence_objective(seq_log_ratio, adv, valid, lo, hi, max_log_ratio):
+    seq_log_ratio = jnp.clip(seq_log_ratio, -max_log_ratio, max_log_ratio)
+    ratio = jnp.exp(seq_log_ratio)
+    clipped = jnp.clip(ratio, lo, hi)
+    obj = jnp.minimum(ratio * adv, clipped * adv)
+    is_clipped = clipped * adv < ratio * adv
+    j = masked_mean(obj, valid)
+    f = ratio.dtype
+    metrics = {
+        "objective": j,
+        "clip_fraction": masked_mean(is_clipped.astype(f), valid),
+        "seq_ratio_mean": masked_mean(ratio, valid),
+        "seq_log_ratio_mean": masked_mean(seq_log_ratio, valid),
+        "approx_kl": masked_mean((ratio - 1) - seq_log_ratio, valid),
+        "num_sequences": jnp.sum(valid).astype(f),
+    }
+    return -j, metrics
+
+
+def sequence_clip_loss(
+    logprobs, old_logprobs, advantages, loss_mask, *, clip_eps, valid=None, max_log_ratio=20.0
+):
+    """PivotRL turn-level clipped objective (SPEC R3.6, R4.4; seed 000 §3.3).
+
+    r_i = π_θ(a_i|s)/π_old(a_i|s) = exp(Σ_t m_t (logp_t − old_t)) over the whole action — the
+    product of token probabilities, *no* 1/T_i root (that is `gspo_sequence_loss`).
+    J = (1/K) Σ_i min(r_i Â_i, clip(r_i, 1−ε, 1+ε) Â_i) over valid samples; loss = −J.
+    The reference-KL term of eq.(000 §3.3) is added separately (rlvr.core.kl).
+
+    Args:
+      logprobs, old_logprobs: float [K, T], one action per row.
+      advantages: float [K], one per action (e.g. grpo_advantages of the group, flattened).
+      loss_mask: [K, T]; 1 on the action's tokens.
+      clip_eps: ε in (0, 1).
+      valid: optional bool [K]; invalid rows and rows with no action token are excluded.
+      max_log_ratio: numerical guard: the summed log-ratio is clipped to ±this before exp.
+
+    Returns:
+      (loss, metrics): loss = −J (scalar); metrics keys "objective", "clip_fraction",
+      "seq_ratio_mean", "seq_log_ratio_mean", "approx_kl", "num_sequences".
+    """
+    fn = "sequence_clip_loss"
+    check_range(fn, "clip_eps", clip_eps, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    log_ratio, adv, m, valid = _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid)
+    seq_lr = jnp.sum(log_ratio, axis=-1)
+    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_eps, 1 + clip_eps, max_log_ratio)
+
+
+def gspo_sequence_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    loss_mask,
+    *,
+    clip_low=3e-4,
+    clip_high=4e-4,
+    valid=None,
+    max_log_ratio=20.0,
+):
+    """GSPO sequence loss with the geometric-mean ratio (a separate option; SPEC R3.6 note).
+
+    s_i = exp((1/|y_i|) Σ_t m_t (logp_t − old_t)) — the length-normalised (geometric mean) ratio;
+    J = mean_i min(s_i Â_i, clip(s_i, 1−ε_low, 1+ε_high) Â_i); loss = −J. Defaults follow the
+    GSPO paper's small clip range. Not the PivotRL objective (that is `sequence_clip_loss`).
+
+    Args / Returns: as `sequence_clip_loss`, with asymmetric `clip_low`, `clip_high`.
+    """
+    fn = "gspo_sequence_loss"
+    check_range(fn, "clip_low", clip_low, lo=0.0, hi=1.0, hi_open=True)
+    check_range(fn, "clip_high", clip_high, lo=0.0)
+    log_ratio, adv, m, valid = _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid)
+    n = jnp.sum(m, axis=-1).astype(log_ratio.dtype)
+    seq_lr = safe_div(jnp.sum(log_ratio, axis=-1), n)
+    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_low, 1 + clip_high, max_log_ratio)
+
+
+def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean"):
+    """Critic regression loss, optionally clipped (SPEC R3.3; 002 §7.1 "Value Clipping", eq.72).
+
+    ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = V^old_t + clip(V_t − V^old_t, −ε, ε) and
+    ℓ_t = ½ max((V_t − R_t)², (V^clip_t − R_t)²).
+
+    Args:
+      values: float [B, T] current critic values; old_values: [B, T] values at rollout time;
+      returns: [B, T] targets (e.g. from `gae`); loss_mask: [B, T].
+      clip_eps: None or ε > 0.
+      aggregation: see `aggregate`.
+
+    Returns:
+      (loss, metrics): keys "value_loss", "value_clip_fraction", "value_mean", "return_mean",
+      "explained_variance".
+    """
+    fn = "value_loss"
+    check_choice(fn, "aggregation", aggregation, AGGREGATIONS)
+    values = jnp.asarray(values)
+    check_ndim(fn, "values", values, 2, "[B, T]")
+    check_same_shape(fn, values=values, old_values=old_values, returns=returns, loss_mask=loss_mask)
+    if clip_eps is not None:
+        check_range(fn, "clip_eps", clip_eps, lo=0.0, lo_open=True)
+    m = jnp.asarray(loss_mask) > 0
+    dtype = jnp.result_type(values, jnp.float32)
+    v = jnp.where(m, values.astype(dtype), 0)
+    r = jnp.where(m, jnp.asarray(returns).astype(dtype), 0)
+    err = jnp.square(v - r)
+    if clip_eps is not None:
+        old = jnp.where(m, jnp.asarray(old_values).astype(dtype), 0)
+        v_clip = old + jnp.clip(v - old, -clip_eps, clip_eps)
+        err_clip = jnp.square(v_clip - r)
+        clip_frac = masked_mean((err_clip > err).astype(dtype), m)
+        err = jnp.maximum(err, err_clip)
+    else:
+        clip_frac = jnp.zeros((), dtype)
+    loss = 0.5 * aggregate(err, m, aggregation)
+    metrics = {
+        "value_loss": loss,
+        "value_clip_fraction": clip_frac,
+        "value_mean": masked_mean(v, m),
+        "return_mean": masked_mean(r, m),
+        "explained_variance": explained_variance(jax.lax.stop_gradient(v), r, m),
+    }
+    return loss, metrics
+
+
+def entropy_from_logits(logits):
+    """Entropy of softmax(logits) over the last axis (SPEC R3.8 entropy bonus, 002 eq.72).
+
+    H = −Σ_v p_v log p_v, computed from log_softmax; -inf logits (masked vocabulary) contribute 0
+    and give no NaN in value or gradient.
+
+    Args:
+      logits: float [..., V].
+
+    Returns:
+      float [...].
+    """
+    logits = jnp.asarray(logits)
+    if logits.ndim < 1:
+        raise ValueError(f"entropy_from_logits: `logits` must be [..., V], got shape {logits.shape}")
+    logp = jax.nn.log_softmax(logits.astype(jnp.result_type(logits, jnp.float32)), axis=-1)
+    finite = jnp.isfinite(logp)
+    logp_safe = jnp.where(finite, logp, 0)
+    p = jnp.where(finite, jnp.exp(logp_safe), 0)
+    return -jnp.sum(p * logp_safe, axis=-1)
+
+
+def explained_variance(values, returns, mask):
+    """Explained variance 1 − Var[R − V] / Var[R] over masked tokens (SPEC R3.3, 002 §7.1).
+
+    Args:
+      values, returns: float [...] (same shape); mask: same shape, 0/1 or bool.
+
+    Returns:
+      float scalar; 0 when the mask is empty or Var[R] = 0 (never NaN).
+    """
+    fn = "explained_variance"
+    check_same_shape(fn, values=values, returns=returns, mask=mask)
+    m = jnp.asarray(mask) > 0
+    dtype = jnp.result_type(jnp.asarray(values), jnp.float32)
+    v = jnp.asarray(values).astype(dtype)
+    r = jnp.asarray(returns).astype(dtype)
+
+    def var(x):
+        mu = masked_mean(x, m)
+        return masked_mean(jnp.square(x - mu), m)
+
+    var_r = var(r)
+    return jnp.where(var_r > 0, 1 - safe_div(var(r - v), var_r), 0.0)
