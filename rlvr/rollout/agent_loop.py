@@ -1,0 +1,468 @@
+"""Multi-turn agent loop: policy actions and environment observations in one token stream.
+
+SPEC R1.1, R1.2 (seed 002 §5.1, §8.1; seed 003 §1, §4.2). An episode is
+
+    prompt · a_0 · o_1 · a_1 · o_2 · ... · a_{H-1} · o_H
+
+as ONE token stream. `loss_mask` is 1 on action tokens a_i only (the policy's tokens, including
+the action terminator), 0 on the prompt and on every observation o_i; `turn_ids[t] = i` on the
+tokens of action a_i and -1 elsewhere, so Skip-Observation GAE (R3.4) and turn-level losses
+(R3.6) can find the action boundaries. `behavior_logprobs` are the sampler's log-probs of the
+action tokens, aligned with `tokens` (see rlvr/rollout/batch.py).
+
+Batched: every turn, all still-active episodes step together — one sampler call with prompt =
+each episode's whole history so far (left-padded, bucketed lengths so the jitted sampler compiles
+a few shapes only), stopping at the action terminator (newline) or EOS. Environments step on the
+host, never inside jit.
+
+Bounds and stop reasons (R1.2): the environment ends the episode (`eos`: natural end, also when
+the policy emits EOS), `max_turns`, `max_length` (an action that hits the per-action token cap
+without a terminator, or a stream that would exceed `max_tokens`), `timeout` (wall time),
+`env_error` (the environment reported a fault: the sample is marked invalid, never reward 0).
+
+Before each action the loop records the environment snapshot, its state hash and the prefix
+length: these are the pivot candidates of PivotRL (R4.3, seed 003 §3.1, §7.2) — a continuation
+restored from them sees exactly the state the original episode saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+import numpy as np
+
+from rlvr.rollout.batch import RolloutBatch, SampleMeta
+from rlvr.verifiers.verdict import Verdict
+
+
+def _bucket(n: int, bucket: int) -> int:
+    return max(bucket, -(-n // bucket) * bucket)
+
+
+# ------------------------------------------------------------------------------------- one turn
+@dataclasses.dataclass(frozen=True)
+class TurnSamples:
+    """One sampled action per prefix (host arrays; the PivotRL training/probe unit).
+
+    Attributes:
+      tokens: int32 [B, P+N]: the prefix left-padded to P, then the action (and padding).
+      attention_mask: bool [B, P+N]; positions: int32 [B, P+N].
+      loss_mask: float32 [B, P+N]: 1 on the action tokens (incl. terminator) only.
+      behavior_logprobs: float32 [B, P+N]: sampler log-probs on the action tokens, 0 elsewhere.
+      action_ids: list of B lists of action token ids (terminator included when emitted).
+      texts: list of B decoded action texts (terminator stripped).
+      stopped: bool [B]: the action ended with the terminator; eos: bool [B]: it ended with EOS.
+      truncated: bool [B]: hit `max_new_tokens` with neither.
+    """
+
+    tokens: np.ndarray
+    attention_mask: np.ndarray
+    positions: np.ndarray
+    loss_mask: np.ndarray
+    behavior_logprobs: np.ndarray
+    action_ids: list
+    texts: list
+    stopped: np.ndarray
+    eos: np.ndarray
+    truncated: np.ndarray
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+
+def left_pad(prefixes: Sequence[Sequence[int]], pad_id: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+    """Left-pads token lists to a common length rounded up to a multiple of `bucket`.
+
+    Returns (tokens int32 [B, P], mask bool [B, P]).
+    """
+    if not prefixes or any(len(p) == 0 for p in prefixes):
+        raise ValueError("left_pad: every prefix must be a non-empty token list")
+    p = _bucket(max(len(x) for x in prefixes), bucket)
+    toks = np.full((len(prefixes), p), pad_id, np.int32)
+    mask = np.zeros((len(prefixes), p), bool)
+    for i, x in enumerate(prefixes):
+        toks[i, p - len(x):] = x
+        mask[i, p - len(x):] = True
+    return toks, mask
+
+
+def sample_turn(
+    model,
+    prefixes: Sequence[Sequence[int]],
+    key: jax.Array,
+    params,
+    *,
+    tokenizer,
+    terminator_id: int,
+    prompt_bucket: int = 32,
+    batch_bucket: int = 1,
+) -> TurnSamples:
+    """Samples one action per prefix with the batched sampler (prompt = history so far).
+
+    `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The batch is
+    padded up to a multiple of `batch_bucket` with copies of the first prefix (then dropped) so
+    the jitted sampler sees few distinct shapes.
+    """
+    from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
+
+    n = len(prefixes)
+    padded = list(prefixes) + [prefixes[0]] * (_bucket(n, batch_bucket) - n)
+    ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket)
+    out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id)
+    tokens = np.asarray(out.tokens)[:n]
+    loss_mask = np.asarray(out.loss_mask, np.float32)[:n]
+    blp = np.asarray(out.behavior_logprobs, np.float32)[:n] * loss_mask
+    lengths = np.asarray(out.lengths)[:n]
+    p = ptoks.shape[1]
+    action_ids, texts, stopped, eos = [], [], np.zeros(n, bool), np.zeros(n, bool)
+    for i in range(n):
+        ids = [int(t) for t in tokens[i, p:p + int(lengths[i])]]
+        action_ids.append(ids)
+        if ids and ids[-1] == terminator_id:
+            stopped[i] = True
+            ids = ids[:-1]
+        elif ids and ids[-1] == tokenizer.eos_id:
+            eos[i] = True
+            ids = ids[:-1]
+        texts.append(tokenizer.decode(ids))
+    return TurnSamples(
+        tokens=tokens.astype(np.int32),
+        attention_mask=np.asarray(out.attention_mask, bool)[:n],
+        positions=np.asarray(out.positions, np.int32)[:n],
+        loss_mask=loss_mask,
+        behavior_logprobs=blp,
+        action_ids=action_ids,
+        texts=texts,
+        stopped=stopped,
+        eos=eos,
+        truncated=~(stopped | eos),
+    )
+
+
+# ----------------------------------------------------------------------------------- episodes
+@dataclasses.dataclass
+class Episode:
+    """Host record of one multi-turn episode (mutable while the loop runs).
+
+    `tokens/loss_mask/behavior_logprobs/turn_ids` are the unpadded stream; `turn_starts[i]` is
+    the stream length before action i (the pivot prefix is `tokens[:turn_starts[i]]`);
+    `snapshots[i]` / `state_hashes[i]` the environment state before action i.
+    """
+
+    task: Any
+    env: Any
+    tokens: list
+    loss_mask: list
+    behavior_logprobs: list
+    turn_ids: list
+    actions: list = dataclasses.field(default_factory=list)
+    observations: list = dataclasses.field(default_factory=list)
+    snapshots: list = dataclasses.field(default_factory=list)
+    state_hashes: list = dataclasses.field(default_factory=list)
+    turn_starts: list = dataclasses.field(default_factory=list)
+    first_turn: int = 0
+    done: bool = False
+    stop_reason: str = ""
+    truncated: bool = False
+    env_error: Optional[str] = None
+    verdict: Optional[Verdict] = None
+    reward: float = 0.0
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.actions)
+
+    @property
+    def num_action_tokens(self) -> int:
+        return int(sum(self.loss_mask))
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeStart:
+    """Where an episode starts: a fresh task (snapshot None) or a restored pivot state.
+
+    Attributes:
+      task: the TaskSpec.
+      prefix_tokens: token ids of the history so far (prompt [+ earlier turns]).
+      snapshot: environment snapshot to restore (None: `env.reset(task, seed)`).
+      state_hash: expected `env.state_hash()` after restore (checked; R6.3 eq.90, 003 §7.2).
+      turn_index: index of the next action (turn_ids continue from it).
+      seed: environment seed for reset.
+    """
+
+    task: Any
+    prefix_tokens: tuple
+    snapshot: Any = None
+    state_hash: Optional[str] = None
+    turn_index: int = 0
+    seed: int = 0
+
+
+def restore_env(env, snapshot, expected_hash: Optional[str]) -> str:
+    """Restores `env` to `snapshot` and checks the state hash equals `expected_hash`.
+
+    Raises RuntimeError naming both hashes if the restored state differs (a continuation from a
+    pivot must see exactly the original state, seed 003 §7.2). Returns the hash.
+    """
+    env.restore(snapshot)
+    h = env.state_hash()
+    if expected_hash is not None and h != expected_hash:
+        raise RuntimeError(
+            f"restore_env: restored state hash {h} != expected pivot state hash {expected_hash}"
+        )
+    return h
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentRollout:
+    """Output of `run_episodes`: the device batch, per-sample metadata and host episodes."""
+
+    batch: RolloutBatch
+    metas: list
+    episodes: list
+    stats: dict
+
+
+def run_episodes(
+    model,
+    starts: Sequence[EpisodeStart],
+    make_env: Callable[[], Any],
+    key: jax.Array,
+    *,
+    tokenizer,
+    sampling,
+    terminator: str = "\n",
+    max_turns: int = 8,
+    max_tokens: int = 256,
+    wall_time_s: float = 60.0,
+    verify: Optional[Callable[[Episode], Verdict]] = None,
+    policy_version: int = 0,
+    verifier_version: str = "0",
+    reward_config_hash: str = "",
+    seq_bucket: int = 64,
+    prompt_bucket: int = 32,
+    policy: Optional[Callable] = None,
+) -> AgentRollout:
+    """Runs a batch of episodes to completion, all active episodes stepping together.
+
+    Args:
+      model: the policy (rlvr.models.Transformer) passed to the sampler.
+      starts: one EpisodeStart per episode (fresh tasks or restored pivot states).
+      make_env: factory of a fresh Environment (one per episode).
+      key: PRNG key; split per turn.
+      tokenizer: rlvr tokenizer (encode/decode/pad_id/eos_id).
+      sampling: SamplingParams for each action; `max_new_tokens` bounds one action. The
+        terminator and EOS are added to its stop tokens.
+      max_turns: most actions per episode (counted from the episode's first turn).
+      max_tokens: most stream tokens per episode (prompt + actions + observations).
+      wall_time_s: wall-clock bound for the whole batch; active episodes stop with `timeout`.
+      verify: Episode -> Verdict (outcome verifier on authoritative env state); reward 1 on
+        pass, 0 on fail/unknown; env_error → valid False. None: rewards 0, decision unknown.
+      policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
+        scripted policy in tests.
+    Returns:
+      AgentRollout: batch [B, T] (T bucketed to `seq_bucket`, right-padded) with turn_ids;
+      metas (SampleMeta, R1.2); episodes; stats (turns, action/observation tokens, time split).
+    """
+    if max_turns < 1 or max_tokens < 2:
+        raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
+                         f"{max_turns}, {max_tokens}")
+    term_ids = tokenizer.encode(terminator)
+    if len(term_ids) != 1:
+        raise ValueError(f"run_episodes: terminator {terminator!r} must be one token, got {term_ids}")
+    term_id = term_ids[0]
+    stops = tuple(sorted(set(tuple(sampling.stop_token_ids)) | {term_id, tokenizer.eos_id}))
+    sampling = dataclasses.replace(sampling, stop_token_ids=stops)
+    t0 = time.monotonic()
+    t_gen = t_env = 0.0
+
+    episodes: list[Episode] = []
+    for s in starts:
+        env = make_env()
+        te = time.monotonic()
+        if s.snapshot is None:
+            env.reset(s.task, seed=s.seed)
+            if s.state_hash is not None and env.state_hash() != s.state_hash:
+                raise RuntimeError(f"run_episodes: reset hash {env.state_hash()} != {s.state_hash}")
+        else:
+            restore_env(env, s.snapshot, s.state_hash)
+        t_env += time.monotonic() - te
+        n = len(s.prefix_tokens)
+        episodes.append(Episode(task=s.task, env=env, tokens=list(s.prefix_tokens),
+                                loss_mask=[0.0] * n, behavior_logprobs=[0.0] * n,
+                                turn_ids=[-1] * n, first_turn=s.turn_index))
+
+    turn = 0
+    while True:
+        active = [e for e in episodes if not e.done]
+        if not active:
+            break
+        if time.monotonic() - t0 > wall_time_s:
+            for e in active:
+                e.done, e.stop_reason, e.truncated = True, "timeout", True
+            break
+        if turn >= max_turns:
+            for e in active:
+                e.done, e.stop_reason, e.truncated = True, "max_turns", True
+            break
+        for e in active:  # pivot candidates: state before this action
+            e.snapshots.append(e.env.snapshot())
+            e.state_hashes.append(e.env.state_hash())
+            e.turn_starts.append(len(e.tokens))
+        key, sub = jax.random.split(key)
+        tg = time.monotonic()
+        prefixes = [e.tokens for e in active]
+        if policy is None:
+            ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
+                             terminator_id=term_id, prompt_bucket=prompt_bucket)
+        else:
+            ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
+                        prompt_bucket=prompt_bucket)
+        t_gen += time.monotonic() - tg
+        p = ts.tokens.shape[1] - sampling.max_new_tokens
+        for i, e in enumerate(active):
+            ids = ts.action_ids[i]
+            lps = ts.behavior_logprobs[i, p:p + len(ids)]
+            tid = e.first_turn + turn
+            e.tokens += ids
+            e.loss_mask += [1.0] * len(ids)
+            e.behavior_logprobs += [float(x) for x in lps]
+            e.turn_ids += [tid] * len(ids)
+            e.actions.append(ts.texts[i])
+            if ts.truncated[i]:
+                e.done, e.stop_reason, e.truncated = True, "max_length", True
+                continue
+            if ts.eos[i]:
+                e.done, e.stop_reason = True, "eos"
+                continue
+            te = time.monotonic()
+            res = e.env.step(ts.texts[i])
+            t_env += time.monotonic() - te
+            if res.error is not None:
+                e.done, e.stop_reason, e.env_error = True, "env_error", str(res.error)
+                continue
+            obs = tokenizer.encode(res.observation)
+            e.observations.append(res.observation)
+            if len(e.tokens) + len(obs) > max_tokens:
+                e.done, e.stop_reason, e.truncated = True, "max_length", True
+                continue
+            e.tokens += obs
+            e.loss_mask += [0.0] * len(obs)
+            e.behavior_logprobs += [0.0] * len(obs)
+            e.turn_ids += [-1] * len(obs)
+            if res.done:
+                e.done, e.stop_reason = True, "eos"
+            elif len(e.tokens) + 1 >= max_tokens:
+                e.done, e.stop_reason, e.truncated = True, "max_length", True
+        turn += 1
+
+    tv = time.monotonic()
+    for e in episodes:
+        if e.env_error is not None:
+            e.verdict = Verdict(decision="unknown", trial="env_error", evidence={"error": e.env_error})
+        elif verify is not None:
+            e.verdict = verify(e)
+        e.reward = 1.0 if (e.verdict is not None and e.verdict.passed) else 0.0
+    t_ver = time.monotonic() - tv
+
+    batch = episodes_to_batch(episodes, pad_id=tokenizer.pad_id, seq_bucket=seq_bucket,
+                              policy_version=policy_version)
+    sp = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+          "max_new_tokens": sampling.max_new_tokens, "max_turns": max_turns,
+          "max_tokens": max_tokens}
+    metas = [
+        SampleMeta(
+            task_id=e.task.task_id, policy_version=policy_version,
+            verifier_version=(e.verdict.verifier_version if e.verdict else verifier_version),
+            environment_version=str(getattr(e.env, "version", "0")),
+            reward_config_hash=reward_config_hash, sampling_params=sp,
+            stop_reason=e.stop_reason, num_turns=e.num_turns,
+            decision=(e.verdict.decision if e.verdict else "unknown"),
+            trial=(e.verdict.trial if e.verdict else "valid"),
+            components=dict(e.verdict.components) if e.verdict else {},
+            evidence=dict(e.verdict.evidence) if e.verdict else {},
+            text=tokenizer.decode([t for t in e.tokens if t != tokenizer.pad_id]),
+        )
+        for e in episodes
+    ]
+    n_act = sum(e.num_action_tokens for e in episodes)
+    stats = {
+        "rollout/episodes": float(len(episodes)),
+        "rollout/turns": float(sum(e.num_turns for e in episodes)),
+        "rollout/action_tokens": float(n_act),
+        "rollout/tokens": float(sum(len(e.tokens) for e in episodes)),
+        "rollout/success": float(np.mean([e.reward for e in episodes])),
+        "rollout/truncation_rate": float(np.mean([e.truncated for e in episodes])),
+        "rollout/env_error_rate": float(np.mean([e.env_error is not None for e in episodes])),
+        "time/generate_s": t_gen,
+        "time/env_s": t_env,
+        "time/verify_s": t_ver,
+    }
+    return AgentRollout(batch=batch, metas=metas, episodes=episodes, stats=stats)
+
+
+def episodes_to_batch(episodes: Sequence[Episode], *, pad_id: int, seq_bucket: int,
+                      policy_version: int = 0) -> RolloutBatch:
+    """Right-pads episode streams into a RolloutBatch [B, T] with turn_ids (T bucketed)."""
+    t = _bucket(max(len(e.tokens) for e in episodes), seq_bucket)
+    b = len(episodes)
+    tokens = np.full((b, t), pad_id, np.int32)
+    am = np.zeros((b, t), bool)
+    lm = np.zeros((b, t), np.float32)
+    blp = np.zeros((b, t), np.float32)
+    tid = np.full((b, t), -1, np.int32)
+    for i, e in enumerate(episodes):
+        n = len(e.tokens)
+        tokens[i, :n] = e.tokens
+        am[i, :n] = True
+        lm[i, :n] = e.loss_mask
+        blp[i, :n] = e.behavior_logprobs
+        tid[i, :n] = e.turn_ids
+    return RolloutBatch.create(
+        tokens=tokens, attention_mask=am, loss_mask=lm, behavior_logprobs=blp,
+        rewards=np.array([e.reward for e in episodes], np.float32),
+        valid=np.array([e.env_error is None for e in episodes]),
+        truncated=np.array([e.truncated for e in episodes]),
+        policy_version=np.full((b,), policy_version, np.int32),
+        turn_ids=tid,
+    )
+
+
+def turn_samples_from_texts(prefixes: Sequence[Sequence[int]], texts: Sequence[str], *, tokenizer,
+                            terminator_id: int, max_new_tokens: int, prompt_bucket: int = 32,
+                            logprobs: Optional[Sequence[Sequence[float]]] = None) -> TurnSamples:
+    """Builds TurnSamples from given action texts (scripted policies, replays, tests).
+
+    Same layout as `sample_turn`: prefix left-padded to P, then the action + terminator, padded
+    to N = max_new_tokens. Actions longer than N are cut (truncated, no terminator).
+    """
+    ptoks, pmask = left_pad(prefixes, tokenizer.pad_id, prompt_bucket)
+    b, p = ptoks.shape
+    n = max_new_tokens
+    tokens = np.concatenate([ptoks, np.full((b, n), tokenizer.pad_id, np.int32)], 1)
+    am = np.concatenate([pmask, np.zeros((b, n), bool)], 1)
+    lm = np.zeros((b, p + n), np.float32)
+    blp = np.zeros((b, p + n), np.float32)
+    action_ids, out_texts = [], []
+    stopped = np.zeros(b, bool)
+    for i, text in enumerate(texts):
+        ids = list(tokenizer.encode(text)) + [terminator_id]
+        if len(ids) > n:
+            ids = ids[:n]
+        else:
+            stopped[i] = True
+        tokens[i, p:p + len(ids)] = ids
+        am[i, p:p + len(ids)] = True
+        lm[i, p:p + len(ids)] = 1.0
+        if logprobs is not None:
+            blp[i, p:p + len(ids)] = np.asarray(logprobs[i], np.float32)[:len(ids)]
+        action_ids.append(ids)
+        out_texts.append(text if stopped[i] else tokenizer.decode(ids))
+    positions = np.where(am, np.cumsum(am, axis=1) - 1, 0).astype(np.int32)
+    return TurnSamples(tokens=tokens, attention_mask=am, positions=positions, loss_mask=lm,
+                       behavior_logprobs=blp, action_ids=action_ids, texts=out_texts,
+                       stopped=stopped, eos=np.zeros(b, bool), truncated=~stopped)
