@@ -53,7 +53,7 @@ def _oracle_policy(tasks, tok, wrong_at=None):
             table[kv_agent.render_episode(t, turns[:i])] = act
 
     def policy(prefixes, key, sampling, *, tokenizer, terminator_id, prompt_bucket):
-        texts = [table.get(tokenizer.decode([x for x in p if x > 2]), "get z") for p in prefixes]
+        texts = [table.get(tokenizer.decode([x for x in p if x > 2]), "del a") for p in prefixes]
         lps = [[-0.5] * 20 for _ in texts]
         return turn_samples_from_texts(prefixes, texts, tokenizer=tokenizer,
                                        terminator_id=terminator_id,
