@@ -83,7 +83,7 @@ def _affine_combine(e1, e2):
 
 def _reverse_affine(a, b, x_end):
     """Solves x_t = a_t x_{t+1} + b_t for t = T-1..0 with x_T = x_end ([B]); returns x [B, T]."""
-    a_cum, b_cum = jax.lax.associative_scan(_affine_combine, (a, b), reverse=True, axis=-1)
+    a_cum, b_cum = jax.lax.associative_scan(_affine_combine, (a, b), reverse=True, axis=1)
     return a_cum * x_end[:, None] + b_cum
 
 
