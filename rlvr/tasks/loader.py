@@ -1,0 +1,116 @@
+"""JSONL task files: one TaskSpec record per line (SPEC R6.5, seed 002 §4.1).
+
+`load_jsonl` validates every record and, if anything is wrong, raises ONE `TaskFileError` that
+lists every bad line with its 1-based line number and field. Nothing is silently dropped:
+invalid JSON, NaN/Infinity literals, unknown fields, missing or mistyped fields and duplicate
+task_ids are all errors. Blank (whitespace-only) lines carry no record and are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Iterable, Union
+
+from rlvr.tasks.spec import TaskSpec, TaskSpecError, validate_record
+
+PathLike = Union[str, os.PathLike]
+
+
+@dataclasses.dataclass(frozen=True)
+class LineError:
+    """One problem in a task file: 1-based `line`, the `field` at fault and a message."""
+
+    line: int
+    field: str
+    message: str
+
+    def __str__(self):
+        return f"line {self.line}: {self.field}: {self.message}"
+
+
+class TaskFileError(ValueError):
+    """A task file has bad records. `errors` lists every LineError; `path` names the file."""
+
+    def __init__(self, path: PathLike, errors: Iterable[LineError]):
+        self.path = os.fspath(path)
+        self.errors = list(errors)
+        bad_lines = sorted({e.line for e in self.errors})
+        head = f"{self.path}: {len(bad_lines)} bad line(s) {bad_lines}"
+        super().__init__(head + "\n" + "\n".join(f"  {e}" for e in self.errors))
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed (only finite numbers)")
+
+
+def load_jsonl(path: PathLike) -> list[TaskSpec]:
+    """Reads and validates a JSONL task file.
+
+    Args:
+      path: file with one JSON object per line, fields as in `rlvr.tasks.spec.FIELDS`.
+    Returns:
+      the TaskSpecs in file order.
+    Raises:
+      TaskFileError: listing every bad line (line number, field, message), including duplicate
+        task_ids (pointing at the first occurrence) and a file with no records at all.
+      FileNotFoundError: when the file does not exist.
+    """
+    errors: list[LineError] = []
+    tasks: list[TaskSpec] = []
+    first_line_of: dict[str, int] = {}
+    with open(path, "rb") as f:
+        raw_lines = f.read().split(b"\n")
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            errors.append(LineError(lineno, "<encoding>", f"not UTF-8: {e}"))
+            continue
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as e:  # json.JSONDecodeError is a ValueError
+            errors.append(LineError(lineno, "<json>", f"invalid JSON: {e}"))
+            continue
+        problems = validate_record(record)
+        if problems:
+            errors.extend(LineError(lineno, field, msg) for field, msg in problems)
+            continue
+        try:
+            task = TaskSpec.from_json(record)
+        except (TaskSpecError, ValueError) as e:  # __post_init__ checks, belt and braces
+            errors.append(LineError(lineno, "<record>", str(e)))
+            continue
+        if task.task_id in first_line_of:
+            errors.append(LineError(
+                lineno, "task_id",
+                f"duplicate task_id {task.task_id!r} (first on line {first_line_of[task.task_id]})"))
+            continue
+        first_line_of[task.task_id] = lineno
+        tasks.append(task)
+    if not tasks and not errors:
+        errors.append(LineError(0, "<file>", "no records (the file is empty)"))
+    if errors:
+        raise TaskFileError(path, errors)
+    return tasks
+
+
+def write_jsonl(tasks: Iterable[TaskSpec], path: PathLike) -> None:
+    """Writes tasks as JSONL (one `TaskSpec.to_json()` object per line, UTF-8, in the given order).
+
+    Raises TaskSpecError for a task that is not JSON data and ValueError for duplicate task_ids,
+    before anything is written, so `load_jsonl(path)` always reads back what was written.
+    """
+    lines = []
+    seen: set[str] = set()
+    for task in tasks:
+        if task.task_id in seen:
+            raise ValueError(f"write_jsonl: duplicate task_id {task.task_id!r}")
+        seen.add(task.task_id)
+        lines.append(json.dumps(task.to_json(), ensure_ascii=False, allow_nan=False))
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")

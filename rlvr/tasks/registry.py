@@ -1,0 +1,302 @@
+"""Task sources by name, and weighted mixtures of them (SPEC R6.1 task sampling, R6.4 eq.43).
+
+    src = get_task_source("arithmetic", difficulty="medium")
+    batch = src.sample(64, seed=step)          # training tasks (train split)
+    evals = src.eval_set("eval", 200)          # fixed held-out set; "unseen" for the unseen one
+    verdict = src.verifier.verify(task, completion)
+    text = src.demonstration(task)             # oracle completion (SFT warm-start)
+    src.alphabet                               # chars of every prompt/answer, or None
+
+Names: "arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>". Keyword
+arguments go to the source (difficulty=... for the procedural ones, generator config knobs for
+reasoning-gym, verifier=... for JSONL).
+
+Every task carries `public_metadata["source"]`; `RoutingVerifier` (the verifier of a JSONL source
+or a mixture) picks the verifier by that name, falling back on task_type "math" → the math
+verifier (rlvr.verifiers.math.MathVerifier).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from rlvr.tasks import arithmetic, countdown
+from rlvr.tasks import reasoning_gym as rg_tasks
+from rlvr.tasks import splits
+from rlvr.tasks.loader import load_jsonl
+from rlvr.tasks.spec import TaskSpec
+
+ALLOWED_NAMES = ("arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>")
+_PROCEDURAL = {arithmetic.NAME: arithmetic, countdown.NAME: countdown}
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    """What the training loop needs from a task source."""
+
+    name: str
+
+    def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]: ...
+
+    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]: ...
+
+    @property
+    def verifier(self) -> Any: ...
+
+    def demonstration(self, task: TaskSpec) -> str: ...
+
+    @property
+    def alphabet(self) -> Optional[str]: ...
+
+
+def verifier_for_source(source: str):
+    """The default verifier for tasks whose public_metadata["source"] is `source`, or None."""
+    if source in _PROCEDURAL:
+        return _PROCEDURAL[source].verifier()
+    if isinstance(source, str) and source.startswith(rg_tasks.PREFIX + ":"):
+        return rg_tasks.verifier()
+    return None
+
+
+class RoutingVerifier:
+    """Dispatches each task to a verifier by `public_metadata["source"]`, then by task_type
+    ("math" → MathVerifier). The verdict carries the chosen verifier's own version."""
+
+    version = "routing/1"
+
+    def __init__(self, routes: Optional[Mapping[str, Any]] = None):
+        self._routes = dict(routes or {})
+        self._math = None
+
+    def verifier_for(self, task: TaskSpec):
+        source = task.public_metadata.get("source")
+        if source not in self._routes:
+            v = verifier_for_source(source)
+            if v is not None:
+                self._routes[source] = v
+        if source in self._routes:
+            return self._routes[source]
+        if task.task_type == "math":
+            if self._math is None:
+                from rlvr.verifiers.math import MathVerifier  # helper C's module
+
+                self._math = MathVerifier()
+            return self._math
+        raise ValueError(
+            f"no verifier for task {task.task_id!r}: public_metadata['source']={source!r} is not one of "
+            f"{sorted(self._routes) + list(ALLOWED_NAMES[:3])} and task_type {task.task_type!r} is not 'math'")
+
+    def verify(self, task: TaskSpec, output: str):
+        return self.verifier_for(task).verify(task, output)
+
+
+def _demonstration_by_source(task: TaskSpec) -> str:
+    source = task.public_metadata.get("source")
+    if source in _PROCEDURAL:
+        return _PROCEDURAL[source].demonstration(task)
+    if isinstance(source, str) and source.startswith(rg_tasks.PREFIX + ":"):
+        return rg_tasks.demonstration(task)
+    raise ValueError(f"no demonstration for task {task.task_id!r} (source {source!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProceduralSource:
+    """Arithmetic or countdown tasks at one difficulty (preset name, knob mapping or dataclass)."""
+
+    kind: str
+    difficulty: Any = None
+
+    def __post_init__(self):
+        if self.kind not in _PROCEDURAL:
+            raise ValueError(f"ProceduralSource.kind must be one of {tuple(_PROCEDURAL)}, got {self.kind!r}")
+        object.__setattr__(self, "difficulty", _PROCEDURAL[self.kind].resolve_difficulty(self.difficulty))
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]:
+        return _PROCEDURAL[self.kind].generate(n, split="train", seed=seed, difficulty=self.difficulty)
+
+    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
+        n = 100 if n is None else n
+        return _PROCEDURAL[self.kind].generate(n, split=split, seed=seed, difficulty=self.difficulty)
+
+    @functools.cached_property
+    def verifier(self):
+        return _PROCEDURAL[self.kind].verifier()
+
+    def demonstration(self, task: TaskSpec) -> str:
+        return _PROCEDURAL[self.kind].demonstration(task)
+
+    @property
+    def alphabet(self) -> str:
+        return _PROCEDURAL[self.kind].ALPHABET
+
+
+@dataclasses.dataclass(frozen=True)
+class ReasoningGymSource:
+    """Tasks from one reasoning-gym generator; `config` holds its knobs (difficulty)."""
+
+    generator: str
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        rg_tasks.check_generator(self.generator)
+
+    @property
+    def name(self) -> str:
+        return rg_tasks.source_name(self.generator)
+
+    def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]:
+        return rg_tasks.generate(self.generator, n, split="train", seed=seed, **self.config)
+
+    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
+        n = 100 if n is None else n
+        return rg_tasks.generate(self.generator, n, split=split, seed=seed, **self.config)
+
+    @functools.cached_property
+    def verifier(self):
+        return rg_tasks.verifier()
+
+    def demonstration(self, task: TaskSpec) -> str:
+        return rg_tasks.demonstration(task)
+
+    @property
+    def alphabet(self) -> None:
+        return None
+
+
+class JsonlSource:
+    """Tasks from a JSONL file (validated by `load_jsonl`).
+
+    Splits come from `public_metadata["split"]` ("train" when absent). `sample` draws from the
+    train tasks, cycling through seeded permutations when n exceeds their number; `eval_set`
+    returns the tasks tagged with the split, in file order.
+    """
+
+    def __init__(self, path: str, verifier: Any = None):
+        self.path = os.fspath(path)
+        self.tasks = load_jsonl(self.path)
+        self.name = f"jsonl:{self.path}"
+        self._verifier = verifier if verifier is not None else RoutingVerifier()
+        self._by_split: dict[str, list[TaskSpec]] = {}
+        for t in self.tasks:
+            self._by_split.setdefault(t.public_metadata.get("split", "train"), []).append(t)
+
+    def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]:
+        pool = self._by_split.get("train", [])
+        if not pool:
+            raise ValueError(f"{self.path}: no train tasks to sample (splits present: {sorted(self._by_split)})")
+        rng = splits.make_rng(splits.seed_int(seed), self.name)
+        order: list[int] = []
+        while len(order) < n:
+            order.extend(int(i) for i in rng.permutation(len(pool)))
+        return [pool[i] for i in order[:n]]
+
+    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
+        if split not in self._by_split:
+            raise ValueError(f"{self.path}: no tasks with public_metadata.split == {split!r} "
+                             f"(splits present: {sorted(self._by_split)})")
+        tasks = self._by_split[split]
+        return tasks if n is None else tasks[:n]
+
+    @property
+    def verifier(self):
+        return self._verifier
+
+    def demonstration(self, task: TaskSpec) -> str:
+        return _demonstration_by_source(task)
+
+    @property
+    def alphabet(self) -> None:
+        return None
+
+
+class MixtureSource:
+    """A weighted mixture of task sources (seed eq.43: λ_e D_easy + λ_m D_medium + ...).
+
+    `sample(n, seed)` draws per-source counts from a multinomial with the normalised weights,
+    samples each source and shuffles; `eval_set(split, n)` splits n by largest remainder.
+    """
+
+    def __init__(self, components: Sequence[tuple[Any, float]]):
+        components = list(components)
+        if not components:
+            raise ValueError("MixtureSource needs at least one (source, weight) pair")
+        for src, w in components:
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w <= 0:
+                raise ValueError(f"MixtureSource weights must be finite and > 0, got {w!r} for {src!r}")
+            if not isinstance(src, TaskSource):
+                raise ValueError(f"MixtureSource component {src!r} is not a TaskSource")
+        self.sources = tuple(s for s, _ in components)
+        total = float(sum(w for _, w in components))
+        self.weights = tuple(float(w) / total for _, w in components)
+        self.name = "mixture(" + ",".join(f"{s.name}:{w:.3g}" for s, w in zip(self.sources, self.weights)) + ")"
+        routes: dict[str, Any] = {}
+        for s in self.sources:
+            routes.setdefault(s.name, s.verifier)
+        self._verifier = RoutingVerifier(routes)
+
+    def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]:
+        seed = splits.seed_int(seed)
+        rng = splits.make_rng(seed, "mixture")
+        counts = rng.multinomial(n, np.asarray(self.weights))
+        tasks: list[TaskSpec] = []
+        for src, c in zip(self.sources, counts):
+            if c:
+                tasks.extend(src.sample(int(c), seed=int(rng.integers(0, 2**62))))
+        return [tasks[i] for i in rng.permutation(len(tasks))]
+
+    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
+        n = 100 if n is None else n
+        exact = [n * w for w in self.weights]
+        counts = [int(math.floor(x)) for x in exact]
+        for i in sorted(range(len(exact)), key=lambda i: counts[i] - exact[i])[: n - sum(counts)]:
+            counts[i] += 1
+        out: list[TaskSpec] = []
+        for src, c in zip(self.sources, counts):
+            if c:
+                out.extend(src.eval_set(split, c, seed))
+        return out
+
+    @property
+    def verifier(self):
+        return self._verifier
+
+    def demonstration(self, task: TaskSpec) -> str:
+        source = task.public_metadata.get("source")
+        for s in self.sources:
+            if s.name == source:
+                return s.demonstration(task)
+        return _demonstration_by_source(task)
+
+    @property
+    def alphabet(self) -> Optional[str]:
+        alphabets = [s.alphabet for s in self.sources]
+        if any(a is None for a in alphabets):
+            return None
+        return "".join(sorted(set("".join(alphabets))))
+
+
+def get_task_source(name: str, **kwargs: Any):
+    """A TaskSource by name: "arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>".
+
+    Raises ValueError listing the allowed names for anything else.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"task source name must be a string, one of {ALLOWED_NAMES}; got {name!r}")
+    if name in _PROCEDURAL:
+        return ProceduralSource(name, **kwargs)
+    prefix, _, rest = name.partition(":")
+    if prefix == rg_tasks.PREFIX and rest:
+        return ReasoningGymSource(rest, config=dict(kwargs))
+    if prefix == "jsonl" and rest:
+        return JsonlSource(rest, **kwargs)
+    raise ValueError(f"unknown task source {name!r}; allowed: {', '.join(ALLOWED_NAMES)}")
