@@ -1,1 +1,108 @@
-def token_logprobs(*a, **k): raise NotImplementedError
+"""Token scoring for the learner: log-probs of the taken tokens and per-token entropy (R1.2, R5.3).
+
+Alignment (rlvr-wide, see rlvr/rollout/batch.py): `logprobs[:, t] = log p(tokens[:, t] |
+tokens[:, :t])`, and `entropy[:, t]` is the entropy of that same next-token distribution.
+Both are 0 at t = 0, where `attention_mask` is 0, and at the first real token of a row (it has
+no real context, e.g. after left padding).
+
+Memory: the logits are computed from the final hidden states and the LM head in chunks over T
+inside a `lax.scan` whose body is rematerialised (`jax.checkpoint`), so only one
+[B, chunk, V] float32 logits block is alive at a time, in the forward and the backward pass.
+
+`temperature` divides the logits, so the sampler's behaviour log-probs at temperature τ
+(top-k / top-p off) are reproduced by `token_logprobs(..., temperature=τ)`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from rlvr.models.transformer import _check_inputs, jnp_dtype
+
+DEFAULT_CHUNK = 256
+
+
+def _chunk_stats(h, w, targets, temperature, dtype):
+    """h [B, c, D], w [D, V], targets [B, c] -> (logprob [B, c], entropy [B, c]) in float32."""
+    logits = jnp.dot(h.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
+    logits = logits / temperature
+    logz = jax.nn.logsumexp(logits, axis=-1)
+    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    p = jnp.exp(logits - logz[..., None])
+    entropy = logz - jnp.sum(p * logits, axis=-1)
+    return picked - logz, entropy
+
+
+def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature=1.0,
+                         chunk_size: Optional[int] = None, dtype=jnp.float32):
+    """Pure core of `token_logprobs`.
+
+    Args:
+      hidden: [B, T, D] final hidden states.
+      lm_head: [D, V] LM head kernel.
+      tokens: int [B, T]; attention_mask: bool [B, T].
+      temperature: scalar dividing the logits.
+      chunk_size: positions per logits block (default min(T - 1, 256)).
+    Returns:
+      (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
+    """
+    chex.assert_rank([hidden, tokens, attention_mask], [3, 2, 2])
+    b, t, d = hidden.shape
+    if t < 2:
+        z = jnp.zeros((b, t), jnp.float32)
+        return z, z
+    n = t - 1
+    c = min(n, chunk_size or DEFAULT_CHUNK)
+    if c <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    num = -(-n // c)
+    pad = num * c - n
+    h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
+    tg = jnp.pad(tokens[:, 1:].astype(jnp.int32), ((0, 0), (0, pad)))
+    h = h.reshape(b, num, c, d).swapaxes(0, 1)
+    tg = tg.reshape(b, num, c).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def body_fn(hc, tc):
+        return _chunk_stats(hc, lm_head, tc, temperature, dtype)
+
+    if num == 1:
+        lp, ent = body_fn(h[0], tg[0])
+    else:
+        _, (lp, ent) = jax.lax.scan(lambda carry, x: (carry, body_fn(*x)), None, (h, tg))
+        lp = lp.swapaxes(0, 1).reshape(b, num * c)
+        ent = ent.swapaxes(0, 1).reshape(b, num * c)
+    lp, ent = lp[:, :n], ent[:, :n]
+    zero = jnp.zeros((b, 1), jnp.float32)
+    lp = jnp.concatenate([zero, lp], axis=1)
+    ent = jnp.concatenate([zero, ent], axis=1)
+    am = attention_mask.astype(bool)
+    has_context = jnp.concatenate(
+        [jnp.zeros((b, 1), bool), jnp.cumsum(am, axis=1)[:, :-1] > 0], axis=1)
+    valid = am & has_context
+    return jnp.where(valid, lp, 0.0), jnp.where(valid, ent, 0.0)
+
+
+def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
+                   chunk_size: Optional[int] = None):
+    """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
+
+    tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
+    (default all True). Works under `jax.jit` / `jax.grad` with `nnx.split` / `nnx.merge`
+    (see `token_logprobs_from_state`).
+    """
+    tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
+    hidden = model.hidden_states(tokens, positions=positions, attention_mask=attention_mask)
+    return logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
+                                temperature=temperature, chunk_size=chunk_size,
+                                dtype=jnp_dtype(model.config.dtype))
+
+
+def token_logprobs_from_state(graphdef, state, tokens, **kwargs):
+    """`token_logprobs` on `nnx.merge(graphdef, state)`: a pure function of the param state."""
+    return token_logprobs(nnx.merge(graphdef, state), tokens, **kwargs)

@@ -1,0 +1,271 @@
+"""Jitted batched sampler with a KV cache (SPEC R1.1, R1.2, R5.3).
+
+`sample(model, prompt_tokens, prompt_mask, key, params, pad_id=...)` generates up to
+`params.max_new_tokens` tokens for every row of a padded prompt batch in one jitted function:
+prefill writes the prompt into a KV cache, then a `lax.while_loop` decodes one token per step
+and exits early once every row has emitted a stop token.
+
+Prompts may be left- or right-padded (`prompt_mask` True on real tokens; real tokens must be
+contiguous); they are normalised to left padding, so `SampleOutput.tokens` is
+`[B, P + N]`: the prompt left-padded to P, then the completion (pad_id after the stop token).
+
+Log-probs (R1.2, R5.3): `behavior_logprobs[:, t]` is the log-prob of token t under the
+distribution actually sampled from — logits / temperature, then top-k, then top-p, renormalised.
+With top-k / top-p off, `rlvr.models.scoring.token_logprobs(..., temperature=τ)` on the output
+reproduces them. Greedy decoding is a deterministic argmax; its recorded log-prob is the
+temperature-1 log-softmax of the chosen token (the policy's own probability of it).
+
+Randomness: one key per sample; step i of sample b uses `fold_in(key_b, i)`, so a sample does
+not depend on the batch it is in. A single key is expanded with `fold_in(key, b)`.
+The sampler is generic: a multi-turn agent passes the whole history so far as the prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from typing import Optional, Sequence
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+
+from rlvr.models.transformer import KVCache
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """How to sample (hashable: a static argument of the jitted sampler).
+
+    temperature: > 0, divides the logits. top_k: 0 = off, else keep the k largest logits.
+    top_p: in (0, 1], nucleus mass (1 = off). greedy: argmax (ignores temperature/top-k/top-p).
+    max_new_tokens: N >= 1. stop_token_ids: generation of a row ends after emitting one of these
+    (the stop token is kept and gets loss_mask 1).
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    greedy: bool = False
+    max_new_tokens: int = 256
+    stop_token_ids: tuple = ()
+
+    def __post_init__(self):
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"SamplingParams.temperature must be > 0, got {self.temperature!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"SamplingParams.top_k must be an int >= 0, got {self.top_k!r}")
+        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
+        if (isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int)
+                or self.max_new_tokens < 1):
+            raise ValueError(
+                f"SamplingParams.max_new_tokens must be an int >= 1, got {self.max_new_tokens!r}")
+        try:
+            stops = tuple(int(s) for s in self.stop_token_ids)
+        except TypeError:
+            raise ValueError(f"SamplingParams.stop_token_ids must be a sequence of ints, "
+                             f"got {self.stop_token_ids!r}") from None
+        if any(s < 0 for s in stops):
+            raise ValueError(f"SamplingParams.stop_token_ids must be >= 0, got {stops}")
+        object.__setattr__(self, "stop_token_ids", stops)
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "top_p", float(self.top_p))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@struct.dataclass
+class SampleOutput:
+    """Result of `sample` (a pytree). P = padded prompt length, N = max_new_tokens.
+
+    tokens: int32 [B, P+N] left-padded prompt then completion (pad_id after the stop).
+    attention_mask: bool [B, P+N] real tokens (prompt and generated up to the stop).
+    positions: int32 [B, P+N] 0-based over real tokens, 0 on padding.
+    loss_mask: float32 [B, P+N] 1 on generated tokens up to and including the stop token.
+    behavior_logprobs: float32 [B, P+N] sampled-distribution log-probs, 0 off loss_mask.
+    lengths: int32 [B] generated tokens (stop included).
+    truncated: bool [B] True when max_new_tokens ran out before a stop token.
+    """
+
+    tokens: jnp.ndarray
+    attention_mask: jnp.ndarray
+    positions: jnp.ndarray
+    loss_mask: jnp.ndarray
+    behavior_logprobs: jnp.ndarray
+    lengths: jnp.ndarray
+    truncated: jnp.ndarray
+
+    def completions(self, prompt_len: int) -> list:
+        """Host-side list of generated id lists (stop token included)."""
+        toks = np.asarray(self.tokens)[:, prompt_len:]
+        lens = np.asarray(self.lengths)
+        return [toks[i, : lens[i]].tolist() for i in range(toks.shape[0])]
+
+
+def pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int, bucket=None):
+    """Left-pads id lists to a common length P.
+
+    bucket: None (P = longest prompt), an int (P rounded up to a multiple of it), or a sequence
+    of allowed lengths (the smallest that fits), so jitted shapes stay in a few buckets.
+    Returns (tokens int32 [B, P], prompt_mask bool [B, P]) as numpy arrays.
+    """
+    if not prompts:
+        raise ValueError("pad_prompts: prompts is empty")
+    lens = [len(p) for p in prompts]
+    if min(lens) == 0:
+        raise ValueError(f"pad_prompts: prompt {lens.index(0)} is empty")
+    longest = max(lens)
+    if bucket is None:
+        p = longest
+    elif isinstance(bucket, int):
+        if bucket <= 0:
+            raise ValueError(f"pad_prompts: bucket must be positive, got {bucket}")
+        p = -(-longest // bucket) * bucket
+    else:
+        fits = sorted(b for b in bucket if b >= longest)
+        if not fits:
+            raise ValueError(f"pad_prompts: longest prompt ({longest}) exceeds every bucket {tuple(bucket)}")
+        p = fits[0]
+    tokens = np.full((len(prompts), p), pad_id, np.int32)
+    mask = np.zeros((len(prompts), p), bool)
+    for i, ids in enumerate(prompts):
+        tokens[i, p - len(ids):] = np.asarray(ids, np.int32)
+        mask[i, p - len(ids):] = True
+    return tokens, mask
+
+
+def per_sample_keys(key, batch: int):
+    """One typed PRNG key per sample: [B] keys as given, or fold_in(key, b) for a single key."""
+    if not jnp.issubdtype(jnp.asarray(key).dtype if not hasattr(key, "dtype") else key.dtype,
+                          jax.dtypes.prng_key):
+        raw = jnp.asarray(key, jnp.uint32)
+        if raw.shape == (2,) or raw.shape == (batch, 2):
+            key = jax.random.wrap_key_data(raw)
+        else:
+            raise ValueError(f"key must be one PRNG key or [B={batch}] keys, got shape {raw.shape}")
+    if key.ndim == 0:
+        return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch))
+    if key.shape != (batch,):
+        raise ValueError(f"key must be one PRNG key or [B={batch}] keys, got shape {key.shape}")
+    return key
+
+
+def filter_logits(logits: jnp.ndarray, params: SamplingParams) -> jnp.ndarray:
+    """[..., V] logits -> the sampled distribution's logits (temperature, top-k, top-p; -inf off)."""
+    z = logits / params.temperature
+    neg = jnp.finfo(z.dtype).min
+    if params.top_k > 0 and params.top_k < z.shape[-1]:
+        kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
+        z = jnp.where(z < kth, neg, z)
+    if params.top_p < 1.0:
+        srt = jnp.sort(z, axis=-1)[..., ::-1]
+        probs = jax.nn.softmax(srt, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each sorted entry
+        keep = before < params.top_p
+        thresh = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
+        z = jnp.where(z < thresh, neg, z)
+    return z
+
+
+def _choose(logits, keys, step, params: SamplingParams):
+    """logits [B, V] f32, keys [B] -> (tokens [B] int32, logprobs [B] f32)."""
+    if params.greedy:
+        tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        lp = jax.nn.log_softmax(logits, axis=-1)
+        return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
+    z = filter_logits(logits, params)
+    step_keys = jax.vmap(lambda k: jax.random.fold_in(k, step))(keys)
+    tok = jax.vmap(jax.random.categorical)(step_keys, z).astype(jnp.int32)
+    lp = jax.nn.log_softmax(z, axis=-1)
+    return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
+
+
+@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding"))
+def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: SamplingParams,
+                 pad_id: int, cache_sharding=None):
+    model = nnx.merge(graphdef, state)
+    config = model.config
+    b, p = prompt_tokens.shape
+    n = params.max_new_tokens
+    s = p + n
+    # Normalise to left padding (stable sort puts padding first, keeps token order).
+    order = jnp.argsort(prompt_mask.astype(jnp.int32), axis=1, stable=True)
+    prompt_tokens = jnp.take_along_axis(prompt_tokens, order, axis=1)
+    prompt_mask = jnp.take_along_axis(prompt_mask, order, axis=1)
+    prompt_tokens = jnp.where(prompt_mask, prompt_tokens, pad_id).astype(jnp.int32)
+    prompt_len = jnp.sum(prompt_mask, axis=1).astype(jnp.int32)
+    positions = jnp.where(prompt_mask, jnp.cumsum(prompt_mask, axis=1) - 1, 0).astype(jnp.int32)
+
+    cache = KVCache.init(config, b, s, cache_sharding)
+    kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((b, n), bool)], axis=1)
+    hidden, cache = model.forward_cached(prompt_tokens, positions, kv_mask, cache, 0)
+    logits = model.project(hidden[:, -1])
+    stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
+
+    def cond(c):
+        i, _, _, _, _, done, _ = c
+        return (i < n) & ~jnp.all(done)
+
+    def body(c):
+        i, cache, logits, out_tok, out_lp, done, kv_mask = c
+        tok, lp = _choose(logits, keys, i, params)
+        tok = jnp.where(done, pad_id, tok)
+        lp = jnp.where(done, 0.0, lp)
+        out_tok = out_tok.at[:, i].set(tok)
+        out_lp = out_lp.at[:, i].set(lp)
+        live = ~done
+        kv_mask = kv_mask.at[:, p + i].set(live)
+        done = done | jnp.any(tok[:, None] == stops[None, :], axis=1)
+        hidden, cache = model.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
+                                             cache, p + i)
+        logits = model.project(hidden[:, 0])
+        return i + 1, cache, logits, out_tok, out_lp, done, kv_mask
+
+    init = (jnp.int32(0), cache, logits, jnp.full((b, n), pad_id, jnp.int32),
+            jnp.zeros((b, n), jnp.float32), jnp.zeros((b,), bool), kv_mask)
+    _, _, _, out_tok, out_lp, done, kv_mask = jax.lax.while_loop(cond, body, init)
+
+    gen_mask = kv_mask[:, p:]
+    lengths = jnp.sum(gen_mask, axis=1).astype(jnp.int32)
+    tokens = jnp.concatenate([prompt_tokens, out_tok], axis=1)
+    attention_mask = jnp.concatenate([prompt_mask, gen_mask], axis=1)
+    loss_mask = jnp.concatenate([jnp.zeros((b, p), bool), gen_mask], axis=1)
+    pos = jnp.where(attention_mask, jnp.cumsum(attention_mask, axis=1) - 1, 0).astype(jnp.int32)
+    blp = jnp.concatenate([jnp.zeros((b, p), jnp.float32), jnp.where(gen_mask, out_lp, 0.0)], 1)
+    return SampleOutput(tokens=tokens, attention_mask=attention_mask, positions=pos,
+                        loss_mask=loss_mask.astype(jnp.float32), behavior_logprobs=blp,
+                        lengths=lengths, truncated=~done)
+
+
+def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
+           cache_sharding=None) -> SampleOutput:
+    """Samples completions for a padded prompt batch (see the module docstring).
+
+    Args:
+      model: an `rlvr.models.Transformer`.
+      prompt_tokens: int [B, P] (left- or right-padded); prompt_mask: bool [B, P], True on real
+        tokens (contiguous, at least one per row).
+      key: one PRNG key (expanded per sample) or [B] keys.
+      params: SamplingParams (static: each distinct value compiles once).
+      pad_id: id written on padding and after the stop token.
+      cache_sharding: optional sharding for each layer's KV cache [B, S, K, H]
+        (`rlvr.parallel.kv_cache_sharding(mesh)`).
+    """
+    if not isinstance(params, SamplingParams):
+        raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
+    prompt_tokens = jnp.asarray(prompt_tokens)
+    prompt_mask = jnp.asarray(prompt_mask).astype(bool)
+    chex.assert_rank([prompt_tokens, prompt_mask], 2)
+    chex.assert_equal_shape([prompt_tokens, prompt_mask])
+    if not jnp.issubdtype(prompt_tokens.dtype, jnp.integer):
+        raise ValueError(f"prompt_tokens must be integer, got {prompt_tokens.dtype}")
+    if not isinstance(prompt_mask, jax.core.Tracer) and not bool(jnp.all(jnp.any(prompt_mask, 1))):
+        raise ValueError("prompt_mask has a row with no real token")
+    keys = per_sample_keys(key, prompt_tokens.shape[0])
+    graphdef, state = nnx.split(model)
+    return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
+                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding)
