@@ -42,6 +42,9 @@ def test_protocol_conformance_and_observations():
     env = KVStoreEnv()
     assert isinstance(env, Environment) and env.name in ENVIRONMENTS
     assert isinstance(make_env(task), KVStoreEnv) and isinstance(make_env("kv_store"), KVStoreEnv)
+    assert make_env(task, fault_prob=0.5).fault_prob == 0.5
+    with pytest.raises(ValueError, match="environment name"):
+        make_env("browser")
     with pytest.raises(RuntimeError):
         env.step("get a")
     assert env.reset(task, seed=0) == "a+c+f?\n" == task.prompt
