@@ -1,0 +1,58 @@
+"""Tiny random Hugging Face checkpoints and configs shared by the model/sampler/mesh tests."""
+
+import numpy as np
+
+from rlvr.models import ModelConfig
+
+TINY_HF = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+
+
+def tiny_config(**kw) -> ModelConfig:
+    base = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
+                num_kv_heads=2, head_dim=8, architecture="qwen2", attention_bias=True)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def build_hf_checkpoint(path, arch: str, seed: int = 0):
+    """Builds a tiny random HF Llama or Qwen2 model, perturbs every tensor (biases and norm
+    scales included, so they are really tested), saves it to `path`; returns the torch model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    if arch == "llama":
+        cfg = LlamaConfig(**TINY_HF, rope_theta=5000.0,
+                          rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 16})
+        model = LlamaForCausalLM(cfg)
+    else:
+        cfg = Qwen2Config(**TINY_HF, tie_word_embeddings=True)
+        model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.08 * torch.randn_like(p))
+    model.eval()
+    model.save_pretrained(str(path))
+    return model
+
+
+def torch_logits(model, tokens, attention_mask=None):
+    import torch
+
+    with torch.no_grad():
+        kw = {}
+        if attention_mask is not None:
+            kw["attention_mask"] = torch.tensor(np.asarray(attention_mask).astype(np.int64))
+        return model(torch.tensor(np.asarray(tokens).astype(np.int64)), **kw).logits.numpy()
+
+
+def np_log_softmax(x):
+    x = np.asarray(x, np.float64)
+    m = x.max(-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
