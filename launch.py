@@ -24,6 +24,11 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if _CONFIG.value.algorithm.name == "pivotrl":  # multi-turn agent loops (issue 6)
+        from rlvr.train import pivotrl_loop
+
+        pivotrl_loop.run(_CONFIG.value, _WORKDIR.value)
+        return
     from rlvr.train import loop  # imported late: flag parsing errors come before JAX starts
 
     loop.run(_CONFIG.value, _WORKDIR.value)

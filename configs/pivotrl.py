@@ -1,0 +1,52 @@
+"""PivotRL on the multi-turn KV agent task (SPEC R4; seed 000): `python launch.py --config=configs/pivotrl.py --workdir=/tmp/pivotrl`.
+
+CPU-sized: tiny char-level policy, SFT warm-start on demonstrations (then frozen as π_ref),
+probe m samples per demonstration turn, keep σ̂² > 0 and μ̂ < λ_diff, local GRPO with K samples.
+"""
+
+import ml_collections
+
+from configs import base
+
+
+def get_config():
+    c = base.get_config()
+    c.algorithm.name = "pivotrl"  # dispatched by launch.py to rlvr.train.pivotrl_loop.
+    c.model.num_layers = 2
+    c.model.d_model = 64
+    c.model.num_heads = 4
+    c.model.num_kv_heads = 4
+    c.model.d_ff = 128
+    c.model.max_seq_len = 64      # episodes of the "medium" task fit in 64 characters.
+    c.sampling.max_new_tokens = 8  # one action ("get a", "ans 17") + newline.
+    c.sampling.temperature = 1.0
+    c.optimizer.learning_rate = 3e-4
+    c.optimizer.max_grad_norm = 1.0
+    c.train.num_steps = 30
+    c.train.sft_steps = 150        # demonstration warm-start steps.
+    c.train.sft_batch_size = 32
+    c.train.sft_learning_rate = 3e-3
+    c.eval.every = 10
+    c.eval.num_tasks = 32
+    c.eval.samples_per_task = 2
+    c.logging.tensorboard = False
+    with c.unlocked():
+        p = c.pivot = ml_collections.ConfigDict()
+        p.difficulty = "medium"    # kv_agent difficulty (easy | medium | hard).
+        p.num_tasks = 32           # training tasks whose demonstration turns are the candidates.
+        p.sft_tasks = 256          # tasks whose demonstrations warm-start the policy.
+        p.max_turns = 6            # agent-loop turn bound (eval, rollout candidates).
+        p.candidates = "demo"      # demo | demo+rollout (003 §3.1: also the policy's own turns).
+        p.m = 4                    # probe samples per candidate from π_ref (R4.1).
+        p.lambda_diff = 0.75       # keep iff σ̂² > 0 and μ̂ < λ_diff.
+        p.selection = "filter"     # filter | variance (σ̂²>0 only) | all | random (ablation 2).
+        p.random_fraction = 0.3    # selection=random: fraction of candidates kept.
+        p.reward = "functional"    # functional (R2.8) | exact (match the demo text; ablation 3).
+        p.group_size = 4           # K fresh samples from π_old per kept state (R4.2).
+        p.states_per_step = 8      # kept states per training step.
+        p.clip_eps = 0.2           # ε of the turn-level clipped objective (R3.6).
+        p.kl_coef = 0.02           # β of the reference KL (R3.6).
+        p.hint = ""                # corrective hint appended to local prefixes only ("" = off).
+        p.reprofile_every = 0      # re-probe the candidates every N steps with π_θ (0 = never).
+        p.prompt_bucket = 64       # prefix padding bucket (few jit shapes).
+    return c
