@@ -59,7 +59,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.clip_low = 0.2      # ε_low: ratio lower bound 1-ε_low (eq.71).
     c.algorithm.clip_high = 0.2     # ε_high: ratio upper bound 1+ε_high (asymmetric clip, R3.5).
     c.algorithm.dual_clip = 0.0     # c of dual clip for negative advantages; 0 = off (must be > 1).
-    c.algorithm.aggregation = "token_mean"  # token_mean | seq_mean (seq-mean-then-batch-mean, R3.8).
+    c.algorithm.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum (R3.8).
     c.algorithm.entropy_coef = 0.0  # c_e of eq.72 (entropy bonus).
     c.algorithm.baseline_momentum = 0.9  # reinforce: running-baseline EMA factor (eq.76).
     c.algorithm.gamma = 1.0         # ppo: discount γ of GAE (eq.68).
@@ -111,7 +111,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.kl.coef = 0.0                 # β (initial value when adaptive).
     c.kl.adaptive = False           # adapt β by eq.23.
     c.kl.target = 0.01              # D_target of eq.23.
-    c.kl.horizon_rate = 0.1         # η_β of eq.23.
+    c.kl.horizon = 10.0             # adaptive β: η_β of eq.23 = 1 / horizon per step (larger = slower).
 
     # ---------------------------------------------------------------- reward (rlvr.verifiers.compose)
     c.reward = ml_collections.ConfigDict()

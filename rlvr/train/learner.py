@@ -12,7 +12,7 @@ each minibatch split into `num_microbatches` gradient-accumulation chunks. The l
 **Exact normalisation under accumulation.** The learner computes the minibatch-wide denominators
 before splitting into micro-batches and passes them in `aux`:
   aux["num_tokens"] = Σ loss_mask·valid over the whole minibatch,
-  aux["num_seqs"]   = Σ valid over the whole minibatch.
+  aux["num_seqs"]   = valid rows with a loss token, over the whole minibatch.
 A loss must divide its *sums* by these (see `rlvr.algorithms.base.aggregate_exact`), so the summed
 micro-batch gradients equal the full-minibatch gradient exactly — a token-mean over the batch, not
 a mean of micro-means. Metrics follow the same rule: each metric a loss returns must be additive
@@ -98,11 +98,15 @@ def _select(pred, a, b):
 
 
 def batch_denominators(batch: dict) -> dict:
-    """Minibatch-wide normalisers: num_tokens = Σ loss_mask·valid, num_seqs = Σ valid."""
-    valid = batch["valid"].astype(jnp.float32)
+    """Minibatch-wide normalisers of the token / sequence means a loss takes.
+
+    num_tokens = Σ loss_mask·valid; num_seqs = number of valid rows with at least one loss
+    token (the rows `rlvr.core.losses.aggregate` averages over in its seq-mean modes).
+    """
+    m = (batch["loss_mask"] > 0) & batch["valid"].astype(bool)[:, None]
     return {
-        "num_tokens": jnp.sum(batch["loss_mask"].astype(jnp.float32) * valid[:, None]),
-        "num_seqs": jnp.sum(valid),
+        "num_tokens": jnp.sum(m).astype(jnp.float32),
+        "num_seqs": jnp.sum(jnp.any(m, axis=-1)).astype(jnp.float32),
     }
 
 

@@ -27,7 +27,7 @@ class TrainState:
       ref_params: optional nnx.State of the frozen reference policy (KL, R3.7).
       critic_params: optional nnx.State of the critic (PPO / SAO).
       critic_opt_state: optional optax state for `critic_params`.
-      kl_coef: float32 scalar β (fixed or adapted by eq.23).
+      kl_controller: optional rlvr.core.kl.KLControllerState (β, fixed or adapted by eq.23).
       extras: dict of algorithm state arrays (e.g. REINFORCE running baseline); may be empty.
     """
 
@@ -39,7 +39,7 @@ class TrainState:
     ref_params: Optional[Any] = None
     critic_params: Optional[Any] = None
     critic_opt_state: Optional[Any] = None
-    kl_coef: jnp.ndarray = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
+    kl_controller: Optional[Any] = None
     extras: dict = struct.field(default_factory=dict)
 
 
@@ -57,7 +57,7 @@ def create_train_state(
     ref_params=None,
     critic_params=None,
     critic_optimizer=None,
-    kl_coef: float = 0.0,
+    kl_controller=None,
     extras: Optional[dict] = None,
 ) -> TrainState:
     """Builds the initial state; copies `ref_params` so the reference never aliases the policy."""
@@ -77,6 +77,6 @@ def create_train_state(
         ref_params=ref_params,
         critic_params=critic_params,
         critic_opt_state=critic_opt_state,
-        kl_coef=jnp.asarray(kl_coef, jnp.float32),
+        kl_controller=kl_controller,
         extras=dict(extras or {}),
     )

@@ -1,0 +1,331 @@
+"""Algorithm = composition of core pieces, split into reusable stage functions (DESIGN.md algorithms/).
+
+One RL update (`Algorithm.train_step`, pure; the loop jits it with shardings and donation):
+
+  1. `make_train_batch`   RolloutBatch → dict of arrays (loss_mask folded with valid).
+  2. `score`              no-grad forward passes: old log-probs (π_old, recomputed at the
+                          sampling temperature or the sampler's saved behaviour log-probs), token
+                          entropy, reference log-probs when KL is on (R3.7).
+  3. `shape_rewards`      KL as reward penalty (eq.22) when kl.mode == "reward".
+  4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → "advantages".
+  5. `update_critic`      (critic algorithms) value-loss learner steps.
+  6. `update_policy`      the learner (`rlvr.train.learner.make_update`) on `policy_loss`.
+  7. `finish`             KL controller (eq.23), step / policy_version bump, R7.2 batch metrics.
+
+Subclasses override 4 (and 5). The policy loss is pluggable: any
+`loss_fn(model, microbatch, aux) -> (loss, metrics)` works with the learner; `policy_loss` here is
+the token-level clipped surrogate (eq.71/75, asymmetric + dual clip, R3.5) + entropy bonus + KL
+loss term (eq.72). Losses use `aggregate_exact`, so gradient accumulation stays exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from rlvr.core import kl as core_kl
+from rlvr.core._util import masked_mean, safe_div
+from rlvr.core.losses import aggregate, ppo_token_loss
+from rlvr.core.metrics import group_outcome_fractions
+from rlvr.models import scoring
+from rlvr.rollout.batch import RolloutBatch
+from rlvr.train.learner import make_update
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSettings:
+    """Static settings of an algorithm (read from the `algorithm`, `kl`, `train`, `sampling`
+    config sections by `from_config`; see configs/base.py for each field's meaning)."""
+
+    name: str = "grpo"
+    group_size: int = 8
+    advantage: str = ""
+    scale_rewards: str = "group"
+    adv_eps: float = 1e-6
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float = 0.0
+    aggregation: str = "token-mean"
+    entropy_coef: float = 0.0
+    baseline_momentum: float = 0.9
+    gamma: float = 1.0
+    gae_lambda: float = 1.0
+    value_coef: float = 0.5
+    value_clip: float = 0.2
+    critic_warmup_steps: int = 0
+    critic_updates: int = 1
+    recompute_old_logprobs: bool = True
+    temperature: float = 1.0
+    kl_mode: str = "none"
+    kl_estimator: str = "k3"
+    epochs: int = 1
+    num_minibatches: int = 1
+    num_microbatches: int = 1
+
+    @classmethod
+    def from_config(cls, config) -> "AlgorithmSettings":
+        a = config.algorithm
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: a[k] for k in a.keys() if k in fields}
+        kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
+                  kl_estimator=config.kl.estimator, epochs=config.train.epochs,
+                  num_minibatches=config.train.num_minibatches,
+                  num_microbatches=config.train.num_microbatches)
+        return cls(**kw)
+
+
+def exact_scale(loss_mask, aux: dict, aggregation: str):
+    """Factor turning a micro-batch `aggregate` into its exact share of the minibatch value.
+
+    token-mean: (tokens in micro-batch) / aux["num_tokens"]; seq-mean modes: (non-empty rows in
+    micro-batch) / aux["num_seqs"]. Summing `aggregate(...) * exact_scale(...)` over micro-batches
+    equals `aggregate` over the whole minibatch (learner module docstring).
+    """
+    m = jnp.asarray(loss_mask) > 0
+    if aggregation == "token-mean":
+        return safe_div(jnp.sum(m).astype(jnp.float32), aux["num_tokens"])
+    return safe_div(jnp.sum(jnp.any(m, axis=-1)).astype(jnp.float32), aux["num_seqs"])
+
+
+def aggregate_exact(per_token, loss_mask, aggregation: str, aux: dict):
+    """`rlvr.core.losses.aggregate` normalised by minibatch-wide denominators (exact accumulation)."""
+    return aggregate(per_token, loss_mask, aggregation) * exact_scale(loss_mask, aux, aggregation)
+
+
+def token_share(loss_mask, aux: dict):
+    """Scale for token-mean metrics so they sum exactly over micro-batches."""
+    return exact_scale(loss_mask, aux, "token-mean")
+
+
+def last_token_rewards(rewards, loss_mask):
+    """[B] sequence rewards placed on each row's last policy token → [B, T] token rewards."""
+    m = jnp.asarray(loss_mask) > 0
+    t = m.shape[1]
+    last = t - 1 - jnp.argmax(m[:, ::-1], axis=1)
+    has = jnp.any(m, axis=1)
+    onehot = (jnp.arange(t)[None, :] == last[:, None]) & has[:, None]
+    return jnp.where(onehot, rewards[:, None], 0.0).astype(jnp.float32)
+
+
+class Algorithm:
+    """Base class: GRPO-style flow; subclasses choose the advantage estimator (and critic)."""
+
+    name = "base"
+    uses_critic = False
+
+    def __init__(
+        self,
+        settings: AlgorithmSettings,
+        *,
+        policy_graphdef,
+        optimizer,
+        policy_rest=None,
+        critic_graphdef=None,
+        critic_optimizer=None,
+        critic_rest=None,
+        loss_fn=None,
+    ):
+        self.settings = settings
+        self.policy_graphdef = policy_graphdef
+        self.policy_rest = policy_rest
+        self.critic_graphdef = critic_graphdef
+        self.critic_rest = critic_rest
+        self.optimizer = optimizer
+        self.critic_optimizer = critic_optimizer
+        s = settings
+        self.policy_update = make_update(
+            policy_graphdef, loss_fn or self.policy_loss, optimizer, epochs=s.epochs,
+            num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,
+            rest=policy_rest, prefix="policy/")
+
+    # ------------------------------------------------------------------ helpers
+    def init_extras(self) -> dict:
+        """Algorithm state carried in TrainState.extras (arrays only)."""
+        return {}
+
+    def _merge(self, graphdef, params, rest):
+        return nnx.merge(graphdef, params, rest) if rest is not None else nnx.merge(graphdef, params)
+
+    def policy_model(self, params):
+        return self._merge(self.policy_graphdef, params, self.policy_rest)
+
+    def critic_model(self, params):
+        return self._merge(self.critic_graphdef, params, self.critic_rest)
+
+    def kl_coef(self, state):
+        return state.kl_controller.coef if state.kl_controller is not None else jnp.zeros((), jnp.float32)
+
+    # ------------------------------------------------------------------ stage 1-2
+    def make_train_batch(self, batch: RolloutBatch) -> dict:
+        valid = batch.valid.astype(bool)
+        tb = {
+            "tokens": batch.tokens,
+            "attention_mask": batch.attention_mask,
+            "positions": batch.positions,
+            "loss_mask": batch.loss_mask * valid[:, None].astype(batch.loss_mask.dtype),
+            "behavior_logprobs": batch.behavior_logprobs,
+            "rewards": batch.rewards,
+            "valid": valid,
+            "truncated": batch.truncated,
+        }
+        if batch.ref_logprobs is not None:
+            tb["ref_logprobs"] = batch.ref_logprobs
+        if batch.token_rewards is not None:
+            tb["token_rewards"] = batch.token_rewards
+        return tb
+
+    def _logprobs(self, model, tb):
+        return scoring.token_logprobs(model, tb["tokens"], positions=tb["positions"],
+                                      attention_mask=tb["attention_mask"],
+                                      temperature=self.settings.temperature)
+
+    def score(self, state, tb: dict) -> tuple[dict, dict]:
+        """No-grad passes: old_logprobs, entropy, ref_logprobs (KL). Returns (tb, metrics)."""
+        s = self.settings
+        tb = dict(tb)
+        m = tb["loss_mask"] > 0
+        logprobs, entropy = self._logprobs(self.policy_model(state.params), tb)
+        logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
+        metrics = {"policy/entropy": masked_mean(entropy, m),
+                   "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
+        tb["old_logprobs"] = logprobs if s.recompute_old_logprobs else tb["behavior_logprobs"]
+        if s.kl_mode != "none" and "ref_logprobs" not in tb:
+            if state.ref_params is None:
+                raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
+            ref_lp, _ = self._logprobs(self.policy_model(state.ref_params), tb)
+            tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
+        if "ref_logprobs" in tb:
+            kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)
+            seq_kl = jnp.sum(kl_tok, axis=-1)
+            metrics["kl/seq_mean"] = masked_mean(seq_kl, jnp.any(m, axis=-1))
+            metrics["kl/token_mean"] = masked_mean(kl_tok, m)
+        return tb, metrics
+
+    # ------------------------------------------------------------------ stage 3
+    def shape_rewards(self, state, tb: dict) -> tuple[dict, dict]:
+        """KL reward penalty (eq.22) on sequence rewards when kl.mode == 'reward'."""
+        s = self.settings
+        tb = dict(tb)
+        tb["task_rewards"] = tb["rewards"]
+        if s.kl_mode == "reward":
+            tb["rewards"] = core_kl.kl_penalty_rewards(
+                tb["rewards"], tb["old_logprobs"], tb["ref_logprobs"], tb["loss_mask"],
+                beta=self.kl_coef(state), kind=s.kl_estimator)
+        return tb, {}
+
+    # ------------------------------------------------------------------ stage 4
+    def compute_advantages(self, state, tb: dict):
+        """Returns (state, tb with "advantages" [B] or [B, T], metrics)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ stage 5-6
+    def update_critic(self, state, tb: dict, key):
+        return state, {}
+
+    def policy_loss(self, model, mb: dict, aux: dict):
+        """Clipped surrogate + entropy bonus + KL loss term (eq.72), exact under accumulation."""
+        s = self.settings
+        m = mb["loss_mask"] > 0
+        logprobs, entropy = self._logprobs(model, mb)
+        pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+                                clip_low=s.clip_low, clip_high=s.clip_high,
+                                dual_clip=s.dual_clip if s.dual_clip > 0 else None,
+                                aggregation=s.aggregation)
+        scale = exact_scale(m, aux, s.aggregation)
+        share = token_share(m, aux)
+        pg = pg * scale
+        total = pg
+        ent = aggregate(entropy, m, s.aggregation) * scale
+        if s.entropy_coef:
+            total = total - s.entropy_coef * ent
+        metrics = {
+            "pg_loss": pg,
+            "entropy": masked_mean(entropy, m) * share,
+            "clip_frac": pm["clip_fraction"] * share,
+            "clip_frac_low": pm["clip_fraction_low"] * share,
+            "clip_frac_high": pm["clip_fraction_high"] * share,
+            "dual_clip_frac": pm["dual_clip_fraction"] * share,
+            "ratio_mean": pm["ratio_mean"] * share,
+            "approx_kl": pm["approx_kl"] * share,
+        }
+        if s.kl_mode == "loss":
+            kl_tok = core_kl.kl_estimate(logprobs, mb["ref_logprobs"], s.kl_estimator, loss_mask=m)
+            kl_term = aggregate(kl_tok, m, s.aggregation) * scale
+            total = total + aux["kl_coef"] * kl_term
+            metrics["kl_loss"] = kl_term
+        return total, metrics
+
+    def update_policy(self, state, tb: dict, key):
+        aux = {"kl_coef": self.kl_coef(state)}
+        batch = {k: tb[k] for k in self.policy_batch_keys(tb)}
+        return self.policy_update(state, batch, aux, key)
+
+    def policy_batch_keys(self, tb):
+        keys = ["tokens", "attention_mask", "positions", "loss_mask", "valid", "old_logprobs", "advantages"]
+        if self.settings.kl_mode == "loss":
+            keys.append("ref_logprobs")
+        return keys
+
+    # ------------------------------------------------------------------ stage 7
+    def batch_metrics(self, tb: dict) -> dict:
+        """R7.2 metrics of the rollout batch (device-side part)."""
+        s = self.settings
+        valid = tb["valid"]
+        r = tb["task_rewards"]
+        lengths = jnp.sum(tb["loss_mask"] > 0, axis=-1).astype(jnp.float32)
+        adv = tb["advantages"]
+        adv_tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], tb["loss_mask"].shape)
+        m = tb["loss_mask"] > 0
+        out = {
+            "reward/mean": masked_mean(r, valid),
+            "reward/std": jnp.sqrt(masked_mean(jnp.square(r - masked_mean(r, valid)), valid)),
+            "reward/shaped_mean": masked_mean(tb["rewards"], valid),
+            "reward/valid_frac": jnp.mean(valid.astype(jnp.float32)),
+            "advantage/mean": masked_mean(adv_tok, m),
+            "advantage/var": masked_mean(jnp.square(adv_tok - masked_mean(adv_tok, m)), m),
+            "length/mean": masked_mean(lengths, valid),
+            "length/max": jnp.max(jnp.where(valid, lengths, 0)),
+            "length/truncation_rate": masked_mean(tb["truncated"].astype(jnp.float32), valid),
+            "batch/num_tokens": jnp.sum(m).astype(jnp.float32),
+        }
+        b = r.shape[0]
+        if s.group_size > 1 and b % s.group_size == 0:
+            fr = group_outcome_fractions(r.reshape(-1, s.group_size), valid.reshape(-1, s.group_size))
+            out.update({f"groups/{k}_frac": v for k, v in fr.items()})
+        return out
+
+    def finish(self, state, tb: dict, metrics: dict, key):
+        s = self.settings
+        ctrl = state.kl_controller
+        if ctrl is not None and "kl/seq_mean" in metrics:
+            ctrl = core_kl.update_kl_controller(ctrl, metrics["kl/seq_mean"], 1)
+            metrics["kl/coef"] = ctrl.coef
+        state = state.replace(kl_controller=ctrl, step=state.step + 1,
+                              policy_version=state.policy_version + 1, rng=key)
+        metrics.update(self.batch_metrics(tb))
+        return state, metrics
+
+    # ------------------------------------------------------------------ the update
+    def train_step(self, state, batch: RolloutBatch):
+        """One RL update on a rollout batch: (state, batch) -> (state, metrics). Pure; jit it."""
+        key, k_critic, k_policy = jax.random.split(state.rng, 3)
+        tb = self.make_train_batch(batch)
+        tb, metrics = self.score(state, tb)
+        tb, m = self.shape_rewards(state, tb)
+        metrics.update(m)
+        state, tb, m = self.compute_advantages(state, tb)
+        metrics.update(m)
+        state, m = self.update_critic(state, tb, k_critic)
+        metrics.update(m)
+        state, m = self.update_policy(state, tb, k_policy)
+        metrics.update(m)
+        return self.finish(state, tb, metrics, key)
+
+
+def settings_summary(settings: AlgorithmSettings) -> dict[str, Any]:
+    return dataclasses.asdict(settings)
+

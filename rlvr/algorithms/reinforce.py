@@ -1,0 +1,33 @@
+"""REINFORCE with a running baseline (SPEC R3.2; eq.76, 002 §7.3).
+
+Â_i = R_i − b with b an exponential moving average of *earlier* batches' mean reward (so b is
+independent of R_i), kept in `TrainState.extras["baseline"]` and checkpointed with it. With the
+default single epoch the clipped surrogate's ratio is 1 and its gradient is −Â ∇log π (eq.76);
+`aggregation="seq-mean-token-sum"` gives eq.76's Σ_t exactly.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from rlvr.algorithms.grpo import GRPO, sequence_advantages
+from rlvr.core.advantages import update_running_baseline
+
+
+class REINFORCE(GRPO):
+    name = "reinforce"
+    default_advantage = "reinforce"
+
+    def init_extras(self) -> dict:
+        return {"baseline": jnp.zeros((), jnp.float32)}
+
+    def compute_advantages(self, state, tb):
+        tb = dict(tb)
+        baseline = state.extras["baseline"]
+        kind = self.settings.advantage or self.default_advantage
+        tb["advantages"] = sequence_advantages(kind, tb["rewards"], tb["valid"], self.settings,
+                                               baseline=baseline)
+        new_baseline = update_running_baseline(baseline, tb["rewards"], tb["valid"],
+                                               decay=self.settings.baseline_momentum)
+        extras = dict(state.extras, baseline=new_baseline.astype(jnp.float32))
+        return state.replace(extras=extras), tb, {"reward/baseline": baseline}
