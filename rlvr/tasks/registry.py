@@ -11,9 +11,9 @@ Names: "arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>". K
 arguments go to the source (difficulty=... for the procedural ones, generator config knobs for
 reasoning-gym, verifier=... for JSONL).
 
-Every task carries `public_metadata["source"]`; `RoutingVerifier` (the verifier of a JSONL source
-or a mixture) picks the verifier by that name, falling back on task_type "math" → the math
-verifier (rlvr.verifiers.math.MathVerifier).
+Every generated task carries `public_metadata["source"]`; `RoutingVerifier` (the verifier of a
+JSONL source or a mixture) picks the verifier by that name; JSONL math tasks without a known
+source go to the math verifier (rlvr.verifiers.math.MathVerifier).
 """
 
 from __future__ import annotations
@@ -65,32 +65,52 @@ def verifier_for_source(source: str):
 
 
 class RoutingVerifier:
-    """Dispatches each task to a verifier by `public_metadata["source"]`, then by task_type
-    ("math" → MathVerifier). The verdict carries the chosen verifier's own version."""
+    """Dispatches each task to a verifier by `public_metadata["source"]`, else by task_type.
 
-    version = "routing/1"
+    Routes are fixed at construction, so `version` (which names every route's verifier version)
+    is a stable reward-cache key (R2.7): it changes whenever any routed verifier changes. Each
+    verdict carries the version of the verifier that produced it. A task with no route raises
+    ValueError naming its source (a configuration error, not a policy failure).
+    """
 
-    def __init__(self, routes: Optional[Mapping[str, Any]] = None):
-        self._routes = dict(routes or {})
-        self._math = None
+    def __init__(self, routes: Mapping[str, Any], by_task_type: Optional[Mapping[str, Any]] = None):
+        self._routes = dict(routes)
+        self._by_type = dict(by_task_type or {})
+        parts = [f"{k}={v.version}" for k, v in sorted(self._routes.items())]
+        parts += [f"type:{k}={v.version}" for k, v in sorted(self._by_type.items())]
+        self.version = "routing/1(" + ";".join(parts) + ")"
+
+    @classmethod
+    def for_tasks(cls, tasks: Sequence[TaskSpec]) -> "RoutingVerifier":
+        """Routes for every source in `tasks`; math-typed tasks without a known source go to
+        the math verifier (rlvr.verifiers.math.MathVerifier)."""
+        routes: dict[str, Any] = {}
+        need_math = False
+        for t in tasks:
+            source = t.public_metadata.get("source")
+            if source in routes:
+                continue
+            v = verifier_for_source(source)
+            if v is not None:
+                routes[source] = v
+            elif t.task_type == "math":
+                need_math = True
+        by_type = {}
+        if need_math:
+            from rlvr.verifiers.math import MathVerifier
+
+            by_type["math"] = MathVerifier()
+        return cls(routes, by_type)
 
     def verifier_for(self, task: TaskSpec):
         source = task.public_metadata.get("source")
-        if source not in self._routes:
-            v = verifier_for_source(source)
-            if v is not None:
-                self._routes[source] = v
         if source in self._routes:
             return self._routes[source]
-        if task.task_type == "math":
-            if self._math is None:
-                from rlvr.verifiers.math import MathVerifier  # helper C's module
-
-                self._math = MathVerifier()
-            return self._math
+        if task.task_type in self._by_type:
+            return self._by_type[task.task_type]
         raise ValueError(
             f"no verifier for task {task.task_id!r}: public_metadata['source']={source!r} is not one of "
-            f"{sorted(self._routes) + list(ALLOWED_NAMES[:3])} and task_type {task.task_type!r} is not 'math'")
+            f"{sorted(self._routes)} and task_type {task.task_type!r} is not one of {sorted(self._by_type)}")
 
     def verify(self, task: TaskSpec, output: str):
         return self.verifier_for(task).verify(task, output)
@@ -185,7 +205,7 @@ class JsonlSource:
         self.path = os.fspath(path)
         self.tasks = load_jsonl(self.path)
         self.name = f"jsonl:{self.path}"
-        self._verifier = verifier if verifier is not None else RoutingVerifier()
+        self._verifier = verifier if verifier is not None else RoutingVerifier.for_tasks(self.tasks)
         self._by_split: dict[str, list[TaskSpec]] = {}
         for t in self.tasks:
             self._by_split.setdefault(t.public_metadata.get("split", "train"), []).append(t)

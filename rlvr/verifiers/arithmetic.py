@@ -16,7 +16,9 @@ longer than `max_chars` fail without being parsed (bounded time; Python refuses 
 than 4300 digits anyway).
 
 Components: {"correct": 0/1, "format": 0/1}; "format" is 1 when the completion is a canonical
-integer at all (right or wrong). Verdict.decision is "pass" iff correct.
+integer at all (right or wrong). Verdict.decision is "pass" iff correct. A task whose
+reference_answer is not an int is a fault of the task, not of the policy: `_verify` raises and
+the `Verifier` base class reports an env_error (masked, never paid as reward 0).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.verdict import Verdict
 
 _CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]*)", re.ASCII)
@@ -41,7 +44,7 @@ def canonical_int_text(text: str) -> str | None:
     return s
 
 
-class IntegerAnswerVerifier:
+class IntegerAnswerVerifier(Verifier):
     """Verifier for tasks whose `reference_answer` is an int (arithmetic tasks).
 
     Args:
@@ -63,14 +66,12 @@ class IntegerAnswerVerifier:
             verifier_version=self.version,
         )
 
-    def verify(self, task, output: str) -> Verdict:
+    def _verify(self, task, output: str) -> Verdict:
         ref = task.reference_answer
         if not isinstance(ref, int) or isinstance(ref, bool):
             raise ValueError(
                 f"IntegerAnswerVerifier: task {task.task_id!r} reference_answer must be an int, "
                 f"got {ref!r}")
-        if not isinstance(output, str):
-            raise ValueError(f"IntegerAnswerVerifier: output must be a str, got {type(output).__name__}")
         if len(output) > self.max_chars:
             return self._verdict(False, False, reason="too_long", length=len(output))
         answer = canonical_int_text(output)

@@ -17,7 +17,8 @@ fractions (the value of the expression is what counts).
 
 Components: {"correct": 0/1, "format": 0/1}; "format" = the expression is well formed and uses
 allowed numbers/operators; "correct" = additionally its value equals the target. The decision
-is "pass" iff correct.
+is "pass" iff correct. A malformed reference_answer is the task's fault: `_verify` raises and
+the `Verifier` base class reports an env_error.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import collections
 from fractions import Fraction
 from typing import Any, Iterable, Optional
 
+from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.verdict import Verdict
 
 ALL_OPERATORS = "+-*/"
@@ -109,7 +111,7 @@ def uses_at_most_once(used: Iterable[int], numbers: Iterable[int]) -> Optional[i
     return None
 
 
-class CountdownVerifier:
+class CountdownVerifier(Verifier):
     """Verifier for countdown tasks (see module docstring).
 
     Args:
@@ -144,10 +146,8 @@ class CountdownVerifier:
                 f"got {ref!r}")
         return ref["numbers"], ref["target"], ref.get("operators", ALL_OPERATORS)
 
-    def verify(self, task, output: str) -> Verdict:
+    def _verify(self, task, output: str) -> Verdict:
         numbers, target, operators = self._reference(task)
-        if not isinstance(output, str):
-            raise ValueError(f"CountdownVerifier: output must be a str, got {type(output).__name__}")
         try:
             tree = parse_expression(output, operators, self.max_chars)
         except ExpressionError as e:

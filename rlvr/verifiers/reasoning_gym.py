@@ -10,7 +10,9 @@ the score to a Verdict:
                           (reasoning-gym gives partial credit e.g. when the oracle answer is
                           contained in a longer answer; the partial value is kept, not paid as
                           a pass — reward composition decides what it is worth, R2.6)
-  scorer raises, or returns a non-number / NaN / a value outside [0, 1]
+  1 < score <= 1 + 1e-6 → fail,    components {"correct": 0, "partial": 1} (float-rounding
+                          overshoot of a partial-credit sum; seen in spell_backward)
+  scorer raises, or returns a non-number / NaN / a value outside [0, 1 + 1e-6]
                         → decision "unknown", trial "valid", evidence {"reason", "error"}.
 
 Why "unknown" and not env_error: the scorer is deterministic library code run in-process on this
@@ -18,6 +20,9 @@ Why "unknown" and not env_error: the scorer is deterministic library code run in
 handle), not a transient infrastructure fault, so retrying it (what env_error triggers, R2.1)
 would give the same result. "unknown" keeps it apart from fail and lets the reward config decide
 to fail or mask it, and it is counted (R7.2 unknown rate).
+
+A malformed reference_answer, or a generator config reasoning-gym refuses, is the task's
+fault: `_verify` raises and the `Verifier` base class reports an env_error.
 
 Answer extraction: the content of the LAST <answer>...</answer> block if the completion has one
 (reasoning-gym's convention), else the whole completion stripped of surrounding whitespace.
@@ -32,7 +37,13 @@ import math
 import numbers
 from typing import Any
 
+from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.verdict import Verdict
+
+# Scores in (1, 1 + _ROUNDING] come from partial-credit sums that overshoot by float rounding
+# (spell_backward scores "ekilekipsxx" against "ekilekips" as 1.0000000000000002): they are a
+# fail with partial 1.0, never a pass. Only an exact 1.0 passes.
+_ROUNDING = 1e-6
 
 
 def extract_answer(output: str, tag: str = "answer") -> str:
@@ -43,7 +54,7 @@ def extract_answer(output: str, tag: str = "answer") -> str:
     return found if found is not None else output.strip()
 
 
-class ReasoningGymVerifier:
+class ReasoningGymVerifier(Verifier):
     """Scores completions of reasoning-gym tasks with the generator's own `score_answer`.
 
     Args:
@@ -74,15 +85,13 @@ class ReasoningGymVerifier:
         return Verdict(decision=decision, components=components, evidence=evidence,
                        verifier_version=self.version)
 
-    def verify(self, task, output: str) -> Verdict:
+    def _verify(self, task, output: str) -> Verdict:
         ref = task.reference_answer
         if not (isinstance(ref, dict) and isinstance(ref.get("generator"), str)
                 and isinstance(ref.get("config", {}), dict) and "answer" in ref):
             raise ValueError(
                 f"ReasoningGymVerifier: task {task.task_id!r} reference_answer must be "
                 f'{{"generator": str, "config": dict, "answer": ..., "metadata": dict}}, got {ref!r:.200}')
-        if not isinstance(output, str):
-            raise ValueError(f"ReasoningGymVerifier: output must be a str, got {type(output).__name__}")
         if len(output) > self.max_chars:
             return self._verdict("fail", {"correct": 0.0, "partial": 0.0}, reason="too_long",
                                  length=len(output))
@@ -96,9 +105,12 @@ class ReasoningGymVerifier:
             return self._verdict("unknown", {}, reason="scorer_exception",
                                  error=f"{type(e).__name__}: {e}"[:300], answer=answer[:200])
         if (not isinstance(score, numbers.Real) or isinstance(score, bool)
-                or not math.isfinite(score) or not 0.0 <= score <= 1.0):
+                or not math.isfinite(score) or not 0.0 <= score <= 1.0 + _ROUNDING):
             return self._verdict("unknown", {}, reason="bad_score", error=repr(score)[:100],
                                  answer=answer[:200])
+        if 1.0 < score:  # a partial-credit sum that overshot 1.0 by float rounding: not a pass
+            return self._verdict("fail", {"correct": 0.0, "partial": 1.0}, reason="partial_rounding",
+                                 raw_score=repr(score), answer=answer[:200])
         score = float(score)
         if score == 1.0:
             return self._verdict("pass", {"correct": 1.0, "partial": 1.0}, reason="correct",
