@@ -88,3 +88,12 @@ def test_bad_reference_is_env_error():
         v = V.verify(TaskSpec("c", "p", "math", reference_answer=ref), "1")
         assert v.is_env_error and "reference_answer" in v.evidence["reason"]
     assert V.verify(task(), None).decision == "fail"
+
+
+@pytest.mark.parametrize("out", ["(" * 100_000 + "3" + ")" * 100_000, "3+" * 100_000 + "3",
+                                 "3*" * 1_000 + "3", "-" * 100_000 + "3"])
+def test_pathological_nesting_is_a_plain_fail(out):
+    # with the length gate lifted, the parser's own limits must still give a fail, not a crash
+    t = task(numbers=[3] * 10, target=30)
+    v = CountdownVerifier(max_chars=10**6).verify(t, out)
+    assert v.decision == "fail" and v.trial == "valid" and v.evidence["reason"] == "malformed"
