@@ -53,3 +53,57 @@ class Verdict:
     @property
     def is_env_error(self) -> bool:
         return self.trial == "env_error"
+
+    # --- helpers (added with the verifier layer; the fields above are the contract) ----------
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form (for caches, logs and process boundaries)."""
+        return {
+            "decision": self.decision,
+            "trial": self.trial,
+            "components": dict(self.components),
+            "evidence": dict(self.evidence),
+            "verifier_version": self.verifier_version,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        return cls(
+            decision=d["decision"],
+            trial=d.get("trial", "valid"),
+            components=dict(d.get("components", {})),
+            evidence=dict(d.get("evidence", {})),
+            verifier_version=d.get("verifier_version", "0"),
+        )
+
+    def with_evidence(self, **extra: Any) -> "Verdict":
+        """A copy with `extra` merged into the evidence."""
+        return dataclasses.replace(self, evidence={**self.evidence, **extra})
+
+
+# Timeout taxonomy (SPEC R6.3, seed 002 §9.2). "candidate_program" is the policy's fault (a
+# fail); every other class is a fault of the system (an env_error, retried then masked).
+TIMEOUT_CLASSES = (
+    "generation",
+    "tool_call",
+    "candidate_program",
+    "verifier_service",
+    "environment_init",
+    "infrastructure",
+)
+
+
+def env_error(reason: str, *, verifier_version: str = "0", timeout_class: str | None = None,
+              **evidence: Any) -> Verdict:
+    """An env_error verdict (the trial says nothing about the policy; R2.1).
+
+    `timeout_class`, when given, must be one of TIMEOUT_CLASSES and is recorded in the evidence.
+    """
+    ev = {"reason": reason, **evidence}
+    if timeout_class is not None:
+        if timeout_class not in TIMEOUT_CLASSES:
+            raise ValueError(
+                f"timeout_class must be one of {TIMEOUT_CLASSES}, got {timeout_class!r}")
+        ev["timeout_class"] = timeout_class
+    return Verdict(decision="unknown", trial="env_error", evidence=ev,
+                   verifier_version=verifier_version)

@@ -1,0 +1,167 @@
+"""Sandbox harness: the trusted first half of a sandboxed run (see rlvr/verifiers/sandbox.py).
+
+Started as `python -I -S _sandbox_harness.py CTRL_FD RESULT_FD` by the parent, with the
+privileges of the parent. Before any candidate code exists in this process it:
+  1. reads the control message (JSON) from CTRL_FD and closes it;
+  2. enters a new network namespace (no interfaces but a down loopback) or, where that is not
+     allowed, falls back to an audit hook that refuses socket creation;
+  3. sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size, processes,
+     open files, core dumps), and drops to the per-run uid/gid when one is given;
+  4. writes {"kind": "ready"} to RESULT_FD — everything after this line is the candidate's doing.
+Then it loads solution.py from the working directory and either calls the entry point on each
+test input (function mode; every result is written as one JSON line to RESULT_FD — expected
+outputs never enter this process) or runs it as __main__ on stdin (stdio mode).
+
+Standard library only; never imports the rlvr package.
+"""
+
+import json
+import os
+import resource
+import sys
+
+
+def _send(fd, obj):
+    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+def _private_tmp(libc, size_mb):
+    """New mount namespace; fresh tmpfs over the world-writable directories, so nothing the
+    candidate writes outside its working directory reaches the host (and the private tests
+    directory under /tmp is not even visible). The working directory stays reachable as cwd."""
+    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+        return False
+    if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
+        return False
+    opts = f"size={int(size_mb)}m,mode=1777".encode()
+    ok = True
+    for d in (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock"):
+        if os.path.isdir(d):
+            ok = libc.mount(b"tmpfs", d, b"tmpfs", 0x2 | 0x4, opts) == 0 and ok  # NOSUID|NODEV
+    return ok
+
+
+def _setup(ctrl, res_fd):
+    net = "none"
+    fs = "shared"
+    lim = ctrl["limits"]
+    os.chdir(ctrl["workdir"])
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if ctrl.get("netns", True) and libc.unshare(0x40000000) == 0:  # CLONE_NEWNET
+            net = "netns"
+        if ctrl.get("private_tmp", True) and _private_tmp(libc, 2 * lim["max_file_mb"] + 1):
+            fs = "private_tmp"
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    except Exception:  # noqa: BLE001
+        pass
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (int(lim["cpu_s"]), int(lim["cpu_s"]) + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (int(lim["memory_mb"]) * mb,) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(lim["max_file_mb"] * mb),) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2)
+    uid = ctrl.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(int(ctrl["gid"]))
+        os.setuid(int(uid))
+        # per-uid count: this run's uid is unique, so the limit is this run's process tree
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["max_processes"]),) * 2)
+    blocked_events = ("socket.__new__", "socket.connect", "socket.bind", "socket.sendto",
+                      "socket.getaddrinfo")
+
+    def hook(event, args):
+        if event in blocked_events:
+            try:
+                _send(res_fd, {"kind": "blocked", "event": event})
+            except OSError:
+                pass
+            raise PermissionError(f"sandbox: {event} is not allowed")
+
+    sys.addaudithook(hook)
+    if net == "none":
+        net = "audit"
+    return net, fs
+
+
+def _jsonable(value):
+    json.dumps(value, allow_nan=True)  # raises TypeError / ValueError if not plain JSON data
+    return value
+
+
+def main():
+    ctrl_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])
+    chunks = []
+    while True:
+        b = os.read(ctrl_fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(ctrl_fd)
+    ctrl = json.loads(b"".join(chunks))
+    try:
+        net, fs = _setup(ctrl, res_fd)
+    except Exception as e:  # noqa: BLE001 — sandbox fault, reported as such
+        _send(res_fd, {"kind": "sandbox_error", "error": f"{type(e).__name__}: {e}"})
+        os._exit(3)
+    _send(res_fd, {"kind": "ready", "net": net, "fs": fs, "uid": os.getuid()})
+
+    # ---- candidate territory from here on -------------------------------------------------
+    try:
+        with open("solution.py", "rb") as f:
+            src = f.read()
+        code = compile(src, "solution.py", "exec")
+    except BaseException as e:  # noqa: BLE001
+        _send(res_fd, {"kind": "compile_error", "error": f"{type(e).__name__}: {e}"[:500]})
+        os._exit(0)
+    _send(res_fd, {"kind": "compiled"})
+    if ctrl["mode"] == "stdio":
+        os.close(res_fd)
+        ns = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__}
+        code_rc = 0
+        try:
+            exec(code, ns)
+        except SystemExit as e:
+            code_rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # noqa: BLE001
+            import traceback
+
+            traceback.print_exc()
+            code_rc = 1
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001
+            code_rc = code_rc or 1
+        os._exit(code_rc)
+
+    ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": __builtins__}
+    try:
+        exec(code, ns)
+        fn = ns.get(ctrl["entry_point"])
+        if not callable(fn):
+            raise NameError(f"entry point {ctrl['entry_point']!r} is not a defined function")
+    except BaseException as e:  # noqa: BLE001
+        _send(res_fd, {"kind": "load_error", "error": f"{type(e).__name__}: {e}"[:500]})
+        os._exit(0)
+    for i, (args, kwargs) in enumerate(ctrl["calls"]):
+        try:
+            value = fn(*args, **kwargs)
+            msg = {"kind": "result", "i": i, "ok": True, "value": _jsonable(value)}
+        except BaseException as e:  # noqa: BLE001
+            msg = {"kind": "result", "i": i, "ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        try:
+            _send(res_fd, msg)
+        except (TypeError, ValueError) as e:
+            _send(res_fd, {"kind": "result", "i": i, "ok": False, "error": f"unserialisable: {e}"[:300]})
+    _send(res_fd, {"kind": "done"})
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

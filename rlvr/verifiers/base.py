@@ -1,0 +1,60 @@
+"""The one verifier interface (SPEC R2.1, seed 002 eq.2 and eq.14).
+
+A verifier maps (task, output) to a `Verdict`. Two rules every implementation keeps:
+
+  * a bad *output* never raises: it is a `fail` (or `unknown` when the verifier cannot decide);
+  * a fault of the verifier's own machinery (sandbox could not start, helper process died, a
+    service is down) is a `trial="env_error"` verdict, never a fail: it says nothing about the
+    policy and is retried, then masked (R2.1, seed 002 §5.2, §9.2).
+
+`version` is part of every verdict and of the reward-cache key (R2.7, eq.89): bump it whenever a
+change could flip a decision.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Protocol, runtime_checkable
+
+from rlvr.tasks.spec import TaskSpec
+from rlvr.verifiers.verdict import Verdict, env_error
+
+
+@runtime_checkable
+class VerifierProtocol(Protocol):
+    """Structural type: anything with `version` and `verify(task, output) -> Verdict`."""
+
+    version: str
+
+    def verify(self, task: TaskSpec, output: str) -> Verdict: ...
+
+
+class Verifier(abc.ABC):
+    """Base class for verifiers.
+
+    Subclasses implement `_verify`; `verify` wraps it so that an unexpected exception from the
+    verifier's own code becomes an env_error verdict (a bug or infrastructure fault must not be
+    paid as reward 0 to the policy) and so that every verdict carries `version`.
+    """
+
+    version: str = "0"
+
+    def verify(self, task: TaskSpec, output: str) -> Verdict:
+        """Returns the verdict on `output` for `task`; never raises for a bad output."""
+        if not isinstance(output, str):
+            return Verdict(decision="fail", evidence={"reason": "output is not a string",
+                                                       "type": type(output).__name__},
+                           verifier_version=self.version)
+        try:
+            verdict = self._verify(task, output)
+        except Exception as e:  # noqa: BLE001 — the verifier's own fault → env_error
+            return env_error(f"verifier raised {type(e).__name__}: {e}"[:500],
+                             verifier_version=self.version)
+        if verdict.verifier_version != self.version:
+            import dataclasses
+            verdict = dataclasses.replace(verdict, verifier_version=self.version)
+        return verdict
+
+    @abc.abstractmethod
+    def _verify(self, task: TaskSpec, output: str) -> Verdict:
+        """Verdict for one output; may raise only for faults of the verifier itself."""

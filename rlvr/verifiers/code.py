@@ -1,0 +1,311 @@
+"""Code verifier: candidate programs against public and hidden tests in the sandbox
+(SPEC R2.3, seed 002 §3.2 eq.29-30, §9.2).
+
+`task.reference_answer` (validated by `parse_code_reference`, errors raise `CodeTestsError`
+naming the field):
+
+    {
+      "entry_point": "add",              # function mode: call add(*args, **kwargs) per test
+      "public_tests": [{"args": [1, 2], "kwargs": {}, "expected": 3}, ...],
+      "hidden_tests": [{"args": [5, 5], "expected": 10}, ...],
+      "float_tol": 1e-9                  # optional: |a-b| ≤ tol·max(1,|b|) for floats
+    }
+    or, with "entry_point": null (stdio mode: the program is run once per test):
+      "public_tests": [{"stdin": "1 2\\n", "stdout": "3\\n"}, ...]
+
+A test may carry "weight" (default 1) for eq.16. Public and hidden tests run in *separate*
+sandbox processes (the hidden run starts after the public one has exited), and expected
+outputs never enter a sandbox: the harness sends back the candidate's values, the verifier
+compares them with the copy of the tests it reads back after the hash check.
+
+Decision: pass iff the program compiles and every public and hidden test passes and the tests
+file is intact. A candidate timeout, crash, exit or memory blow-up is a *fail* (the policy's
+fault); a sandbox fault is an env_error (R2.1). Components (eq.30, raw, composed later by
+compose.RewardConfig; `default_reward_config()` gives the eq.30 weights):
+    compile ∈ {0,1}, public ∈ [0,1], hidden ∈ [0,1] (weighted pass fractions, eq.16),
+    time_cost = CPU seconds / cpu limit, memory_cost = peak RSS / memory limit (both ≤ 1),
+    side_effect_cost = number of refused actions (sockets …) + 1 if the tests were tampered with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, List, Mapping, Optional, Tuple
+
+from rlvr.tasks.spec import TaskSpec
+from rlvr.verifiers.base import Verifier
+from rlvr.verifiers.compose import RewardConfig
+from rlvr.verifiers.sandbox import SandboxLimits, SandboxResult, run_sandboxed
+from rlvr.verifiers.verdict import Verdict, env_error
+
+
+class CodeTestsError(ValueError):
+    """`task.reference_answer` is not a valid code-test record; the message names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeReference:
+    entry_point: Optional[str]
+    public_tests: Tuple[Mapping[str, Any], ...]
+    hidden_tests: Tuple[Mapping[str, Any], ...]
+    float_tol: float = 1e-9
+
+    @property
+    def mode(self) -> str:
+        return "function" if self.entry_point else "stdio"
+
+
+def _check_test(t: Any, where: str, mode: str) -> dict:
+    if not isinstance(t, Mapping):
+        raise CodeTestsError(f"{where} must be an object, got {type(t).__name__}")
+    w = t.get("weight", 1.0)
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (w >= 0 and math.isfinite(w)):
+        raise CodeTestsError(f"{where}.weight must be a finite number ≥ 0, got {w!r}")
+    if mode == "function":
+        bad = set(t) - {"args", "kwargs", "expected", "weight"}
+        if bad:
+            raise CodeTestsError(f"{where} has unknown field(s) {sorted(bad)}; allowed args, "
+                                 "kwargs, expected, weight")
+        if "expected" not in t:
+            raise CodeTestsError(f"{where}.expected is missing")
+        if not isinstance(t.get("args", []), list):
+            raise CodeTestsError(f"{where}.args must be a list, got {t.get('args')!r}")
+        if not isinstance(t.get("kwargs", {}), Mapping):
+            raise CodeTestsError(f"{where}.kwargs must be an object, got {t.get('kwargs')!r}")
+    else:
+        bad = set(t) - {"stdin", "stdout", "weight"}
+        if bad:
+            raise CodeTestsError(f"{where} has unknown field(s) {sorted(bad)}; allowed stdin, "
+                                 "stdout, weight")
+        for k in ("stdin", "stdout"):
+            if not isinstance(t.get(k), str):
+                raise CodeTestsError(f"{where}.{k} must be a string, got {t.get(k)!r}")
+    return dict(t)
+
+
+def parse_code_reference(ref: Any) -> CodeReference:
+    """Validates a code task's `reference_answer`; raises CodeTestsError naming the field."""
+    if not isinstance(ref, Mapping):
+        raise CodeTestsError(f"reference_answer must be an object with public_tests / "
+                             f"hidden_tests / entry_point, got {type(ref).__name__}")
+    bad = set(ref) - {"entry_point", "public_tests", "hidden_tests", "float_tol"}
+    if bad:
+        raise CodeTestsError(f"reference_answer has unknown field(s) {sorted(bad)}")
+    ep = ref.get("entry_point")
+    if ep is not None and not (isinstance(ep, str) and ep.isidentifier()):
+        raise CodeTestsError(f"reference_answer.entry_point must be an identifier or null, "
+                             f"got {ep!r}")
+    mode = "function" if ep else "stdio"
+    tests = {}
+    for key in ("public_tests", "hidden_tests"):
+        v = ref.get(key, [])
+        if not isinstance(v, list):
+            raise CodeTestsError(f"reference_answer.{key} must be a list, got {type(v).__name__}")
+        tests[key] = tuple(_check_test(t, f"reference_answer.{key}[{i}]", mode)
+                           for i, t in enumerate(v))
+    if not tests["public_tests"] and not tests["hidden_tests"]:
+        raise CodeTestsError("reference_answer has no tests (public_tests and hidden_tests empty)")
+    tol = ref.get("float_tol", 1e-9)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
+        raise CodeTestsError(f"reference_answer.float_tol must be in [0, 1), got {tol!r}")
+    return CodeReference(ep, tests["public_tests"], tests["hidden_tests"], float(tol))
+
+
+def values_equal(got: Any, expected: Any, tol: float) -> bool:
+    """Strict structural equality of JSON values; floats within tol·max(1,|expected|); no NaN;
+    bool is not int."""
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, (int, float)) and isinstance(got, (int, float)):
+        if isinstance(expected, float) or isinstance(got, float):
+            g, e = float(got), float(expected)
+            if math.isnan(g) or math.isnan(e):
+                return False
+            if math.isinf(g) or math.isinf(e):
+                return g == e
+            return abs(g - e) <= tol * max(1.0, abs(e))
+        return got == expected
+    if isinstance(expected, list):
+        return isinstance(got, list) and len(got) == len(expected) and all(
+            values_equal(g, e, tol) for g, e in zip(got, expected))
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and set(got) == set(expected) and all(
+            values_equal(got[k], expected[k], tol) for k in expected)
+    return type(got) is type(expected) and got == expected
+
+
+def stdout_equal(got: str, expected: str) -> bool:
+    """Same lines after stripping trailing whitespace of each line and trailing blank lines."""
+    norm = lambda s: [ln.rstrip() for ln in s.rstrip().splitlines()]  # noqa: E731
+    return norm(got) == norm(expected)
+
+
+class CodeVerifier(Verifier):
+    """Runs a program against public and hidden tests in the sandbox (R2.3).
+
+    Args:
+      limits: SandboxLimits for each sandboxed run; a task's `resource_limits` may lower
+        "time_s" (cpu and wall) and "memory_mb".
+      max_source_chars: longer programs fail without running.
+      strip_markdown: take the last ```python fenced block of the output if there is one.
+      drop_privileges, use_netns, private_tmp: passed to run_sandboxed (defaults: root → fresh
+        uid; own network namespace; private /tmp).
+    """
+
+    version = "code-1"
+
+    def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
+                 strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
+                 use_netns: bool = True, private_tmp: bool = True):
+        self.limits = limits
+        self.max_source_chars = int(max_source_chars)
+        self.strip_markdown = strip_markdown
+        self.drop_privileges = drop_privileges
+        self.use_netns = use_netns
+        self.private_tmp = private_tmp
+
+    @staticmethod
+    def default_reward_config() -> RewardConfig:
+        """eq.30: w_c = 0.1, w_p = 0.2, w_h = 0.7, λ_t = λ_m = 0.05, λ_s = 0.5 (side effects
+        saturated at 1, eq.65), gated on compile."""
+        return RewardConfig(kind="weighted",
+                            weights={"compile": 0.1, "public": 0.2, "hidden": 0.7,
+                                     "time_cost": -0.05, "memory_cost": -0.05,
+                                     "side_effect_cost": -0.5},
+                            scale={"side_effect_cost": 1.0}, clip=(-1.0, 1.0), gates=("compile",))
+
+    def _task_limits(self, task: TaskSpec) -> SandboxLimits:
+        lim = self.limits
+        rl = task.resource_limits or {}
+        if "time_s" in rl:
+            t = float(rl["time_s"])
+            lim = dataclasses.replace(lim, cpu_s=max(1.0, min(lim.cpu_s, t)),
+                                      wall_s=min(lim.wall_s, t))
+        if "memory_mb" in rl:
+            lim = dataclasses.replace(lim, memory_mb=min(lim.memory_mb, int(rl["memory_mb"])))
+        return lim
+
+    def extract_program(self, output: str) -> str:
+        if self.strip_markdown and "```" in output:
+            import re
+
+            blocks = re.findall(r"```(?:python|py|python3)?[^\n]*\n(.*?)```", output, re.DOTALL)
+            if blocks:
+                return blocks[-1]
+        return output
+
+    def _run(self, source: str, ref: CodeReference, tests, limits) -> List[SandboxResult]:
+        if ref.mode == "function":
+            calls = [[t.get("args", []), t.get("kwargs", {})] for t in tests]
+            return [run_sandboxed(source, mode="function", entry_point=ref.entry_point,
+                                  calls=calls, tests=list(tests), limits=limits,
+                                  drop_privileges=self.drop_privileges, use_netns=self.use_netns,
+                                  private_tmp=self.private_tmp)]
+        return [run_sandboxed(source, mode="stdio", stdin=t["stdin"], tests=[t], limits=limits,
+                              drop_privileges=self.drop_privileges, use_netns=self.use_netns,
+                                  private_tmp=self.private_tmp)
+                for t in tests]
+
+    def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):
+        """→ (passed flags [n], first failure note, tests_back) using the read-back tests."""
+        passed, notes, tests_back = [False] * n, [], []
+        if ref.mode == "function":
+            r = runs[0]
+            tests_back = r.tests or []
+            for i in range(min(n, len(tests_back))):
+                res = r.results.get(i)
+                if res is None:
+                    notes.append(f"test {i}: no result ({r.status})")
+                elif not res.get("ok"):
+                    notes.append(f"test {i}: {res.get('error')}")
+                elif values_equal(res.get("value"), tests_back[i]["expected"], ref.float_tol):
+                    passed[i] = True
+                else:
+                    notes.append(f"test {i}: got {str(res.get('value'))[:80]}")
+        else:
+            for i, r in enumerate(runs):
+                tb = (r.tests or [None])[0]
+                tests_back.append(tb)
+                if tb is None:
+                    notes.append(f"test {i}: tests file unreadable")
+                elif r.status != "ok" or r.returncode != 0 or not r.compiled:
+                    notes.append(f"test {i}: {r.status} rc={r.returncode}")
+                elif stdout_equal(r.stdout_full, tb["stdout"]):
+                    passed[i] = True
+                else:
+                    notes.append(f"test {i}: wrong output {r.stdout_full[:80]!r}")
+        return passed, notes[:1]
+
+    def _verify(self, task: TaskSpec, output: str) -> Verdict:
+        ref = parse_code_reference(task.reference_answer)
+        source = self.extract_program(output)
+        limits = self._task_limits(task)
+        if len(source) > self.max_source_chars:
+            return Verdict(decision="fail", components={"compile": 0.0, "public": 0.0,
+                                                        "hidden": 0.0},
+                           evidence={"reason": "source_too_long", "chars": len(source)},
+                           verifier_version=self.version)
+        comps = {"compile": 0.0, "public": 0.0, "hidden": 0.0, "time_cost": 0.0,
+                 "memory_cost": 0.0, "side_effect_cost": 0.0}
+        ev: dict = {}
+        cpu = rss = 0.0
+        all_pass = True
+        for split, tests in (("public", ref.public_tests), ("hidden", ref.hidden_tests)):
+            if not tests:
+                comps[split] = 1.0
+                continue
+            runs = self._run(source, ref, tests, limits)
+            faults = [r for r in runs if r.status == "sandbox_error"]
+            if faults:
+                return env_error(f"sandbox fault in {split} run: {faults[0].error}",
+                                 verifier_version=self.version,
+                                 timeout_class="environment_init"
+                                 if "not ready" in str(faults[0].error) else None)
+            compiled = all(r.compiled for r in runs)
+            ev.setdefault("isolation", dict(runs[0].isolation))
+            cpu = max(cpu, max(r.cpu_s for r in runs))
+            rss = max(rss, max(r.max_rss_mb for r in runs))
+            blocked = sum(len(r.blocked) for r in runs)
+            tampered = not all(r.tests_intact for r in runs)
+            comps["side_effect_cost"] += blocked + (1.0 if tampered else 0.0)
+            if blocked:
+                ev.setdefault("blocked", []).extend(b for r in runs for b in r.blocked)
+            if tampered:
+                ev["tests_tampered"] = True
+                all_pass = False
+                ev.setdefault("reason", "tests_tampered")
+                break
+            if not compiled:
+                comps["compile"] = 0.0
+                all_pass = False
+                ev["reason"] = "compile_error"
+                ev["stderr"] = runs[0].stderr[-500:]
+                break
+            comps["compile"] = 1.0
+            load_err = next((r.load_error for r in runs if r.load_error), None)
+            if load_err:
+                all_pass = False
+                ev["reason"] = "load_error"
+                ev["load_error"] = load_err
+                break
+            passed, notes = self._grade(runs, ref, len(tests))
+            w = [float(t.get("weight", 1.0)) for t in tests]
+            comps[split] = (sum(wi for wi, p in zip(w, passed) if p) / sum(w)) if sum(w) else \
+                float(all(passed))
+            statuses = sorted({r.status for r in runs})
+            ev[f"{split}_passed"] = f"{sum(passed)}/{len(passed)}"
+            ev[f"{split}_status"] = statuses
+            if "timeout" in statuses:
+                ev["timeout_class"] = "candidate_program"
+            if not all(passed):
+                all_pass = False
+                ev.setdefault("reason", f"{split}_tests_failed")
+                ev[f"{split}_first_failure"] = notes[0] if notes else ""
+            if "timeout" in statuses:
+                break  # a program that timed out on the public tests gets no hidden run
+        comps["time_cost"] = min(cpu / limits.cpu_s, 1.0)
+        comps["memory_cost"] = min(rss / limits.memory_mb, 1.0)
+        ev["cpu_s"], ev["max_rss_mb"] = round(cpu, 4), round(rss, 2)
+        return Verdict(decision="pass" if all_pass else "fail", components=comps, evidence=ev,
+                       verifier_version=self.version)
