@@ -225,9 +225,14 @@ def test_fully_masked_input_gives_zero_loss_and_finite_grads():
     ]
     for mode in MODES:
         fns.append(lambda x, mode=mode: ppo_token_loss(x, z, adv, z, aggregation=mode)[0])
-    for f in fns:
-        assert float(f(lp)) == 0.0
-        assert np.all(np.isfinite(jax.jit(jax.grad(f))(lp)))
+
+    @jax.jit
+    def losses_and_grads(x):
+        return [(f(x), jax.grad(f)(x)) for f in fns]
+
+    for loss, g in losses_and_grads(lp):
+        assert float(loss) == 0.0
+        assert np.all(np.isfinite(g))
     _, metrics = ppo_token_loss(lp, z, adv, z)
     assert all(np.isfinite(float(v)) for v in metrics.values())
 
@@ -242,21 +247,37 @@ def test_jit_vmap_grad_all_losses():
         "gspo": lambda x: gspo_sequence_loss(x, old, adv, m, clip_low=0.2, clip_high=0.2),
         "value": lambda x: value_loss(x, old, old + 1, m, clip_eps=0.5),
     }
-    for name, f in fns.items():
-        loss, metrics = jax.jit(f)(lp)
-        np.testing.assert_allclose(loss, f(lp)[0], rtol=1e-5, err_msg=name)
-        g = jax.grad(lambda x: f(x)[0])(jnp.asarray(lp))
+
+    @jax.jit
+    def run_all(x):
+        out = {}
+        for name, f in fns.items():
+            loss, metrics = f(x)
+            g = jax.grad(lambda y: f(y)[0])(x)
+            batched = jax.vmap(lambda y: f(y)[0])(jnp.stack([x, x]))
+            out[name] = (loss, metrics, g, batched)
+        return out
+
+    refs = {
+        "ppo": ref_ppo(lp, old, adv, m, 0.2, 0.2, 3.0, "token-mean")[0],
+        "tr": ref_trust_region(lp, old, adv, m, 0.2, 0.2, "token-mean"),
+        "seq": ref_sequence(lp, old, adv, m, 0.8, 1.2, False, np.ones(3, bool)),
+        "gspo": ref_sequence(lp, old, adv, m, 0.8, 1.2, True, np.ones(3, bool)),
+    }
+    for name, (loss, metrics, g, batched) in run_all(jnp.asarray(lp)).items():
+        if name in refs:
+            np.testing.assert_allclose(loss, refs[name], rtol=1e-4, atol=1e-6, err_msg=name)
         assert np.all(np.isfinite(g)) and np.any(g != 0), name
-        batched = jax.vmap(lambda x: f(x)[0])(jnp.stack([lp, lp]))
+        assert np.all(np.asarray(g)[m == 0] == 0), name
         np.testing.assert_allclose(batched, [loss, loss], rtol=1e-5, err_msg=name)
         assert all(jnp.ndim(v) == 0 for v in metrics.values()), name
     # Finite-difference check of the PPO gradient on one unclipped coordinate.
-    f = lambda x: ppo_token_loss(x, old, adv, m)[0]  # noqa: E731
+    f = jax.jit(lambda x: ppo_token_loss(x, old, adv, m)[0])
     b, t = np.argwhere(m > 0)[0]
     e = np.zeros_like(lp)
     e[b, t] = 1e-3
     fd = (f(lp + e) - f(lp - e)) / 2e-3
-    np.testing.assert_allclose(jax.grad(f)(jnp.asarray(lp))[b, t], fd, rtol=5e-2, atol=1e-3)
+    np.testing.assert_allclose(jax.jit(jax.grad(f))(jnp.asarray(lp))[b, t], fd, rtol=5e-2, atol=1e-3)
 
 
 def test_bad_inputs_raise():
