@@ -97,7 +97,7 @@ def answer_of(prompt: str) -> int:
 
 
 def generate(n: int, *, split: str = "train", seed: splits.SeedLike = 0,
-             difficulty: DifficultyLike = None) -> list[TaskSpec]:
+             difficulty: DifficultyLike = None, allow_fewer: bool = False) -> list[TaskSpec]:
     """Generates `n` distinct arithmetic tasks of one split, deterministically per seed.
 
     Args:
@@ -105,6 +105,8 @@ def generate(n: int, *, split: str = "train", seed: splits.SeedLike = 0,
       split: "train" | "eval" | "unseen"; disjoint instance sets (rlvr.tasks.splits).
       seed: int (or numpy Generator, consumed once).
       difficulty: preset name, knob mapping or ArithmeticDifficulty (default "easy").
+      allow_fewer: when the split has fewer than n distinct instances at this difficulty,
+        return those found instead of raising ValueError.
     Returns:
       TaskSpecs with task_type "math", reference_answer the int answer,
       public_metadata {"source", "split", "difficulty"}.
@@ -113,7 +115,8 @@ def generate(n: int, *, split: str = "train", seed: splits.SeedLike = 0,
     d = resolve_difficulty(difficulty)
     seed = splits.seed_int(seed)
     rng = splits.make_rng(seed, NAME, split)
-    prompts = splits.draw_distinct(n, split, lambda: _draw_prompt(rng, d), key=lambda p: p)
+    prompts = splits.draw_distinct(n, split, lambda: _draw_prompt(rng, d), key=lambda p: p,
+                                     allow_fewer=allow_fewer)
     meta = {"source": NAME, "split": split, "difficulty": d.to_json()}
     return [
         TaskSpec(

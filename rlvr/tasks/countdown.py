@@ -143,18 +143,18 @@ def _key(item) -> str:
 
 
 def generate(n: int, *, split: str = "train", seed: splits.SeedLike = 0,
-             difficulty: DifficultyLike = None) -> list[TaskSpec]:
+             difficulty: DifficultyLike = None, allow_fewer: bool = False) -> list[TaskSpec]:
     """Generates `n` distinct, solvable countdown tasks of one split, deterministically per seed.
 
     Returns TaskSpecs with task_type "math", reference_answer
     {"numbers", "target", "operators", "solution"}, public_metadata {"source", "split",
-    "difficulty"}.
+    "difficulty"}. `allow_fewer` as in `arithmetic.generate`.
     """
     splits.check_split(split)
     d = resolve_difficulty(difficulty)
     seed = splits.seed_int(seed)
     rng = splits.make_rng(seed, NAME, split)
-    items = splits.draw_distinct(n, split, lambda: _draw(rng, d), key=_key)
+    items = splits.draw_distinct(n, split, lambda: _draw(rng, d), key=_key, allow_fewer=allow_fewer)
     meta = {"source": NAME, "split": split, "difficulty": d.to_json()}
     return [
         TaskSpec(

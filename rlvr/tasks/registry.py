@@ -145,7 +145,11 @@ class ProceduralSource:
         return _PROCEDURAL[self.kind].generate(n, split="train", seed=seed, difficulty=self.difficulty)
 
     def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
-        n = 100 if n is None else n
+        """`n` distinct tasks of `split` (fixed for a seed); n=None → up to 100 (fewer when the
+        difficulty has fewer distinct instances in that split, e.g. 28 for easy arithmetic)."""
+        if n is None:
+            return _PROCEDURAL[self.kind].generate(100, split=split, seed=seed,
+                                                   difficulty=self.difficulty, allow_fewer=True)
         return _PROCEDURAL[self.kind].generate(n, split=split, seed=seed, difficulty=self.difficulty)
 
     @functools.cached_property

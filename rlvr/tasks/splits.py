@@ -73,7 +73,8 @@ def int_range(name: str, value, lo_min: int, hi_max: int) -> tuple[int, int]:
     return (int(value[0]), int(value[1]))
 
 
-def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None) -> list:
+def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None,
+                  allow_fewer: bool = False) -> list:
     """Draws `n` instances with distinct content keys, all owned by `split`.
 
     Args:
@@ -82,8 +83,10 @@ def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None
       draw: () -> instance, a random draw (from a seeded rng, so the result is deterministic).
       key: instance -> str, its content key.
       max_attempts: draws allowed before giving up (default 200 * n + 1000).
+      allow_fewer: return what was found instead of raising (still deterministic).
     Raises:
-      ValueError when the instance space of the split is too small for `n` distinct instances.
+      ValueError when the instance space of the split is too small for `n` distinct instances
+      (unless allow_fewer).
     """
     check_split(split)
     if not isinstance(n, int) or n < 0:
@@ -100,7 +103,7 @@ def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None
             continue
         seen.add(k)
         out.append(item)
-    if len(out) < n:
+    if len(out) < n and not allow_fewer:
         raise ValueError(
             f"only {len(out)} distinct {split!r} instances found in {max_attempts} draws, {n} asked: "
             "the difficulty setting has too few distinct instances for this split")

@@ -50,6 +50,18 @@ def test_procedural_source_contract(name):
         assert set(t.prompt + src.demonstration(t)) <= set(src.alphabet)
 
 
+def test_default_eval_set_takes_what_a_small_split_has():
+    small = get_task_source("arithmetic", difficulty="easy").eval_set("eval")
+    # independent count: the easy space is all a op b with 1-digit a, b and op in +-*
+    from rlvr.tasks.splits import split_of
+    expect = {f"{a}{op}{b}=" for a in range(10) for b in range(10) for op in "+-*"
+              if split_of(f"{a}{op}{b}=") == "eval"}
+    assert {t.prompt for t in small} == expect
+    assert len(get_task_source("arithmetic", difficulty="hard").eval_set("eval")) == 100
+    with pytest.raises(ValueError, match="too few distinct"):
+        get_task_source("arithmetic", difficulty="easy").eval_set("eval", 50)
+
+
 def test_mixture_weights_routing_and_alphabet():
     easy = get_task_source("arithmetic", difficulty="easy")
     cd = get_task_source("countdown", difficulty="easy")
