@@ -29,6 +29,11 @@ def main(argv):
 
         pivotrl_loop.run(_CONFIG.value, _WORKDIR.value)
         return
+    if _CONFIG.value.algorithm.name == "sao":
+        from rlvr.train import sao_loop
+
+        sao_loop.run(_CONFIG.value, _WORKDIR.value)
+        return
     from rlvr.train import loop  # imported late: flag parsing errors come before JAX starts
 
     loop.run(_CONFIG.value, _WORKDIR.value)

@@ -1,0 +1,53 @@
+"""SAO on the multi-turn KV agent task (SPEC R5; seed 003 §4-5): `python launch.py --config=configs/sao.py --workdir=/tmp/sao`.
+
+One rollout per prompt through a bounded queue into the learner (staleness bound), critic +
+Skip-Observation GAE, trust-region token masking vs behaviour log-probs, 2 critic updates per
+policy update, value pre-training, optional frozen-attention critic.
+"""
+
+import ml_collections
+
+from configs import base
+
+
+def get_config():
+    c = base.get_config()
+    c.algorithm.name = "sao"       # dispatched by launch.py to rlvr.train.sao_loop.
+    c.algorithm.clip_low = 0.2     # ε_low of the token trust region (R3.5).
+    c.algorithm.clip_high = 0.2    # ε_high of the token trust region.
+    c.algorithm.gamma = 1.0        # γ of GAE.
+    c.algorithm.gae_lambda = 0.95  # λ of GAE.
+    c.algorithm.critic_learning_rate = 1e-3
+    c.model.num_layers = 2
+    c.model.d_model = 64
+    c.model.num_heads = 4
+    c.model.num_kv_heads = 4
+    c.model.d_ff = 128
+    c.model.max_seq_len = 64
+    c.sampling.max_new_tokens = 8
+    c.optimizer.learning_rate = 3e-4
+    c.train.num_steps = 30
+    c.train.sft_steps = 150
+    c.train.sft_batch_size = 32
+    c.train.sft_learning_rate = 3e-3
+    c.eval.every = 10
+    c.eval.num_tasks = 32
+    c.eval.samples_per_task = 2
+    c.logging.tensorboard = False
+    with c.unlocked():
+        s = c.sao = ml_collections.ConfigDict()
+        s.difficulty = "medium"     # kv_agent difficulty.
+        s.num_tasks = 256           # training task pool (one rollout per sampled prompt).
+        s.sft_tasks = 256           # tasks whose demonstrations warm-start the policy.
+        s.max_turns = 6             # agent-loop turn bound.
+        s.rollout_batch = 16        # episodes the rollout thread runs per batched agent-loop call.
+        s.learn_batch = 16          # samples per learner step (taken in arrival order).
+        s.queue_size = 32           # queue capacity (back-pressure beyond it).
+        s.max_staleness = 2         # drop samples whose policy-version lag exceeds this.
+        s.staleness_decay = 1.0     # weight decay**lag inside the bound (1 = no down-weighting).
+        s.critic_updates = 2        # critic steps per policy step (R5.4).
+        s.value_pretrain_steps = 5  # critic steps on warm-policy rollouts before RL (0 = cold).
+        s.freeze_attention = False  # train only the critic's MLP projections + head (R5.4).
+        s.skip_observations = True  # Skip-Observation GAE (False: naive token GAE, ablation).
+        s.normalize_advantages = True  # whiten token advantages over the batch.
+    return c

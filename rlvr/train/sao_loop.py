@@ -1,0 +1,247 @@
+"""SAO training loop: single rollouts, async queue, critic + Skip-Observation GAE (SPEC R5).
+
+Seed 003 §4-5. `run(config, workdir)`:
+  1. tiny policy, SFT warm-start on demonstrations (shared helpers of `pivotrl_loop`); critic =
+     `ValueModel.from_policy` (trunk copied); optional value pre-training on rollouts of the
+     warm policy (R5.4) — otherwise a cold critic;
+  2. a rollout thread runs one rollout per prompt (agent loop, outcome verifier) with the latest
+     published policy and puts each finished episode into a bounded `SampleQueue`
+     (back-pressure, staleness bound: older samples dropped, optional down-weighting);
+  3. the learner takes `learn_batch` samples in arrival order, computes critic values,
+     Skip-Observation GAE advantages (or naive token GAE, the ablation), runs `critic_updates`
+     critic steps (attention optionally frozen) and one policy step with the trust-region token
+     loss against the saved behaviour log-probs, then publishes a new policy version;
+  4. metrics: reward, losses, queue depth / drops / lag, time split (generate vs learn vs wait),
+     rollout cost, held-out success.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rlvr.algorithms.sao import sao_advantages, sao_policy_loss, sao_value_loss
+from rlvr.envs.kv_store import KVStoreEnv
+from rlvr.models.scoring import token_logprobs
+from rlvr.models.value import ValueModel, trainable_filter
+from rlvr.rollout.agent_loop import episodes_to_batch, run_episodes
+from rlvr.rollout.queue import QueueClosed, SampleQueue
+from rlvr.rollout.sampler import SamplingParams
+from rlvr.tasks import kv_agent
+from rlvr.train.learner import make_optimizer, make_update
+from rlvr.train.metrics import MetricWriter
+from rlvr.train.pivotrl_loop import (Budget, evaluate, make_policy, make_tokenizer, outcome_verify,
+                                     sft_warm_start, starts_for)
+from rlvr.train.state import create_train_state, split_model
+from rlvr.verifiers.kv_agent import KVOutcomeVerifier
+
+
+def validate_sao_config(config) -> None:
+    s = config.sao
+    errs = []
+    if s.critic_updates < 1:
+        errs.append(f"config.sao.critic_updates must be >= 1, got {s.critic_updates}")
+    if s.queue_size < 1:
+        errs.append(f"config.sao.queue_size must be >= 1, got {s.queue_size}")
+    if s.max_staleness < 0:
+        errs.append(f"config.sao.max_staleness must be >= 0, got {s.max_staleness}")
+    if not 0.0 < s.staleness_decay <= 1.0:
+        errs.append(f"config.sao.staleness_decay must be in (0, 1], got {s.staleness_decay}")
+    if errs:
+        raise ValueError("invalid SAO config:\n  " + "\n  ".join(errs))
+
+
+def _batch_dict(batch, seq_len):
+    def fit(x, fill):
+        x = np.asarray(x)
+        if x.shape[1] >= seq_len:
+            return x[:, :seq_len]
+        pad = np.full((x.shape[0], seq_len - x.shape[1]), fill, x.dtype)
+        return np.concatenate([x, pad], 1)
+    return {"tokens": fit(batch.tokens, 0), "positions": fit(batch.positions, 0),
+            "attention_mask": fit(batch.attention_mask, False), "loss_mask": fit(batch.loss_mask, 0.0),
+            "behavior_logprobs": fit(batch.behavior_logprobs, 0.0), "rewards": np.asarray(batch.rewards),
+            "valid": np.asarray(batch.valid)}
+
+
+def run(config, workdir: str, *, progress: bool = True) -> dict:
+    import tqdm
+
+    validate_sao_config(config)
+    s = config.sao
+    os.makedirs(workdir, exist_ok=True)
+    writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
+    tok = make_tokenizer()
+    term_id = tok.encode("\n")[0]
+    seed = config.seed
+    key = jax.random.PRNGKey(seed)
+    T = config.model.max_seq_len
+    train_tasks = kv_agent.generate(s.num_tasks, split="train", seed=seed, difficulty=s.difficulty)
+    eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
+                                   difficulty=s.difficulty)
+    model = make_policy(config, tok, seed)
+    sft_tasks = kv_agent.generate(s.sft_tasks, split="train", seed=seed + 1000, difficulty=s.difficulty)
+    model, _ = sft_warm_start(model, sft_tasks, tok, steps=config.train.sft_steps,
+                              batch_size=config.train.sft_batch_size,
+                              lr=config.train.sft_learning_rate, seq_len=T, seed=seed)
+    critic = ValueModel.from_policy(model, rngs=nnx.Rngs(seed + 1))
+    graphdef, params, rest = split_model(model)
+    cgraph, cparams, crest = nnx.split(critic, trainable_filter(s.freeze_attention), ...)
+    sampling = SamplingParams(temperature=config.sampling.temperature,
+                              max_new_tokens=config.sampling.max_new_tokens,
+                              stop_token_ids=(term_id, tok.eos_id))
+    ev = dict(max_turns=s.max_turns, max_new_tokens=config.sampling.max_new_tokens, max_tokens=T,
+              temperature=config.eval.temperature, samples=config.eval.samples_per_task)
+    key, k0 = jax.random.split(key)
+    before = evaluate(model, eval_tasks, tok, k0, **ev)
+
+    opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
+    copt = make_optimizer(config.algorithm.critic_learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
+    state = create_train_state(params, opt, seed=seed, critic_params=cparams, critic_optimizer=copt)
+    temp = config.sampling.temperature
+
+    def policy_loss(mdl, mb, aux):
+        lp, ent = token_logprobs(mdl, mb["tokens"], positions=mb["positions"],
+                                 attention_mask=mb["attention_mask"], temperature=temp)
+        return sao_policy_loss(lp, mb["behavior_logprobs"], mb["advantages"], mb["loss_mask"],
+                               clip_low=config.algorithm.clip_low, clip_high=config.algorithm.clip_high,
+                               weights=mb["weights"], entropy=ent,
+                               entropy_coef=config.algorithm.entropy_coef)
+
+    def critic_loss(mdl, mb, aux):
+        v = mdl(mb["tokens"], positions=mb["positions"], attention_mask=mb["attention_mask"])
+        return sao_value_loss(v, mb["old_values"], mb["returns"], mb["loss_mask"])
+
+    pupdate = jax.jit(make_update(graphdef, policy_loss, opt, rest=rest))
+    cupdate = jax.jit(make_update(cgraph, critic_loss, copt, params_field="critic_params",
+                                  opt_field="critic_opt_state", rest=crest, prefix="critic/"))
+
+    @jax.jit
+    def values_of(cp, tokens, positions, attention_mask):
+        return nnx.merge(cgraph, cp, crest)(tokens, positions=positions, attention_mask=attention_mask)
+
+    adv_kw = dict(gamma=config.algorithm.gamma, lam=config.algorithm.gae_lambda,
+                  skip_observations=s.skip_observations, normalize=s.normalize_advantages)
+
+    def critic_step(state, bd, k):
+        vals = values_of(state.critic_params, bd["tokens"], bd["positions"], bd["attention_mask"])
+        adv, ret = sao_advantages(bd["rewards"], vals, bd["loss_mask"], valid=bd["valid"], **adv_kw)
+        cb = dict(bd, old_values=vals, returns=ret)
+        cb.pop("rewards")
+        return cupdate(state, cb, {}, k), adv
+
+    budget = Budget()
+    verify = outcome_verify(KVOutcomeVerifier())
+
+    def rollout(mdl, tasks, k):
+        out = run_episodes(mdl, starts_for(tasks, tok), lambda: KVStoreEnv(fault_prob=0.0), k,
+                           tokenizer=tok, sampling=sampling, max_turns=s.max_turns, max_tokens=T,
+                           verify=verify)
+        budget.add(out.stats["rollout/turns"], out.stats["rollout/action_tokens"])
+        return out
+
+    # ---- value pre-training on rollouts of the warm policy (R5.4)
+    rng = np.random.default_rng(seed)
+    vp_metrics = {}
+    for i in range(s.value_pretrain_steps):
+        key, kr, ku = jax.random.split(key, 3)
+        tasks = [train_tasks[j] for j in rng.choice(len(train_tasks), s.learn_batch)]
+        bd = _batch_dict(rollout(model, tasks, kr).batch, T)
+        (state, vp_metrics), _ = critic_step(state, bd, ku)
+
+    # ---- asynchronous rollout thread → queue → learner
+    queue = SampleQueue(s.queue_size, s.max_staleness, s.staleness_decay)
+    published = {"version": 0, "params": state.params}
+    lock = threading.Lock()
+    stop = threading.Event()
+    gen_time = [0.0]
+    err = []
+
+    def producer(k):
+        try:
+            prng = np.random.default_rng(seed + 7)
+            while not stop.is_set():
+                with lock:
+                    v, p_ = published["version"], published["params"]
+                mdl = nnx.merge(graphdef, p_, rest)
+                k, kr = jax.random.split(k)
+                tasks = [train_tasks[j] for j in prng.choice(len(train_tasks), s.rollout_batch)]
+                t0 = time.monotonic()
+                out = rollout(mdl, tasks, kr)
+                gen_time[0] += time.monotonic() - t0
+                for e in out.episodes:  # one rollout per prompt, enters on arrival
+                    if not queue.put(e, policy_version=v):
+                        return
+        except Exception as ex:  # surfaced in the learner
+            err.append(ex)
+        finally:
+            queue.close()
+
+    key, kp = jax.random.split(key)
+    th = threading.Thread(target=producer, args=(kp,), daemon=True)
+    t_start = time.monotonic()
+    th.start()
+    hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens, **before}]
+    writer.write(0, {**hist[0], **{k: float(v) for k, v in vp_metrics.items()}})
+    last = {}
+    learn_time = 0.0
+    bar = tqdm.trange(config.train.num_steps, disable=not (progress and config.train.progress), desc="sao")
+    try:
+        for step in bar:
+            version = int(state.policy_version)
+            got = queue.get_batch(s.learn_batch, version, timeout=600)
+            if err:
+                raise err[0]
+            if len(got) < s.learn_batch:
+                break
+            t0 = time.monotonic()
+            eps = [g.payload for g in got]
+            b = episodes_to_batch(eps, pad_id=tok.pad_id, seq_bucket=T, policy_version=version)
+            bd = _batch_dict(b, T)
+            bd["weights"] = np.array([g.weight for g in got], np.float32)
+            cm = {}
+            adv = None
+            for c in range(s.critic_updates):  # critic updated more often than the actor (R5.4)
+                key, ku = jax.random.split(key)
+                (state, cm), a = critic_step(state, {k: v for k, v in bd.items() if k != "weights"}, ku)
+                adv = a if adv is None else adv  # advantages from the pre-update critic
+            pb = {k: v for k, v in bd.items() if k != "rewards"}
+            pb["advantages"] = adv
+            key, ku = jax.random.split(key)
+            state, pm = pupdate(state, pb, {}, ku)
+            state = state.replace(step=state.step + 1, policy_version=state.policy_version + 1)
+            with lock:
+                published["version"] = int(state.policy_version)
+                published["params"] = state.params
+            learn_time += time.monotonic() - t0
+            last = {k: float(v) for k, v in {**pm, **cm}.items()}
+            last.update(queue.stats())
+            last.update({"reward/mean": float(np.mean(bd["rewards"])), "rollout_turns": budget.turns,
+                         "rollout_tokens": budget.action_tokens, "time/generate_s": gen_time[0],
+                         "time/learn_s": learn_time, "time/wall_s": time.monotonic() - t_start,
+                         "sample/mean_lag": float(np.mean([g.lag for g in got]))})
+            if config.eval.every and ((step + 1) % config.eval.every == 0 or step + 1 == config.train.num_steps):
+                key, ke = jax.random.split(key)
+                last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
+                hist.append({"step": step + 1, "rollout_turns": budget.turns,
+                             "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
+            writer.write(step + 1, last)
+            bar.set_postfix(reward=f"{last['reward/mean']:.2f}", q=int(last["queue/depth"]))
+    finally:
+        stop.set()
+        queue.close()
+        # drain so a blocked producer can exit
+        try:
+            while queue.get(10**9, timeout=0) is not None:
+                pass
+        except QueueClosed:
+            pass
+        th.join(timeout=120)
+        writer.close()
+    return {"before": before, "history": hist, "last": last}
