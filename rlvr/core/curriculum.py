@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from rlvr.core._util import check_ndim, check_range, check_same_shape, safe_div
+from rlvr.core._util import check_ndim, check_range, check_same_shape, concrete_value, safe_div
 
 __all__ = [
     "variance_weights",
@@ -111,7 +112,8 @@ def difficulty_buckets(success_rate, *, thresholds=(0.2, 0.8), ood=None):
     lo, hi = thresholds
     check_range(fn, "thresholds[0]", lo, lo=0.0, hi=1.0)
     check_range(fn, "thresholds[1]", hi, lo=0.0, hi=1.0)
-    if not isinstance(lo, jax.core.Tracer) and not isinstance(hi, jax.core.Tracer) and lo > hi:
+    lo_c, hi_c = concrete_value(lo), concrete_value(hi)
+    if lo_c is not None and hi_c is not None and lo_c > hi_c:
         raise ValueError(f"{fn}: thresholds must satisfy lo <= hi, got {thresholds}")
     ids = jnp.where(p > hi, 0, jnp.where(p < lo, 2, 1)).astype(jnp.int32)
     if ood is not None:
@@ -149,8 +151,8 @@ def mixture_weights(
     lam = jnp.asarray(proportions, p.dtype)
     if lam.shape != (4,):
         raise ValueError(f"{fn}: `proportions` must be 4 numbers (easy, medium, hard, ood), got {lam.shape}")
-    lam_np = None if isinstance(proportions, jax.core.Tracer) else jnp.asarray(proportions)
-    if lam_np is not None and (bool(jnp.any(lam_np < 0)) or float(jnp.sum(lam_np)) <= 0):
+    lam_np = concrete_value(proportions)
+    if lam_np is not None and (np.any(lam_np < 0) or float(np.sum(lam_np)) <= 0):
         raise ValueError(f"{fn}: `proportions` must be non-negative and not all 0, got {proportions}")
     ids = difficulty_buckets(p, thresholds=thresholds, ood=ood)
     onehot = jax.nn.one_hot(ids, 4, dtype=p.dtype)  # [N, 4]
