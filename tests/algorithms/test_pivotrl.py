@@ -12,17 +12,12 @@ from rlvr.envs.kv_store import ALPHABET, KVStoreEnv, parse_action
 from rlvr.models.tokenizer import CharTokenizer
 from rlvr.rollout.agent_loop import restore_env, turn_samples_from_texts
 from rlvr.tasks import kv_agent
+from rlvr.verifiers.kv_agent import KVFunctionalVerifier
 
 
 def _score(c, text):
-    """Functional check at the candidate's exact state (restored, hash-checked)."""
-    try:
-        from rlvr.verifiers.kv_agent import KVFunctionalVerifier
-        return float(KVFunctionalVerifier().accepts(c.snapshot, text))
-    except ImportError:  # pragma: no cover - until the verifier lands
-        env = KVStoreEnv(fault_prob=0.0)
-        restore_env(env, c.snapshot, c.state_hash)
-        return float(text + "\n" == c.reference_action)
+    """Functional verifier at the candidate's exact state (R2.8)."""
+    return float(KVFunctionalVerifier().accepts(c.snapshot, text))
 
 
 def test_probe_keeps_exactly_the_expected_states():

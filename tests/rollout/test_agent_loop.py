@@ -1,7 +1,5 @@
 """Agent loop: one token stream, loss_mask on actions only, turn ids, stop reasons, restore."""
 
-import dataclasses
-
 import jax
 import numpy as np
 import pytest
@@ -11,33 +9,15 @@ from rlvr.rollout.agent_loop import (EpisodeStart, restore_env, run_episodes,
                                      turn_samples_from_texts)
 from rlvr.tasks import kv_agent
 
-try:
-    from rlvr.models.tokenizer import CharTokenizer
-except ImportError:  # pragma: no cover - until the tokenizer lands
-    CharTokenizer = None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sampling:
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    greedy: bool = False
-    max_new_tokens: int = 12
-    stop_token_ids: tuple = ()
+from rlvr.models.tokenizer import CharTokenizer
+from rlvr.rollout.sampler import SamplingParams
 
 
 def _sampling():
-    try:
-        from rlvr.rollout.sampler import SamplingParams
-        return SamplingParams(max_new_tokens=12)
-    except ImportError:  # pragma: no cover
-        return _Sampling()
+    return SamplingParams(max_new_tokens=12)
 
 
 def _tok():
-    if CharTokenizer is None:
-        pytest.skip("rlvr.models.tokenizer not available yet")
     return CharTokenizer(ALPHABET)
 
 
