@@ -56,3 +56,58 @@ def np_log_softmax(x):
     x = np.asarray(x, np.float64)
     m = x.max(-1, keepdims=True)
     return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
+
+
+def _jitted():
+    import functools
+
+    import jax
+    from flax import nnx
+
+    from rlvr.models.scoring import token_logprobs
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def fwd(graphdef, state, tokens, positions, mask):
+        return nnx.merge(graphdef, state)(tokens, positions=positions, attention_mask=mask)
+
+    @functools.partial(jax.jit, static_argnums=(0, 5, 6))
+    def lps(graphdef, state, tokens, positions, mask, temperature, chunk):
+        return token_logprobs(nnx.merge(graphdef, state), tokens, positions=positions,
+                              attention_mask=mask, temperature=temperature, chunk_size=chunk)
+
+    return fwd, lps
+
+
+_FWD, _LPS = None, None
+
+
+def _defaults(tokens, positions, mask):
+    import jax.numpy as jnp
+
+    tokens = jnp.asarray(tokens, jnp.int32)
+    b, t = tokens.shape
+    mask = jnp.ones((b, t), bool) if mask is None else jnp.asarray(mask).astype(bool)
+    if positions is None:
+        positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+    return tokens, jnp.asarray(positions, jnp.int32), mask
+
+
+def jit_forward(model, tokens, positions=None, mask=None):
+    """model(tokens, ...) under one cached jit (tests call it many times)."""
+    global _FWD, _LPS
+    from flax import nnx
+
+    if _FWD is None:
+        _FWD, _LPS = _jitted()
+    graphdef, state = nnx.split(model)
+    return _FWD(graphdef, state, *_defaults(tokens, positions, mask))
+
+
+def jit_logprobs(model, tokens, positions=None, mask=None, temperature=1.0, chunk=None):
+    global _FWD, _LPS
+    from flax import nnx
+
+    if _FWD is None:
+        _FWD, _LPS = _jitted()
+    graphdef, state = nnx.split(model)
+    return _LPS(graphdef, state, *_defaults(tokens, positions, mask), float(temperature), chunk)

@@ -1,0 +1,196 @@
+"""Sampler: KV cache = recomputation, greedy = step-by-step argmax, log-probs = scorer,
+padding invariance, per-sample keys, stop tokens, filters, helpers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from rlvr.models import KVCache, Transformer
+from rlvr.rollout.sampler import SamplingParams, filter_logits, pad_prompts, sample
+from tests.models.helpers import jit_forward, jit_logprobs, np_log_softmax, tiny_config
+
+PAD = 0
+PROMPTS = [[1, 5, 6, 7, 8], [1, 9], [1, 3, 4, 5, 6, 7, 9]]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Transformer(tiny_config(), rngs=nnx.Rngs(0))
+
+
+def test_kv_cache_decoding_equals_full_recomputation(model):
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    b, p = toks.shape
+    extra = np.random.RandomState(0).randint(3, 48, (b, 4)).astype(np.int32)
+    full_tokens = np.concatenate([toks, extra], 1)
+    full_mask = np.concatenate([mask, np.ones_like(extra, bool)], 1)
+    pos = np.where(full_mask, np.cumsum(full_mask, 1) - 1, 0)
+    ref = np.asarray(jit_forward(model, full_tokens, pos, full_mask))
+    s = p + 4
+    cache = KVCache.init(model.config, b, s)
+    kv_mask = jnp.asarray(np.concatenate([mask, np.zeros((b, 4), bool)], 1))
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def step(state, tokens, positions, kv_mask, cache, index):
+        m = nnx.merge(graphdef, state)
+        h, cache = m.forward_cached(tokens, positions, kv_mask, cache, index)
+        return m.project(h[:, -1]), cache
+
+    logits, cache = step(state, jnp.asarray(toks), jnp.asarray(pos[:, :p]), kv_mask, cache, 0)
+    got = [np.asarray(logits)]
+    for i in range(4):
+        kv_mask = kv_mask.at[:, p + i].set(True)
+        logits, cache = step(state, jnp.asarray(extra[:, i:i + 1]),
+                             jnp.asarray(pos[:, p + i:p + i + 1]), kv_mask, cache, p + i)
+        got.append(np.asarray(logits))
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(g, ref[:, p - 1 + i], atol=1e-5)
+
+
+def test_greedy_equals_stepwise_argmax(model):
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    n = 6
+    out = sample(model, toks, mask, jax.random.key(0), SamplingParams(greedy=True, max_new_tokens=n),
+                 pad_id=PAD)
+    assert out.tokens.shape == (3, toks.shape[1] + n)
+    width = max(map(len, PROMPTS)) + n  # right-padded fixed width: one compile, causal
+    for i, prompt in enumerate(PROMPTS):
+        seq = list(prompt)
+        for _ in range(n):
+            buf = np.zeros((1, width), np.int32)
+            buf[0, :len(seq)] = seq
+            logits = np.asarray(jit_forward(model, buf))[0, len(seq) - 1]
+            seq.append(int(np.argmax(logits)))
+        np.testing.assert_array_equal(np.asarray(out.tokens[i, -n:]), seq[len(prompt):])
+        # greedy records the temperature-1 log-prob of the chosen token
+        lp = np.asarray(jit_logprobs(model, np.asarray([seq]))[0])[0, len(prompt):]
+        np.testing.assert_allclose(np.asarray(out.behavior_logprobs[i, -n:]), lp, atol=1e-5)
+    assert np.all(np.asarray(out.truncated)) and np.all(np.asarray(out.lengths) == n)
+
+
+@pytest.fixture(scope="module")
+def sampled(model):
+    """Temperature 0.8 samples with a stop token; computed once for several tests."""
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    keys = jax.random.split(jax.random.key(42), len(PROMPTS))
+    params = SamplingParams(temperature=0.8, max_new_tokens=10, stop_token_ids=(2, 7))
+    return toks, mask, keys, params, sample(model, toks, mask, keys, params, pad_id=PAD)
+
+
+def test_sampler_logprobs_equal_scorer(model, sampled):
+    _, _, _, params, out = sampled
+    lp, _ = jit_logprobs(model, out.tokens, out.positions, out.attention_mask,
+                         temperature=params.temperature)
+    np.testing.assert_allclose(np.asarray(lp * out.loss_mask), np.asarray(out.behavior_logprobs),
+                               atol=1e-5)
+    assert np.all(np.asarray(out.behavior_logprobs)[np.asarray(out.loss_mask) == 0] == 0)
+    assert np.all(np.asarray(out.behavior_logprobs)[np.asarray(out.loss_mask) == 1] < 0)
+
+
+def test_stop_tokens_masks_and_lengths(sampled):
+    toks, mask, _, params, out = sampled
+    p, n = toks.shape[1], params.max_new_tokens
+    gen = np.asarray(out.tokens)[:, p:]
+    lengths, trunc = np.asarray(out.lengths), np.asarray(out.truncated)
+    lm, am = np.asarray(out.loss_mask), np.asarray(out.attention_mask)
+    for i in range(gen.shape[0]):
+        stops = [j for j in range(n) if gen[i, j] in params.stop_token_ids]
+        if stops:
+            assert lengths[i] == stops[0] + 1 and not trunc[i]
+            assert np.all(gen[i, lengths[i]:] == PAD)
+        else:
+            assert lengths[i] == n and trunc[i]
+        assert lm[i, :p].sum() == 0 and lm[i, p:].sum() == lengths[i]
+        np.testing.assert_array_equal(am[i], np.concatenate([mask[i], np.arange(n) < lengths[i]]))
+    np.testing.assert_array_equal(np.asarray(out.positions),
+                                  np.where(am, np.cumsum(am, 1) - 1, 0))
+    assert not np.all(trunc)  # the stop set was chosen so that some row stops
+
+
+def test_padding_keys_and_batch_independence(model, sampled):
+    toks, mask, keys, params, out = sampled
+    p = toks.shape[1]
+    gen = np.asarray(out.tokens)[:, p:]
+    blp = np.asarray(out.behavior_logprobs)[:, p:]
+    # same keys -> same samples
+    again = sample(model, toks, mask, keys, params, pad_id=PAD)
+    np.testing.assert_array_equal(np.asarray(again.tokens), np.asarray(out.tokens))
+    # more left padding (bucket 12), right padding, and a different batch (reversed, row alone)
+    t12, m12 = pad_prompts(PROMPTS, PAD, bucket=12)
+    right_t = np.full_like(t12, PAD)
+    right_m = np.zeros_like(m12)
+    for i, pr in enumerate(PROMPTS):
+        right_t[i, :len(pr)] = pr
+        right_m[i, :len(pr)] = True
+    for tt, mm, order in ((t12, m12, [0, 1, 2]), (right_t, right_m, [0, 1, 2]),
+                          (t12[::-1], m12[::-1], [2, 1, 0])):
+        o = sample(model, tt, mm, keys[np.array(order)], params, pad_id=PAD)
+        g = np.asarray(o.tokens)[:, tt.shape[1]:]
+        lp = np.asarray(o.behavior_logprobs)[:, tt.shape[1]:]
+        np.testing.assert_array_equal(g, gen[order])
+        np.testing.assert_allclose(lp, blp[order], atol=1e-5)
+    alone = sample(model, toks[1:2], mask[1:2], keys[1:2], params, pad_id=PAD)
+    np.testing.assert_array_equal(np.asarray(alone.tokens)[0, p:], gen[1])
+    # a single key is expanded per sample: rows differ, deterministic
+    single = sample(model, toks, mask, jax.random.key(3), params, pad_id=PAD)
+    single2 = sample(model, toks, mask, jax.random.key(3), params, pad_id=PAD)
+    np.testing.assert_array_equal(np.asarray(single.tokens), np.asarray(single2.tokens))
+
+
+def test_filter_logits_reference():
+    rs = np.random.RandomState(0)
+    logits = rs.randn(4, 16).astype(np.float32) * 2
+    for k, p, temp in ((3, 1.0, 1.0), (0, 0.7, 0.5), (5, 0.5, 2.0)):
+        z = np.asarray(filter_logits(jnp.asarray(logits), SamplingParams(temperature=temp, top_k=k,
+                                                                          top_p=p)))
+        for row, zr in zip(logits / temp, z):
+            order = np.argsort(-row)
+            keep = np.ones(16, bool) if k == 0 else np.isin(np.arange(16), order[:k])
+            probs = np.exp(np_log_softmax(np.where(keep, row, -np.inf)))
+            cum, nucleus = 0.0, set()
+            for j in order:
+                if not keep[j]:
+                    continue
+                if cum < p:
+                    nucleus.add(j)
+                cum += probs[j]
+            kept = set(np.nonzero(zr > np.finfo(np.float32).min)[0])
+            assert kept == nucleus
+            np.testing.assert_allclose(zr[list(kept)], row[list(kept)], rtol=1e-6)
+
+
+def test_top_k_samples_stay_in_top_k(model):
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    params = SamplingParams(temperature=1.5, top_k=2, max_new_tokens=5)
+    out = sample(model, toks, mask, jax.random.key(7), params, pad_id=PAD)
+    seqs = np.asarray(out.tokens)
+    p = toks.shape[1]
+    full = np.asarray(jit_forward(model, out.tokens, out.positions, out.attention_mask))
+    for i in range(seqs.shape[0]):
+        for j in range(p, seqs.shape[1]):
+            top2 = np.argsort(-full[i, j - 1])[:2]
+            assert seqs[i, j] in top2
+    # log-probs are those of the renormalised top-2 distribution: both > log(1/2) possible, all <= 0
+    blp = np.asarray(out.behavior_logprobs)[:, p:]
+    assert np.all(blp <= 0) and np.all(blp > np.log(1e-6))
+
+
+def test_pad_prompts_and_params_validation():
+    t, m = pad_prompts([[5, 6], [7]], pad_id=9, bucket=4)
+    np.testing.assert_array_equal(t, [[9, 9, 5, 6], [9, 9, 9, 7]])
+    np.testing.assert_array_equal(m, [[0, 0, 1, 1], [0, 0, 0, 1]])
+    assert pad_prompts([[1] * 5], 0, bucket=(4, 8, 16))[0].shape == (1, 8)
+    with pytest.raises(ValueError, match="exceeds every bucket"):
+        pad_prompts([[1] * 20], 0, bucket=(4, 8))
+    with pytest.raises(ValueError, match="empty"):
+        pad_prompts([[1], []], 0)
+    for kw, field in (({"temperature": 0}, "temperature"), ({"top_p": 1.5}, "top_p"),
+                      ({"top_k": -1}, "top_k"), ({"max_new_tokens": 0}, "max_new_tokens"),
+                      ({"stop_token_ids": 3}, "stop_token_ids")):
+        with pytest.raises(ValueError, match=f"SamplingParams.{field}"):
+            SamplingParams(**kw)
+    assert SamplingParams(stop_token_ids=[2, 3]).stop_token_ids == (2, 3)
+    assert hash(SamplingParams()) == hash(SamplingParams())
