@@ -1,0 +1,126 @@
+"""Verification pool (R2.1, R6.3): timeouts classified, env_error retried then masked, a killed
+worker never yields a reward, counters, cache."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from rlvr.tasks.spec import TaskSpec
+from rlvr.verifiers.base import Verifier
+from rlvr.verifiers.cache import RewardCache
+from rlvr.verifiers.compose import RewardConfig, compose_rewards
+from rlvr.verifiers.pool import TIMEOUT_CLASSES, VerificationPool
+from rlvr.verifiers.verdict import Verdict, env_error
+
+
+class ScriptedVerifier(Verifier):
+    """Behaviour chosen by the output text (module-level: picklable for worker processes)."""
+
+    version = "scripted-1"
+
+    def _verify(self, task, output):
+        if output == "pass":
+            return Verdict("pass")
+        if output.startswith("sleep:"):
+            time.sleep(float(output.split(":")[1]))
+            return Verdict("pass")
+        if output == "hang":
+            time.sleep(60)
+        if output == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if output.startswith("die_once:"):
+            marker = output.split(":", 1)[1]
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return Verdict("pass")
+        if output == "env_error":
+            return env_error("tool service down")
+        if output == "raise":
+            raise RuntimeError("verifier bug")
+        return Verdict("fail")
+
+
+T = TaskSpec(task_id="t", prompt="", task_type="text")
+
+
+@pytest.fixture(scope="module")
+def ppool():
+    with VerificationPool(ScriptedVerifier(), num_workers=2, timeout_s=1.0,
+                          max_env_retries=1, executor="process") as p:
+        yield p
+
+
+def test_process_pool_mixed_batch(ppool, tmp_path):
+    outs = ["pass", "fail", "env_error", "hang", "die", f"die_once:{tmp_path}/m", "raise", "pass"]
+    vs = ppool.verify_batch([T] * len(outs), outs)
+    assert [v.decision for v in vs[:2]] == ["pass", "fail"]
+    assert vs[2].trial == "env_error" and vs[2].evidence["attempts"] == 2
+    assert vs[3].trial == "env_error" and vs[3].evidence["timeout_class"] == "verifier_service"
+    assert vs[4].trial == "env_error" and vs[4].evidence["fault"] == "infrastructure"
+    assert vs[5].decision == "pass" and vs[5].evidence["attempts"] == 2  # crashed, retried, ok
+    assert vs[6].trial == "env_error"
+    assert vs[7].decision == "pass"
+    rewards, valid = compose_rewards(vs, RewardConfig())
+    assert list(valid) == [True, True, False, False, False, True, False, True]
+    s = ppool.stats()
+    assert s["verdicts"] == 8 and s["env_error"] == 4 and s["pass"] == 3
+    assert s["timeouts"]["verifier_service"] == 2  # "hang", first try and retry
+    assert s["worker_crashes"] == 3 and s["worker_restarts"] >= 4
+    assert s["retries"] == 5 and s["verdicts_per_s"] > 0
+    assert set(s["timeouts"]) == set(TIMEOUT_CLASSES)
+
+
+def test_kill_worker_mid_run_is_env_error_then_retried(ppool):
+    killed = []
+
+    def killer():
+        time.sleep(0.3)
+        for pid in ppool.executor.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    before = ppool.stats()["worker_crashes"]
+    th = threading.Thread(target=killer)
+    th.start()
+    vs = ppool.verify_batch([T] * 2, ["sleep:0.8", "sleep:0.8"])
+    th.join()
+    assert killed
+    assert ppool.stats()["worker_crashes"] - before == len(killed)
+    assert all(v.decision == "pass" and v.evidence.get("attempts") == 2 for v in vs)
+
+
+def test_killed_worker_never_rewarded_without_retries():
+    with VerificationPool(ScriptedVerifier(), num_workers=1, timeout_s=5.0, max_env_retries=0,
+                          executor="process") as p:
+        v, = p.verify_batch([T], ["die"])
+    assert v.trial == "env_error"
+    assert compose_rewards([v], RewardConfig())[1].tolist() == [False]
+
+
+def test_thread_and_inline_executors_and_cache():
+    cache = RewardCache()
+    with VerificationPool(ScriptedVerifier(), num_workers=2, timeout_s=0.3, max_env_retries=0,
+                          executor="thread", cache=cache, reward_config_hash="h") as p:
+        vs = p.verify_batch([T] * 3, ["pass", "sleep:1.0", "fail"])
+        assert [v.decision for v in vs] == ["pass", "unknown", "fail"]
+        assert vs[1].trial == "env_error"
+        vs2 = p.verify_batch([T] * 2, ["pass", "fail"])
+        assert [v.decision for v in vs2] == ["pass", "fail"]
+        assert p.stats()["cache_hits"] == 2 and cache.hits == 2
+    with VerificationPool(ScriptedVerifier(), executor="inline", max_env_retries=2) as p:
+        v, = p.verify_batch([T], ["env_error"])
+        assert v.trial == "env_error" and v.evidence["attempts"] == 3
+        assert p.stats()["retries"] == 2
+
+
+def test_pool_argument_validation():
+    with pytest.raises(ValueError, match="executor"):
+        VerificationPool(ScriptedVerifier(), executor="ray")
+    with pytest.raises(ValueError, match="num_workers"):
+        VerificationPool(ScriptedVerifier(), num_workers=0)
+    with pytest.raises(ValueError, match="outputs"):
+        VerificationPool(ScriptedVerifier(), executor="inline").verify_batch([T], [])
