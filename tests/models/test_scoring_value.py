@@ -7,9 +7,9 @@ import pytest
 from flax import nnx
 
 from rlvr.models import Transformer, ValueModel
-from rlvr.models.scoring import token_logprobs, token_logprobs_from_state
+from rlvr.models.scoring import token_logprobs_from_state
 from rlvr.models.value import trainable_filter
-from tests.models.helpers import np_log_softmax, tiny_config
+from tests.models.helpers import jit_forward, jit_logprobs, np_log_softmax, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +19,7 @@ def model():
 
 def _reference(model, toks, mask, pos, temperature):
     """Independent reference: full logits, numpy log-softmax, explicit loop over t."""
-    logits = np.asarray(model(jnp.asarray(toks), positions=jnp.asarray(pos),
-                              attention_mask=jnp.asarray(mask)), np.float64) / temperature
+    logits = np.asarray(jit_forward(model, toks, pos, mask), np.float64) / temperature
     logp = np_log_softmax(logits)
     b, t = toks.shape
     lp, ent = np.zeros((b, t)), np.zeros((b, t))
@@ -40,8 +39,7 @@ def test_token_logprobs_matches_reference(model, chunk):
     mask[1, :4] = False   # left padding
     mask[2, 8:] = False   # right padding
     pos = np.where(mask, np.cumsum(mask, 1) - 1, 0)
-    lp, ent = token_logprobs(model, toks, positions=pos, attention_mask=mask, temperature=0.7,
-                             chunk_size=chunk)
+    lp, ent = jit_logprobs(model, toks, pos, mask, temperature=0.7, chunk=chunk)
     ref_lp, ref_ent = _reference(model, toks, mask, pos, 0.7)
     np.testing.assert_allclose(np.asarray(lp), ref_lp, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ent), ref_ent, atol=1e-5)
@@ -58,6 +56,7 @@ def test_grad_through_split_merge_chunked_equals_unchunked(model):
         lp, ent = token_logprobs_from_state(graphdef, st, toks, chunk_size=chunk)
         return jnp.sum(lp * weights) + 0.1 * jnp.sum(ent)
 
+    loss = jax.jit(loss, static_argnums=1)
     g3 = jax.jit(jax.grad(loss), static_argnums=1)(state, 3)
     gfull = jax.jit(jax.grad(loss), static_argnums=1)(state, None)
     diffs = jax.tree.leaves(jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), g3, gfull))
