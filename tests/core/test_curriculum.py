@@ -75,3 +75,24 @@ def test_bad_inputs_raise():
         variance_weights(np.full(3, 0.5), alpha=-1.0)
     with pytest.raises(ValueError, match="num_tasks"):
         variance_weights(np.full((2, 3), 0.5))
+
+
+def test_jit_vmap_grad_all_weights():
+    p = jnp.asarray([0.1, 0.5, 0.7, 0.95], jnp.float32)
+    prev = jnp.asarray([0.0, 0.5, 0.4, 0.9], jnp.float32)
+    fns = [
+        lambda q: variance_weights(q, alpha=1.0),
+        lambda q: learning_progress_weights(q, prev),
+        lambda q: mixture_weights(q, within=variance_weights(q, alpha=1.0)),
+        lambda q: difficulty_buckets(q).astype(jnp.float32),
+    ]
+
+    @jax.jit
+    def run(q):
+        return [(f(q), jax.vmap(f)(jnp.stack([q, q])), jax.grad(lambda y: jnp.sum(f(y) * jnp.arange(4.0)))(q))
+                for f in fns]
+
+    for (w, batched, g), f in zip(run(p), fns):
+        np.testing.assert_allclose(w, f(p), rtol=1e-6)
+        np.testing.assert_allclose(batched[1], w, rtol=1e-6)
+        assert np.all(np.isfinite(g))

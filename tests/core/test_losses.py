@@ -306,3 +306,27 @@ def test_bad_inputs_raise():
         value_loss(x, x, np.zeros((2, 3)), x)
     with pytest.raises(ValueError, match="mask"):
         explained_variance(x, x, np.zeros(3))
+
+
+def test_jit_vmap_grad_helpers():
+    rng = np.random.default_rng(5)
+    m = multiturn_mask(rng, 3, 7, empty_rows=(0,))
+    x = jnp.asarray(rng.normal(size=(3, 7)), jnp.float32)
+    logits = jnp.asarray(rng.normal(size=(2, 3, 7, 5)), jnp.float32)
+
+    @jax.jit
+    def run(x, logits):
+        aggs = [(aggregate(x, m, mode), jax.grad(lambda y: aggregate(y, m, mode))(x)) for mode in MODES]
+        ev = jax.vmap(lambda y: explained_variance(y, 2 * y + 1, m))(jnp.stack([x, -x]))
+        ev_grad = jax.grad(lambda y: explained_variance(y, x, m))(x + 0.5)
+        h = jax.vmap(entropy_from_logits)(logits)
+        return aggs, ev, ev_grad, h
+
+    aggs, ev, ev_grad, h = run(x, logits)
+    for (val, g), mode in zip(aggs, MODES):
+        np.testing.assert_allclose(val, ref_aggregate(np.asarray(x), m, mode), rtol=1e-5, atol=1e-6)
+        assert np.all(np.asarray(g)[m == 0] == 0) and np.all(np.isfinite(g))
+    # values that are an affine function of returns: 1 − Var[R − V]/Var[R] with R = 2V + 1 → 1 − 1/4.
+    np.testing.assert_allclose(ev, [0.75, 0.75], rtol=1e-5)
+    assert np.all(np.isfinite(ev_grad))
+    np.testing.assert_allclose(h, entropy_from_logits(logits), rtol=1e-6)

@@ -93,3 +93,20 @@ def test_r8_numbers():
         prob_all_wrong(1.5, 4)
     with pytest.raises(ValueError, match="G"):
         prob_any_success(0.5, -1)
+
+
+def test_jit_vmap_grad_probabilities_and_fractions():
+    fns = [lambda p: prob_all_wrong(p, 8), lambda p: prob_all_correct(p, 8),
+           lambda p: prob_any_success(p, 8), lambda p: prob_chain_success(p, 10)]
+
+    @jax.jit
+    def run(p):
+        return [(jax.vmap(f)(p), jax.vmap(jax.grad(f))(p)) for f in fns]
+
+    p = jnp.asarray([0.1, 0.5, 0.7])
+    for (val, grad), f in zip(run(p), fns):
+        np.testing.assert_allclose(val, [float(f(float(x))) for x in p], rtol=1e-5)
+        assert np.all(np.isfinite(grad))
+    r = jnp.asarray(np.random.default_rng(0).integers(0, 2, (3, 4, 5)), jnp.float32)
+    out = jax.vmap(group_outcome_fractions)(r)
+    np.testing.assert_allclose(out["all_correct"] + out["all_wrong"] + out["mixed"], 1.0, rtol=1e-6)
