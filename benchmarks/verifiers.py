@@ -25,16 +25,20 @@ from rlvr.verifiers.math import MathVerifier  # noqa: E402
 from rlvr.verifiers.pool import VerificationPool  # noqa: E402
 from rlvr.verifiers.sandbox import SandboxLimits  # noqa: E402
 
-MATH_CASES = [
-    ("\\frac{1}{2}", "Thus \\boxed{0.5}"),
-    ("\\{1,2,3\\}", "\\boxed{\\{3,2,1\\}}"),
-    ("(0,1]", "\\boxed{(0,1)}"),
-    ("x^2+2x+1", "\\boxed{(x+1)^2}"),
-    ("42", "The answer is 41."),
-    ("\\frac{\\sqrt{2}}{2}", "\\boxed{\\frac{1}{\\sqrt{2}}}"),
-    ("7", "\\boxed{7} or \\boxed{8}"),
-    ("25\\%", "\\boxed{0.25}"),
-]
+def math_case(i):
+    """(gold, output) for sample i: 8 templates, every sample distinct (no parse-cache hits)."""
+    a = i // 8 + 1
+    return [
+        (f"{a}/{a + 1}", f"Thus \\boxed{{\\frac{{{2 * a}}}{{{2 * a + 2}}}}}"),
+        (f"\\{{{a},{a + 1},{a + 2}\\}}", f"\\boxed{{\\{{{a + 2},{a},{a + 1}\\}}}}"),
+        (f"(0,{a}]", f"\\boxed{{(0,{a})}}"),
+        (f"x^2+{2 * a}x+{a * a}", f"\\boxed{{(x+{a})^2}}"),
+        (f"{a}", f"The answer is {a + 1}."),
+        (f"\\frac{{{a}\\sqrt{{2}}}}{{2}}", f"\\boxed{{\\frac{{{a}}}{{\\sqrt{{2}}}}}}"),
+        (f"{a}", f"\\boxed{{{a}}} or \\boxed{{{a + 1}}}"),
+        (f"{a}\\%", f"\\boxed{{{a / 100}}}"),
+    ][i % 8]
+
 
 CODE_REF = {"entry_point": "solve",
             "public_tests": [{"args": [[3, 1, 2]], "expected": [1, 2, 3]},
@@ -69,8 +73,8 @@ def main():
     args = ap.parse_args()
     rows = []
     mt = [TaskSpec(task_id=f"m{i}", prompt="", task_type="math",
-                   reference_answer=MATH_CASES[i % len(MATH_CASES)][0]) for i in range(args.math)]
-    mo = [MATH_CASES[i % len(MATH_CASES)][1] for i in range(args.math)]
+                   reference_answer=math_case(i)[0]) for i in range(args.math)]
+    mo = [math_case(i)[1] for i in range(args.math)]
     ct = [TaskSpec(task_id=f"c{i}", prompt="", task_type="code", reference_answer=CODE_REF)
           for i in range(args.code)]
     co = [CODE_OUTPUTS[i % len(CODE_OUTPUTS)] for i in range(args.code)]
@@ -84,8 +88,8 @@ def main():
         f"# Verifier throughput (CPU: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"Python {platform.python_version()})",
         "",
-        "`python benchmarks/verifiers.py` — warm workers, mixed right/wrong outputs (8 distinct "
-        "math cases, 4 distinct programs, repeated); code = 2 sandboxed processes per sample "
+        "`python benchmarks/verifiers.py` — warm workers, mixed right/wrong outputs (math: 8 templates, "
+        "every sample distinct; code: 4 programs repeated); code = 2 sandboxed processes per sample "
         "(public + hidden tests). Load average at the end of the run (1 min): "
         f"{os.getloadavg()[0]:.1f} — the machine is shared, treat the numbers as ±30 %.",
         "",
