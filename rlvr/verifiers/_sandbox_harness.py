@@ -3,9 +3,11 @@
 Started as `python -I -S _sandbox_harness.py CTRL_FD RESULT_FD` by the parent, with the
 privileges of the parent. Before any candidate code exists in this process it:
   1. reads the control message (JSON) from CTRL_FD and closes it;
-  2. enters a new network namespace (no interfaces but a down loopback) or, where that is not
-     allowed, falls back to an audit hook that refuses socket creation;
-  3. sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size, processes,
+  2. enters new network (no interfaces but a down loopback), mount (fresh tmpfs over /tmp …)
+     and pid namespaces where the kernel allows; without a network namespace the audit hook
+     that refuses socket creation is the only network block;
+  3. (pid namespace) forks the namespace's init, which forks the candidate process; in it:
+     sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size, processes,
      open files, core dumps), and drops to the per-run uid/gid when one is given;
   4. writes {"kind": "ready"} to RESULT_FD — everything after this line is the candidate's doing.
 Then it loads solution.py from the working directory and either calls the entry point on each
@@ -44,9 +46,9 @@ def _private_tmp(libc, size_mb):
     return ok
 
 
-def _setup(ctrl, res_fd):
-    net = "none"
-    fs = "shared"
+def _namespaces(ctrl):
+    """Network, mount and pid namespaces (best effort; each needs CAP_SYS_ADMIN)."""
+    net, fs, pid = "audit", "shared", "shared"
     lim = ctrl["limits"]
     os.chdir(ctrl["workdir"])
     try:
@@ -57,9 +59,26 @@ def _setup(ctrl, res_fd):
             net = "netns"
         if ctrl.get("private_tmp", True) and _private_tmp(libc, 2 * lim["max_file_mb"] + 1):
             fs = "private_tmp"
-        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        if ctrl.get("pidns", True) and libc.unshare(0x20000000) == 0:  # CLONE_NEWPID
+            pid = "pidns"  # applies to the children forked from now on
     except Exception:  # noqa: BLE001
-        pass
+        libc = None
+    return libc, net, fs, pid
+
+
+def _mount_proc(libc):
+    """In the new pid namespace: a /proc that shows only this namespace's processes."""
+    try:
+        return libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None) == 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _confine(ctrl, res_fd, libc):
+    """Limits, privilege drop and the socket audit hook of the candidate process."""
+    lim = ctrl["limits"]
+    if libc is not None:
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (int(lim["cpu_s"]), int(lim["cpu_s"]) + 1))
@@ -85,14 +104,27 @@ def _setup(ctrl, res_fd):
             raise PermissionError(f"sandbox: {event} is not allowed")
 
     sys.addaudithook(hook)
-    if net == "none":
-        net = "audit"
-    return net, fs
 
 
 def _jsonable(value):
     json.dumps(value, allow_nan=True)  # raises TypeError / ValueError if not plain JSON data
     return value
+
+
+def _wait_status(pid):
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0
+
+
+def _exit_like(status):
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def main():
@@ -106,11 +138,26 @@ def main():
     os.close(ctrl_fd)
     ctrl = json.loads(b"".join(chunks))
     try:
-        net, fs = _setup(ctrl, res_fd)
+        libc, net, fs, pidns = _namespaces(ctrl)
+        if pidns == "pidns":
+            # this process (outside) waits for the namespace's init; the init waits for the
+            # candidate. When the init exits the kernel kills and reaps everything left in the
+            # namespace: no escaped daemons, no zombies.
+            init = os.fork()
+            if init:
+                os.close(res_fd)
+                _exit_like(_wait_status(init))
+            if fs == "private_tmp":
+                _mount_proc(libc)
+            cand = os.fork()
+            if cand:
+                os.close(res_fd)
+                _exit_like(_wait_status(cand))
+        _confine(ctrl, res_fd, libc)
     except Exception as e:  # noqa: BLE001 — sandbox fault, reported as such
         _send(res_fd, {"kind": "sandbox_error", "error": f"{type(e).__name__}: {e}"})
         os._exit(3)
-    _send(res_fd, {"kind": "ready", "net": net, "fs": fs, "uid": os.getuid()})
+    _send(res_fd, {"kind": "ready", "net": net, "fs": fs, "pid": pidns, "uid": os.getuid()})
 
     # ---- candidate territory from here on -------------------------------------------------
     try:

@@ -10,6 +10,8 @@ One run = one fresh process tree:
     and killed by uid afterwards;
   * own mount namespace with fresh tmpfs over /tmp, /var/tmp, /dev/shm (where allowed), so
     files written outside the working directory never reach the host;
+  * own pid namespace (where allowed): the run's processes see only each other, and when the
+    namespace's init exits the kernel kills and reaps whatever the candidate left behind;
   * own network namespace (`unshare(CLONE_NEWNET)`, loopback down) where the kernel allows it,
     otherwise an audit hook that refuses socket creation (weaker: evidence says which);
   * RLIMIT_CPU / AS / FSIZE / NPROC / NOFILE / CORE, a wall-clock limit that kills the whole
@@ -95,7 +97,8 @@ class SandboxResult:
       wall_s, cpu_s, max_rss_mb: measured usage of the whole run.
       tests_intact: the tests file's sha256 after the run equals the one before.
       tests: the tests read back from the private file after the hash check.
-      isolation: {"net": "netns"|"audit", "fs": "private_tmp"|"shared", "uid": int,
+      isolation: {"net": "netns"|"audit", "fs": "private_tmp"|"shared", "pid": "pidns"|"shared",
+        "uid": int,
         "python": path}.
       blocked: events refused by the sandbox (e.g. socket creation).
       error: text of a sandbox error.
@@ -366,6 +369,8 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         status_code = waited.get("status")
         ru = waited.get("ru")
         rc = os.waitstatus_to_exitcode(status_code) if status_code is not None else None
+        if rc is not None and rc > 128:  # the harness re-raises the candidate's signal as 128+sig
+            rc = -(rc - 128)
         proc.returncode = rc if rc is not None else -9
         cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else 0.0
         rss = (ru.ru_maxrss / 1024.0) if ru is not None else 0.0
@@ -392,6 +397,7 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         first_ready = kinds.index("ready")
         after = lines[first_ready + 1:]
         iso = {"net": ready_msgs[0].get("net"), "fs": ready_msgs[0].get("fs"),
+               "pid": ready_msgs[0].get("pid"),
                "uid": ready_msgs[0].get("uid"),
                "python": python}
         blocked = tuple(m.get("event", "?") for m in after if m.get("kind") == "blocked")

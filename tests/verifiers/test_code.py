@@ -226,3 +226,22 @@ def test_value_comparison():
     assert values_equal([1, {"a": 2.0}], [1, {"a": 2}], 1e-9)
     assert not values_equal([1, 2], [1, 2, 3], 1e-9) and not values_equal("1", 1, 1e-9)
     assert stdout_equal("3  \n\n", "3") and not stdout_equal("3 4", "34")
+
+
+def test_escaped_daemon_killed_and_host_processes_invisible():
+    src = ("import os, time\n"
+           "def add(a, b):\n"
+           "    if os.fork() == 0:\n"
+           "        os.setsid()\n"
+           "        if os.fork() == 0:\n"
+           "            time.sleep(30)\n"
+           "        os._exit(0)\n"
+           "    time.sleep(0.2)\n"
+           "    return [int(p) for p in os.listdir('/proc') if p.isdigit()]\n")
+    r = run_sandboxed(src, entry_point="add", calls=[[[1, 2], {}]], limits=LIMITS)
+    assert r.status == "ok"
+    uid = r.isolation["uid"]
+    assert _uid_pids(uid) == []  # the setsid'ed grandchild is gone too
+    if r.isolation.get("pid") == "pidns" and r.isolation.get("fs") == "private_tmp":
+        visible = r.results[0]["value"]  # its own namespace: init, itself, its children
+        assert 1 in visible and len(visible) <= 5, visible
