@@ -92,6 +92,16 @@ def _confine(ctrl, res_fd, libc):
         os.setuid(int(uid))
         # per-uid count: this run's uid is unique, so the limit is this run's process tree
         resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["max_processes"]),) * 2)
+    elif os.getuid() != 0:
+        # shared uid: allow what the user already runs plus max_processes (root ignores it)
+        mine = 0
+        for name in os.listdir("/proc"):
+            try:
+                if name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.getuid():
+                    mine += 1
+            except OSError:
+                pass
+        resource.setrlimit(resource.RLIMIT_NPROC, (mine + int(lim["max_processes"]),) * 2)
     blocked_events = ("socket.__new__", "socket.connect", "socket.bind", "socket.sendto",
                       "socket.getaddrinfo")
 

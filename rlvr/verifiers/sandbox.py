@@ -20,6 +20,13 @@ One run = one fresh process tree:
     as JSON lines; a "ready" line marks the moment the candidate's code starts, so a failure
     before it is a sandbox fault (env_error) and a failure after it is the candidate's (fail).
 
+Without root (no fresh uid, no namespaces) the sandbox degrades and says so in
+`SandboxResult.isolation`: sockets are refused by an audit hook only (bypassable with ctypes),
+files the candidate can reach under the shared uid are not protected (the hash check still
+catches a rewritten tests file), RLIMIT_NPROC is the user's current count + max_processes, and
+processes that escape the process group with setsid are not found afterwards. Train on
+untrusted code only where `isolation` reads netns / private_tmp / pidns.
+
 `run_sandboxed` returns a `SandboxResult`; the CodeVerifier turns it into a Verdict.
 """
 
