@@ -245,3 +245,14 @@ def test_escaped_daemon_killed_and_host_processes_invisible():
     if r.isolation.get("pid") == "pidns" and r.isolation.get("fs") == "private_tmp":
         visible = r.results[0]["value"]  # its own namespace: init, itself, its children
         assert 1 in visible and len(visible) <= 5, visible
+
+
+def test_concurrent_sandboxes_do_not_interfere():
+    from rlvr.verifiers.pool import VerificationPool
+
+    outs = [GOOD, ATTACKS["forge_result_fd"], GOOD, ATTACKS["patch_harness_send"]]
+    with VerificationPool(V, num_workers=2, timeout_s=30, executor="thread") as p:
+        vs = p.verify_batch([ADD_TASK] * len(outs), outs)
+    assert [v.decision for v in vs] == ["pass", "fail", "pass", "fail"]
+    assert len({v.evidence["isolation"]["uid"] for v in vs}) == len(vs) or \
+        vs[0].evidence["isolation"]["uid"] == os.getuid()
