@@ -14,6 +14,7 @@ change could flip a decision.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import Protocol, runtime_checkable
 
 from rlvr.tasks.spec import TaskSpec
@@ -51,7 +52,6 @@ class Verifier(abc.ABC):
             return env_error(f"verifier raised {type(e).__name__}: {e}"[:500],
                              verifier_version=self.version)
         if verdict.verifier_version != self.version:
-            import dataclasses
             verdict = dataclasses.replace(verdict, verifier_version=self.version)
         return verdict
 
