@@ -1,0 +1,28 @@
+"""The same run on 8 simulated CPU devices (data 4 × fsdp 2) and on one device: same metrics."""
+
+import jax
+import numpy as np
+
+from rlvr.train import loop
+from rlvr.train.metrics import read_metrics
+from tests.train.tiny import tiny_config
+
+
+def _run(workdir, **mesh):
+    c = tiny_config(train__num_steps=2, train__num_minibatches=1, eval__every=0,
+                    checkpoint__every=0, **{f"mesh__{k}": v for k, v in mesh.items()})
+    trainer = loop.Trainer(c, str(workdir))
+    loop.train(trainer)
+    return trainer, {r["step"]: r for r in read_metrics(workdir)}
+
+
+def test_eight_devices_match_one(tmp_path):
+    assert jax.device_count() >= 8
+    t1, m1 = _run(tmp_path / "one", data=1, fsdp=1)
+    t8, m8 = _run(tmp_path / "eight", data=4, fsdp=2)
+    assert t8.mesh.devices.size == 8 and t1.mesh.devices.size == 1
+    for step in (1, 2):
+        for k in ("reward/mean", "policy/pg_loss", "policy/entropy", "policy/grad_norm", "length/mean"):
+            np.testing.assert_allclose(m1[step][k], m8[step][k], rtol=1e-4, atol=1e-5, err_msg=k)
+    for a, b in zip(jax.tree.leaves(t1.state.params), jax.tree.leaves(t8.state.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
