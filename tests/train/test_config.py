@@ -49,3 +49,10 @@ def test_unknown_key_in_unlocked_dict_named():
         validate_config(c)
     assert "unknown config key 'algorithm.clip_hihg'" in str(e.value)
     assert "config.train.num_steps must be of type int" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["quickstart", "grpo", "rloo", "reinforce", "ppo"])
+def test_experiment_configs_valid(name):
+    import importlib
+
+    validate_config(importlib.import_module(f"configs.{name}").get_config())

@@ -1,0 +1,19 @@
+"""REINFORCE with a running baseline (eq.76): one sample per prompt, Σ_t log π aggregation.
+
+    python launch.py --config=configs/reinforce.py --workdir=/tmp/rlvr_reinforce
+"""
+
+from configs import quickstart
+
+
+def get_config():
+    c = quickstart.get_config()
+    c.algorithm.name = "reinforce"
+    c.algorithm.group_size = 1
+    c.algorithm.baseline_momentum = 0.9
+    c.algorithm.aggregation = "seq-mean-token-sum"
+    c.sampling.prompts_per_step = 128
+    c.train.num_minibatches = 1
+    c.task.curriculum = "variance"        # eq.41 over a fixed pool of training prompts
+    c.task.curriculum_pool = 512
+    return c
