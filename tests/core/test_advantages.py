@@ -1,5 +1,7 @@
 """rlvr.core.advantages against numpy loops (SPEC R3.1, R3.2, R4.4)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,15 +43,20 @@ def ref_rloo(r, valid):
     return out
 
 
+@functools.partial(jax.jit, static_argnums=2)
+def _jboth(r, valid, scale):
+    return grpo_advantages(r, valid, scale_by_std=scale, eps=1e-6), rloo_advantages(r, valid)
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), binary=st.booleans(), scale=st.booleans(),
        shape=st.sampled_from([(6, 4), (3, 8), (5, 1)]))
 def test_grpo_and_rloo_match_reference(seed, binary, scale, shape):
     rng = np.random.default_rng(seed)
     r, valid = group_rewards(rng, *shape, binary=binary)
-    adv = grpo_advantages(r, valid, scale_by_std=scale, eps=1e-6)
+    adv, rloo = _jboth(r, valid, scale)
     np.testing.assert_allclose(adv, ref_grpo(r, valid, scale, 1e-6), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(rloo_advantages(r, valid), ref_rloo(r, valid), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rloo, ref_rloo(r, valid), rtol=1e-5, atol=1e-5)
 
 
 def test_all_equal_groups_and_invalid_groups_are_exactly_zero():
@@ -92,21 +99,23 @@ def test_reinforce_and_running_baseline():
 def test_jit_vmap_grad_and_no_nan():
     rng = np.random.default_rng(0)
     r, valid = group_rewards(rng, 4, 5, binary=False)
-    for f in (lambda x: grpo_advantages(x, valid), lambda x: rloo_advantages(x, valid),
-              lambda x: reinforce_advantages(x, 0.3, valid)):
-        out = jax.jit(f)(r)
-        np.testing.assert_allclose(out, f(r), rtol=1e-6)
-        g = jax.grad(lambda x: jnp.sum(f(x) ** 2))(jnp.asarray(r))
-        assert np.all(np.isfinite(g))
-        stacked = jax.vmap(f)(jnp.stack([r, r + 1]))
-        np.testing.assert_allclose(stacked[1], f(r + 1), rtol=1e-5, atol=1e-6)
-    g = jax.grad(lambda b: update_running_baseline(b, r[0], valid[0], 0.9))(0.2)
-    np.testing.assert_allclose(g, 0.9)
-    # Fully invalid input: zeros, no NaN, finite gradient.
     none = np.zeros_like(valid)
+    fns = (lambda x: grpo_advantages(x, valid), lambda x: rloo_advantages(x, valid),
+           lambda x: reinforce_advantages(x, 0.3, valid), lambda x: grpo_advantages(x, none))
+
+    @jax.jit
+    def run(x):
+        return [(f(x), jax.grad(lambda y: jnp.sum(f(y) ** 2))(x), jax.vmap(f)(jnp.stack([x, x + 1])))
+                for f in fns]
+
+    for (out, g, stacked), f in zip(run(jnp.asarray(r)), fns):
+        np.testing.assert_allclose(out, f(r), rtol=1e-5, atol=1e-6)
+        assert np.all(np.isfinite(g))
+        np.testing.assert_allclose(stacked[1], f(r + 1), rtol=1e-5, atol=1e-6)
+    g = jax.jit(jax.grad(lambda b: update_running_baseline(b, r[0], valid[0], 0.9)))(0.2)
+    np.testing.assert_allclose(g, 0.9)
+    # Fully invalid input: zeros, no NaN.
     assert np.all(np.asarray(grpo_advantages(r, none)) == 0)
-    g = jax.grad(lambda x: jnp.sum(grpo_advantages(x, none)))(jnp.asarray(r))
-    assert np.all(np.isfinite(g))
 
 
 def test_bad_inputs_raise():
