@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from rlvr.models import from_pretrained, save_pretrained
-from tests.models.helpers import build_hf_checkpoint, torch_logits
+from tests.models.helpers import build_hf_checkpoint, jit_forward, torch_logits
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
 def checkpoint(request, tmp_path_factory):
     path = tmp_path_factory.mktemp(request.param)
     model = build_hf_checkpoint(path, request.param)
-    return request.param, str(path), model
+    return request.param, str(path), model, from_pretrained(str(path))
 
 
 def _tokens(b=2, t=24, seed=0):
@@ -23,14 +23,13 @@ def _tokens(b=2, t=24, seed=0):
 
 
 def test_logit_parity_fp32(checkpoint):
-    arch, path, torch_model = checkpoint
-    model = from_pretrained(path)
+    arch, path, torch_model, model = checkpoint
     assert model.config.architecture == arch
     assert model.config.tie_word_embeddings == (arch == "qwen2")
     assert model.config.attention_bias == (arch == "qwen2")
     # 24 tokens > original_max_position_embeddings=16: exercises llama3 rope scaling.
     toks = _tokens()
-    ours = np.asarray(model(jnp.asarray(toks)))
+    ours = np.asarray(jit_forward(model, toks))
     ref = torch_logits(torch_model, toks)
     assert ours.dtype == np.float32 and ours.shape == ref.shape
     assert np.abs(ours - ref).max() <= 1e-4
@@ -38,14 +37,12 @@ def test_logit_parity_fp32(checkpoint):
 
 def test_left_padding_parity(checkpoint):
     """Left-padded batch with attention_mask + positions matches transformers' padded forward."""
-    _, path, torch_model = checkpoint
-    model = from_pretrained(path)
+    _, path, torch_model, model = checkpoint
     toks = _tokens(2, 12, seed=1)
     mask = np.ones_like(toks, bool)
     mask[0, :5] = False
     pos = np.where(mask, np.cumsum(mask, 1) - 1, 0)
-    ours = np.asarray(model(jnp.asarray(toks), positions=jnp.asarray(pos),
-                            attention_mask=jnp.asarray(mask)))
+    ours = np.asarray(jit_forward(model, toks, pos, mask))
     ref = torch_logits(torch_model, toks[:1, 5:])  # the real part alone
     assert np.abs(ours[0, 5:] - ref[0]).max() <= 1e-4
 
@@ -53,8 +50,7 @@ def test_left_padding_parity(checkpoint):
 def test_export_roundtrip_transformers(checkpoint, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    arch, path, torch_model = checkpoint
-    model = from_pretrained(path)
+    arch, path, torch_model, model = checkpoint
     out = tmp_path / "export"
     save_pretrained(model, str(out))
     assert {"config.json", "model.safetensors"} <= set(os.listdir(out))
@@ -64,8 +60,8 @@ def test_export_roundtrip_transformers(checkpoint, tmp_path):
     np.testing.assert_allclose(torch_logits(reloaded, toks), torch_logits(torch_model, toks),
                                atol=1e-6)
     again = from_pretrained(str(out))
-    np.testing.assert_allclose(np.asarray(again(jnp.asarray(toks))),
-                               np.asarray(model(jnp.asarray(toks))), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jit_forward(again, toks)),
+                               np.asarray(jit_forward(model, toks)), atol=1e-6)
 
 
 def test_sharded_index_and_bf16(checkpoint, tmp_path):
@@ -73,7 +69,7 @@ def test_sharded_index_and_bf16(checkpoint, tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
-    _, path, torch_model = checkpoint
+    _, path, torch_model, _ = checkpoint
     tensors = load_file(os.path.join(path, "model.safetensors"))
     names = sorted(tensors)
     shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
@@ -88,10 +84,10 @@ def test_sharded_index_and_bf16(checkpoint, tmp_path):
     toks = _tokens(seed=3)
     ref = torch_logits(torch_model, toks)
     m32 = from_pretrained(str(tmp_path))  # bf16 weights, fp32 compute
-    assert np.abs(np.asarray(m32(jnp.asarray(toks))) - ref).max() < 0.05
+    assert np.abs(np.asarray(jit_forward(m32, toks)) - ref).max() < 0.05
     m16 = from_pretrained(str(tmp_path), dtype="bfloat16")
     assert m16.model.embed_tokens[...].dtype == jnp.bfloat16
-    out16 = np.asarray(m16(jnp.asarray(toks)))
+    out16 = np.asarray(jit_forward(m16, toks))
     assert out16.dtype == np.float32
     assert np.abs(out16 - ref).max() < 0.1
 
@@ -113,7 +109,7 @@ def _copy_ckpt(path, dst, drop=None, reshape=None, config_patch=None):
 
 
 def test_bad_checkpoints_name_the_problem(checkpoint, tmp_path):
-    _, path, _ = checkpoint
+    _, path, _, _ = checkpoint
     t = "model.layers.1.mlp.up_proj.weight"
     with pytest.raises(ValueError, match="missing tensor 'model.layers.1.mlp.up_proj.weight'"):
         from_pretrained(_copy_ckpt(path, tmp_path / "a", drop=t))
