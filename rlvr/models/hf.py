@@ -107,12 +107,12 @@ def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
         target, transpose = names[name]
         t = tensor.T if transpose else tensor
         var = flat[target]
-        expected = tuple(var.value.shape)
+        expected = tuple(var.get_value().shape)
         if tuple(t.shape) != expected:
             shown = tuple(tensor.shape)
             want = expected[::-1] if transpose else expected
             raise ValueError(f"checkpoint tensor {name!r} has shape {shown}, expected {want}")
-        var.value = jnp.asarray(t, pdt)
+        var.set_value(jnp.asarray(t, pdt))
         seen.add(name)
     missing = [n for n in names if n not in seen]
     if missing:

@@ -97,7 +97,7 @@ def param_specs(model_or_state, mesh: Mesh, rules: Optional[dict] = None):
 
     def spec(v):
         axes = getattr(v, "logical_axes", None) if isinstance(v, nnx.Variable) else None
-        shape = np.shape(v.value if isinstance(v, nnx.Variable) else v)
+        shape = np.shape(v.get_value() if isinstance(v, nnx.Variable) else v)
         if axes is None:
             return P()
         return logical_to_spec(axes, shape, mesh, rules)
