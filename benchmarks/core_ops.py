@@ -26,7 +26,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
 from rlvr.core.gae import gae  # noqa: E402
 from rlvr.core.losses import ppo_token_loss, sequence_clip_loss  # noqa: E402
