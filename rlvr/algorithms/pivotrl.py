@@ -234,7 +234,7 @@ def build_local_batch(ts, rewards: np.ndarray, *, policy_version: int = 0,
 
 def pivotrl_objective(logprobs, old_logprobs, advantages, loss_mask, *, clip_eps: float,
                       ref_logprobs=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                      valid=None):
+                      valid=None, aux=None):
     """Loss = −J of R3.6 for a batch of turn-level actions (pure, jit-safe).
 
     Args:
@@ -245,6 +245,9 @@ def pivotrl_objective(logprobs, old_logprobs, advantages, loss_mask, *, clip_eps
       kl_coef: β; the KL of the whole action is the sum of per-token estimates over the action,
         averaged over valid samples.
       valid: optional bool [B]; invalid samples are left out.
+      aux: optional learner aux with the minibatch-wide `num_seqs` (rlvr.train.learner). Given,
+        the per-action means are rescaled by (actions in this micro-batch) / num_seqs, so losses
+        and mean metrics summed over micro-batches equal the whole-minibatch values exactly.
     Returns: (loss, metrics).
     """
     chex.assert_rank([logprobs, old_logprobs, loss_mask], 2)
@@ -264,4 +267,8 @@ def pivotrl_objective(logprobs, old_logprobs, advantages, loss_mask, *, clip_eps
         loss = loss + kl_coef * kl
         metrics["kl"] = kl
     metrics["pg_loss"] = loss if kl_coef == 0.0 else loss - kl_coef * metrics["kl"]
+    if aux is not None:  # exact share of the minibatch mean over actions
+        scale = v.sum() / jnp.maximum(aux["num_seqs"], 1.0)
+        loss = loss * scale
+        metrics = {k: (x if k == "num_sequences" else x * scale) for k, x in metrics.items()}
     return loss, metrics

@@ -27,6 +27,16 @@ from rlvr.core.gae import gae
 from rlvr.core.losses import trust_region_token_loss, value_loss
 
 
+def _token_share(loss_mask, aux):
+    """(policy tokens in this micro-batch) / aux["num_tokens"]: exact token-mean share."""
+    if aux is None:
+        return 1.0
+    return jnp.sum(jnp.asarray(loss_mask) > 0).astype(jnp.float32) / jnp.maximum(aux["num_tokens"], 1.0)
+
+
+_NON_MEAN = ("ratio_max", "ratio_min", "num_tokens")
+
+
 def terminal_token_rewards(rewards, loss_mask):
     """Places each row's scalar reward on its last policy token (others 0).
 
@@ -71,7 +81,7 @@ def sao_advantages(rewards, values, loss_mask, *, gamma: float = 1.0, lam: float
 
 def sao_policy_loss(logprobs, behavior_logprobs, advantages, loss_mask, *, clip_low: float = 0.2,
                     clip_high: float = 0.2, aggregation: str = "token-mean", weights=None,
-                    entropy=None, entropy_coef: float = 0.0):
+                    entropy=None, entropy_coef: float = 0.0, aux=None):
     """Trust-region token loss vs the saved behaviour log-probs (R3.5, R5.3).
 
     Args:
@@ -79,6 +89,8 @@ def sao_policy_loss(logprobs, behavior_logprobs, advantages, loss_mask, *, clip_
       advantages: float [B, T] (from `sao_advantages`).
       weights: optional float [B] staleness weights (queue down-weighting); multiply advantages.
       entropy: optional [B, T] token entropies for an entropy bonus (eq.72).
+      aux: optional learner aux (`num_tokens` of the whole minibatch): token means become exact
+        shares so that sums over micro-batches equal the minibatch token-mean (token-mean only).
     Returns: (loss, metrics).
     """
     adv = jnp.asarray(advantages, jnp.float32)
@@ -93,9 +105,23 @@ def sao_policy_loss(logprobs, behavior_logprobs, advantages, loss_mask, *, clip_
         ent = (entropy * m).sum() / jnp.maximum(m.sum(), 1.0)
         metrics["entropy"] = ent
         loss = loss - entropy_coef * ent
+    if aux is not None:
+        if aggregation != "token-mean":
+            raise ValueError(f"sao_policy_loss: aux (exact accumulation) needs aggregation='token-mean', got {aggregation!r}")
+        sc = _token_share(loss_mask, aux)
+        loss = loss * sc
+        metrics = {k: (x if k in _NON_MEAN else x * sc) for k, x in metrics.items()}
     return loss, metrics
 
 
-def sao_value_loss(values, old_values, returns, loss_mask, *, clip_eps=None):
-    """Critic regression on policy tokens (where `gae` defines returns) (R3.3, R5.4)."""
-    return value_loss(values, old_values, returns, loss_mask, clip_eps=clip_eps)
+def sao_value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aux=None):
+    """Critic regression on policy tokens (where `gae` defines returns) (R3.3, R5.4).
+
+    aux: optional learner aux (`num_tokens`): exact token-mean share under accumulation.
+    """
+    loss, metrics = value_loss(values, old_values, returns, loss_mask, clip_eps=clip_eps)
+    if aux is not None:
+        sc = _token_share(loss_mask, aux)
+        loss = loss * sc
+        metrics = {k: (x if k == "explained_variance" else x * sc) for k, x in metrics.items()}
+    return loss, metrics

@@ -15,120 +15,32 @@
 `pivot.reward` = functional | exact the reward ablation (issue 6). `algorithm.name = "grpo_full"`
 style baselines live in experiments/.
 
-The helpers at the top (policy, SFT warm-start, evaluation) are shared with `sao_loop`.
+Shared helpers (policy, SFT warm-start, evaluation, Budget, checkpoint glue) live in
+`rlvr.train.agent_setup`; they are re-exported here for compatibility. Checkpoints (F's
+`Checkpointer`, `config.checkpoint.*`) hold the policy, its optimiser state and the frozen π_ref;
+the host part holds the kept pivot keys, budget, history and RNG positions, so relaunching the
+same command continues where it stopped (with candidates = demo+rollout the kept set is
+re-probed on resume, since the old rollouts are not stored).
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr.envs.kv_store import ALPHABET, KVStoreEnv
-from rlvr.models import ModelConfig, Transformer
+from rlvr.envs.kv_store import KVStoreEnv
 from rlvr.models.scoring import token_logprobs
-from rlvr.models.tokenizer import CharTokenizer
-from rlvr.rollout.agent_loop import EpisodeStart, run_episodes
+from rlvr.rollout.agent_loop import run_episodes
 from rlvr.rollout.sampler import SamplingParams
 from rlvr.tasks import kv_agent
+from rlvr.train.agent_setup import (AgentCheckpoint, Budget, demo_stream, evaluate,  # noqa: F401
+                                    key_from_list, key_to_list, make_policy, make_tokenizer,
+                                    outcome_verify, rng_state, set_rng_state, sft_warm_start,
+                                    starts_for, warm_policy)
 from rlvr.train.learner import make_optimizer, make_update
 from rlvr.train.state import create_train_state, split_model
-from rlvr.verifiers.kv_agent import KVOutcomeVerifier
-
-
-def make_tokenizer() -> CharTokenizer:
-    return CharTokenizer(ALPHABET)
-
-
-def make_policy(config, tok, seed: int) -> Transformer:
-    m = config.model
-    cfg = ModelConfig(vocab_size=tok.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
-                      num_layers=m.num_layers, num_heads=m.num_heads, num_kv_heads=m.num_kv_heads,
-                      head_dim=m.d_model // m.num_heads, max_position_embeddings=m.max_seq_len)
-    return Transformer(cfg, rngs=nnx.Rngs(seed))
-
-
-def demo_stream(task, tok) -> tuple[list[int], list[float]]:
-    """bos + prompt + (action, observation)*: loss mask 1 on action tokens only."""
-    toks = [tok.bos_id] + tok.encode(task.prompt)
-    mask = [0.0] * len(toks)
-    for t in kv_agent.demonstrations(task):
-        a, o = tok.encode(t.action), tok.encode(t.observation)
-        toks += a + o
-        mask += [1.0] * len(a) + [0.0] * len(o)
-    return toks, mask
-
-
-def _pad(rows, width, fill):
-    out = np.full((len(rows), width), fill, np.float32 if isinstance(fill, float) else np.int32)
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = r
-    return out
-
-
-def sft_warm_start(model: Transformer, tasks, tok, *, steps: int, batch_size: int, lr: float,
-                   seq_len: int, seed: int) -> tuple[Transformer, list[float]]:
-    """Supervised warm-start on demonstration streams (NLL on action tokens). Returns losses."""
-    if steps <= 0:
-        return model, []
-    streams = [demo_stream(t, tok) for t in tasks]
-    toks = _pad([s[0] for s in streams], seq_len, tok.pad_id)
-    mask = _pad([s[1] for s in streams], seq_len, 0.0)
-    am = _pad([[1] * len(s[0]) for s in streams], seq_len, 0).astype(bool)
-    graphdef, params, rest = split_model(model)
-    opt = make_optimizer(lr, max_grad_norm=1.0)
-    state = create_train_state(params, opt, seed=seed)
-
-    def loss_fn(mdl, mb, aux):
-        lp, _ = token_logprobs(mdl, mb["tokens"], attention_mask=mb["attention_mask"])
-        nll = -(lp * mb["loss_mask"]).sum() / jnp.maximum(aux["num_tokens"], 1.0)
-        return nll, {"nll": nll}
-
-    update = jax.jit(make_update(graphdef, loss_fn, opt, rest=rest))
-    rng = np.random.default_rng(seed)
-    losses = []
-    for _ in range(steps):
-        idx = rng.choice(len(streams), size=batch_size, replace=len(streams) < batch_size)
-        batch = {"tokens": jnp.asarray(toks[idx]), "loss_mask": jnp.asarray(mask[idx]),
-                 "attention_mask": jnp.asarray(am[idx]), "valid": jnp.ones((batch_size,), bool)}
-        state, met = update(state, batch, {}, jax.random.PRNGKey(0))
-        losses.append(float(met["nll"]))
-    return nnx.merge(graphdef, state.params, rest), losses
-
-
-def starts_for(tasks, tok, group_size: int = 1) -> list[EpisodeStart]:
-    return [EpisodeStart(task=t, prefix_tokens=tuple([tok.bos_id] + tok.encode(t.prompt)),
-                         seed=t.random_seed) for t in tasks for _ in range(group_size)]
-
-
-def outcome_verify(verifier: KVOutcomeVerifier):
-    return lambda e: verifier.verify_env(e.task, e.env)
-
-
-def evaluate(model, tasks, tok, key, *, max_turns: int, max_new_tokens: int, max_tokens: int,
-             temperature: float = 1.0, samples: int = 1) -> dict:
-    """Held-out sampled success through the agent loop + outcome verifier (R7.1)."""
-    out = run_episodes(model, starts_for(tasks, tok, samples), lambda: KVStoreEnv(fault_prob=0.0),
-                       key, tokenizer=tok,
-                       sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
-                       max_turns=max_turns, max_tokens=max_tokens,
-                       verify=outcome_verify(KVOutcomeVerifier()))
-    return {"eval/success": out.stats["rollout/success"], "eval/turns": out.stats["rollout/turns"] / len(out.episodes)}
-
-
-@dataclasses.dataclass
-class Budget:
-    """Rollout cost counters (actions sampled and tokens generated/consumed), ablation 1."""
-
-    turns: float = 0.0
-    action_tokens: float = 0.0
-
-    def add(self, turns, tokens):
-        self.turns += float(turns)
-        self.action_tokens += float(tokens)
 
 
 # ================================================================================ PivotRL loop
@@ -137,6 +49,7 @@ from rlvr.algorithms.pivotrl import (PivotSet, build_local_batch, demo_candidate
                                      rollout_candidates, select_random)
 from rlvr.rollout.agent_loop import sample_turn  # noqa: E402
 from rlvr.train.metrics import MetricWriter  # noqa: E402
+import dataclasses  # noqa: E402
 from rlvr.verifiers.kv_agent import ExactMatchTurnVerifier, KVFunctionalVerifier  # noqa: E402
 
 SELECTIONS = ("filter", "variance", "all", "random")
@@ -156,6 +69,10 @@ def validate_pivot_config(config) -> None:
         errs.append(f"config.pivot.selection must be one of {SELECTIONS}, got {p.selection!r}")
     if p.reward not in REWARDS:
         errs.append(f"config.pivot.reward must be one of {REWARDS}, got {p.reward!r}")
+    if not 0.0 <= p.get("hint_fraction", 1.0) <= 1.0:
+        errs.append(f"config.pivot.hint_fraction must be in [0, 1], got {p.hint_fraction}")
+    if p.get("token_budget", 0) < 0:
+        errs.append(f"config.pivot.token_budget must be >= 0, got {p.token_budget}")
     if p.candidates not in ("demo", "demo+rollout"):
         errs.append(f"config.pivot.candidates must be 'demo' or 'demo+rollout', got {p.candidates!r}")
     if errs:
@@ -191,17 +108,36 @@ def select_pivots(cands, ref_act, score, key, p, budget: Budget, seed: int, save
     return ps.kept, ps.stats()
 
 
-def run(config, workdir: str, *, progress: bool = True) -> dict:
-    """Trains with PivotRL; returns the final metrics (also written to workdir)."""
+def hinted_rows(n_states: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """bool [n_states]: which kept states get the corrective hint this step (R4.3 mixing).
+
+    exactly round(fraction · n_states) states, chosen at random, are hinted; the rest stay
+    un-hinted, so every batch mixes hinted local continuations with plain ones.
+    """
+    k = int(round(fraction * n_states))
+    out = np.zeros(n_states, bool)
+    out[rng.choice(n_states, size=k, replace=False)] = True
+    return out
+
+
+def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None = None) -> dict:
+    """Trains with PivotRL; returns the final metrics (also written to workdir).
+
+    warm_cache: optional directory caching the SFT warm-start keyed by config + seed (experiments
+    share one warm start across arms). Resumes from `workdir/checkpoints` when one exists.
+    """
     import os
     import time
 
     import tqdm
 
+    from rlvr.train.metrics import truncate_after
+
     validate_pivot_config(config)
     p = config.pivot
     os.makedirs(workdir, exist_ok=True)
-    writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
+    ck = AgentCheckpoint(config, workdir)
+    resuming = ck.resume_enabled and ck.latest_step() is not None
     tok = make_tokenizer()
     term_id = tok.encode("\n")[0]
     seed = config.seed
@@ -209,25 +145,35 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
     train_tasks = kv_agent.generate(p.num_tasks, split="train", seed=seed, difficulty=p.difficulty)
     eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
                                    difficulty=p.difficulty)
-    model = make_policy(config, tok, seed)
-    sft_tasks = kv_agent.generate(p.sft_tasks, split="train", seed=seed + 1000, difficulty=p.difficulty)
-    model, _ = sft_warm_start(model, sft_tasks, tok, steps=config.train.sft_steps,
-                              batch_size=config.train.sft_batch_size,
-                              lr=config.train.sft_learning_rate, seq_len=config.model.max_seq_len,
-                              seed=seed)
+    if resuming:  # the checkpoint carries the warm-started π_ref: no SFT again
+        model = make_policy(config, tok, seed)
+    else:
+        model = warm_policy(config, tok, seed=seed, difficulty=p.difficulty, sft_tasks=p.sft_tasks,
+                            cache_dir=warm_cache)
     graphdef, params, rest = split_model(model)
-    ref_model = nnx.merge(graphdef, jax.tree.map(jnp.copy, params), rest)  # frozen π_ref
+    opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
+    state = create_train_state(params, opt, seed=seed, ref_params=params)
+    rng = np.random.default_rng(seed)
+    budget = Budget()
+    host = None
+    if resuming:
+        state, host, start_step = ck.restore(state)
+        truncate_after(workdir, start_step)
+        budget = Budget(**host["budget"])
+        set_rng_state(rng, host["rng"])
+        key = key_from_list(host["key"])
+    ref_model = nnx.merge(graphdef, state.ref_params, rest)  # frozen π_ref
+    writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
     sampling = SamplingParams(temperature=config.sampling.temperature,
                               max_new_tokens=config.sampling.max_new_tokens,
                               stop_token_ids=(term_id, tok.eos_id))
     ev = dict(max_turns=p.max_turns, max_new_tokens=config.sampling.max_new_tokens,
               max_tokens=config.model.max_seq_len, temperature=config.eval.temperature,
               samples=config.eval.samples_per_task)
-    key, k0 = jax.random.split(key)
-    before = evaluate(model, eval_tasks, tok, k0, **ev)
-    budget = Budget()
     score = make_turn_scorer(p.reward)
     pb = p.prompt_bucket
+    token_budget = float(p.get("token_budget", 0))
+    hint_fraction = float(p.get("hint_fraction", 1.0))
 
     def candidates(policy_model, k):
         cands = demo_candidates(train_tasks, tokenizer=tok, demonstrations=kv_agent.demonstrations,
@@ -240,40 +186,48 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
             cands += rollout_candidates(out.episodes)
         return cands
 
-    key, k1, k2 = jax.random.split(key, 3)
-    ref_act = _act_fn(ref_model, sampling, tok, term_id, pb)
-    kept, pstats = select_pivots(candidates(model, k1), ref_act, score, k2, p, budget, seed,
-                                 save_path=os.path.join(workdir, "pivots.json"))
-    opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
-    state = create_train_state(params, opt, seed=seed)
+    if host is not None and p.candidates == "demo":
+        by_key = {c.key: c for c in candidates(None, None)}
+        kept = [by_key[k] for k in host["kept"]]
+        pstats, before, hist = host["pivot_stats"], host["before"], host["history"]
+    else:
+        key, k0, k1, k2 = jax.random.split(key, 4)
+        before = evaluate(ref_model, eval_tasks, tok, k0, **ev) if host is None else host["before"]
+        ref_act = _act_fn(ref_model, sampling, tok, term_id, pb)
+        kept, pstats = select_pivots(candidates(ref_model, k1), ref_act, score, k2, p, budget, seed,
+                                     save_path=os.path.join(workdir, "pivots.json"))
+        pstats = {k: v for k, v in pstats.items() if not isinstance(v, list)}
+        hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens,
+                 **before}] if host is None else host["history"]
+        if host is None:
+            writer.write(0, {**hist[0], **pstats})
     temp = config.sampling.temperature
 
     def loss_fn(mdl, mb, aux):
         lp, _ = token_logprobs(mdl, mb["tokens"], positions=mb["positions"],
                                attention_mask=mb["attention_mask"], temperature=temp)
-        loss, met = pivotrl_objective(lp, mb["behavior_logprobs"], mb["advantages"], mb["loss_mask"],
-                                      clip_eps=p.clip_eps, ref_logprobs=mb["ref_logprobs"],
-                                      kl_coef=p.kl_coef, valid=mb["valid"])
-        return loss, met
+        return pivotrl_objective(lp, mb["behavior_logprobs"], mb["advantages"], mb["loss_mask"],
+                                 clip_eps=p.clip_eps, ref_logprobs=mb["ref_logprobs"],
+                                 kl_coef=p.kl_coef, valid=mb["valid"], aux=aux)
 
     update = jax.jit(make_update(graphdef, loss_fn, opt, epochs=config.train.epochs,
-                                 num_minibatches=config.train.num_minibatches, rest=rest))
-    rng = np.random.default_rng(seed)
-    hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens, **before}]
-    writer.write(0, {**hist[0], **{k: v for k, v in pstats.items() if not isinstance(v, list)}})
-    bar = tqdm.trange(config.train.num_steps, disable=not (progress and config.train.progress),
+                                 num_minibatches=config.train.num_minibatches,
+                                 num_microbatches=config.train.num_microbatches, rest=rest))
+    first = int(state.step)
+    bar = tqdm.trange(first, config.train.num_steps, disable=not (progress and config.train.progress),
                       desc="pivotrl")
     last = {}
     for step in bar:
-        if not kept:
+        if not kept or budget.exhausted(token_budget):
             break
         t0 = time.monotonic()
         idx = rng.choice(len(kept), size=p.states_per_step, replace=len(kept) < p.states_per_step)
         states = [kept[i] for i in idx]
+        hinted = hinted_rows(len(states), hint_fraction, rng) if p.hint else np.zeros(len(states), bool)
         prefixes = []
-        for c in states:
+        for c, h in zip(states, hinted):
             pre = list(c.prefix_tokens)
-            if p.hint:  # corrective hint on the local prefix only (never a target, R4.3)
+            if h:  # corrective hint on the local prefix only (loss_mask 0, never a target, R4.3)
                 pre = pre + tok.encode(p.hint)
             prefixes += [pre] * p.group_size
         key, ks = jax.random.split(key)
@@ -298,19 +252,26 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
         last = {k: float(v) for k, v in met.items()}
         last.update({"reward/mean": float(rewards.mean()), "rollout_turns": budget.turns,
                      "rollout_tokens": budget.action_tokens, "time/step_s": t_learn,
-                     "pivot/num_kept": float(len(kept))})
+                     "pivot/num_kept": float(len(kept)), "pivot/hinted_fraction": float(hinted.mean())})
         if p.reprofile_every and (step + 1) % p.reprofile_every == 0:
             key, k1, k2 = jax.random.split(key, 3)
             cur = nnx.merge(graphdef, state.params, rest)
             kept, pst = select_pivots(candidates(cur, k1), _act_fn(cur, sampling, tok, term_id, pb),
                                       score, k2, p, budget, seed + step)
             last.update({k: v for k, v in pst.items() if not isinstance(v, list)})
-        if config.eval.every and ((step + 1) % config.eval.every == 0 or step + 1 == config.train.num_steps):
+        done = step + 1 == config.train.num_steps or budget.exhausted(token_budget)
+        if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
             key, ke = jax.random.split(key)
             last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
             hist.append({"step": step + 1, "rollout_turns": budget.turns,
                          "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
         writer.write(step + 1, last)
+        ck.maybe_save(step + 1, state, {
+            "budget": dataclasses.asdict(budget), "rng": rng_state(rng), "key": key_to_list(key),
+            "kept": [c.key for c in kept], "pivot_stats": pstats, "before": before,
+            "history": hist}, last=done)
         bar.set_postfix(reward=f"{last['reward/mean']:.2f}", kept=len(kept))
     writer.close()
-    return {"before": before, "history": hist, "last": last, "pivot_stats": pstats}
+    ck.close()
+    return {"before": before, "history": hist, "last": last, "pivot_stats": pstats,
+            "budget": dataclasses.asdict(budget), "step": int(state.step)}

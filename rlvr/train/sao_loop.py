@@ -13,6 +13,15 @@ Seed 003 §4-5. `run(config, workdir)`:
      loss against the saved behaviour log-probs, then publishes a new policy version;
   4. metrics: reward, losses, queue depth / drops / lag, time split (generate vs learn vs wait),
      rollout cost, held-out success.
+
+Critic values for GAE are computed by the learner when a batch is taken (not by the rollout
+thread at sampling time): with an asynchronous queue the learner's critic is the freshest
+estimate, and the rollout thread then never needs critic parameters. `old_values` of the value
+clip are these learn-time values. Policy and critic losses are exact token means under gradient
+accumulation (`config.train.num_microbatches`, learner aux `num_tokens`); rows marked invalid
+(env_error) get loss_mask 0. Checkpoints (F's Checkpointer) hold policy + critic + optimiser
+states; on resume value pre-training is skipped and training continues from the saved step
+(the asynchronous producer is not bit-reproducible, so resume is "continue", not "replay").
 """
 
 from __future__ import annotations
@@ -36,8 +45,9 @@ from rlvr.rollout.sampler import SamplingParams
 from rlvr.tasks import kv_agent
 from rlvr.train.learner import make_optimizer, make_update
 from rlvr.train.metrics import MetricWriter
-from rlvr.train.pivotrl_loop import (Budget, evaluate, make_policy, make_tokenizer, outcome_verify,
-                                     sft_warm_start, starts_for)
+from rlvr.train.agent_setup import (AgentCheckpoint, Budget, evaluate, key_from_list, key_to_list,
+                                    make_policy, make_tokenizer, outcome_verify, starts_for,
+                                    warm_policy)
 from rlvr.train.state import create_train_state, split_model
 from rlvr.verifiers.kv_agent import KVOutcomeVerifier
 
@@ -64,19 +74,27 @@ def _batch_dict(batch, seq_len):
             return x[:, :seq_len]
         pad = np.full((x.shape[0], seq_len - x.shape[1]), fill, x.dtype)
         return np.concatenate([x, pad], 1)
+    valid = np.asarray(batch.valid)
     return {"tokens": fit(batch.tokens, 0), "positions": fit(batch.positions, 0),
-            "attention_mask": fit(batch.attention_mask, False), "loss_mask": fit(batch.loss_mask, 0.0),
+            "attention_mask": fit(batch.attention_mask, False),
+            "loss_mask": fit(batch.loss_mask, 0.0) * valid[:, None].astype(np.float32),
             "behavior_logprobs": fit(batch.behavior_logprobs, 0.0), "rewards": np.asarray(batch.rewards),
             "valid": np.asarray(batch.valid)}
 
 
-def run(config, workdir: str, *, progress: bool = True) -> dict:
+def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None = None) -> dict:
+    """Trains with SAO; returns metrics. warm_cache: SFT warm-start cache dir (agent_setup)."""
+    import dataclasses
+
     import tqdm
+
+    from rlvr.train.metrics import truncate_after
 
     validate_sao_config(config)
     s = config.sao
     os.makedirs(workdir, exist_ok=True)
-    writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
+    ck = AgentCheckpoint(config, workdir)
+    resuming = ck.resume_enabled and ck.latest_step() is not None
     tok = make_tokenizer()
     term_id = tok.encode("\n")[0]
     seed = config.seed
@@ -85,11 +103,11 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
     train_tasks = kv_agent.generate(s.num_tasks, split="train", seed=seed, difficulty=s.difficulty)
     eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
                                    difficulty=s.difficulty)
-    model = make_policy(config, tok, seed)
-    sft_tasks = kv_agent.generate(s.sft_tasks, split="train", seed=seed + 1000, difficulty=s.difficulty)
-    model, _ = sft_warm_start(model, sft_tasks, tok, steps=config.train.sft_steps,
-                              batch_size=config.train.sft_batch_size,
-                              lr=config.train.sft_learning_rate, seq_len=T, seed=seed)
+    if resuming:
+        model = make_policy(config, tok, seed)
+    else:
+        model = warm_policy(config, tok, seed=seed, difficulty=s.difficulty, sft_tasks=s.sft_tasks,
+                            cache_dir=warm_cache)
     critic = ValueModel.from_policy(model, rngs=nnx.Rngs(seed + 1))
     graphdef, params, rest = split_model(model)
     cgraph, cparams, crest = nnx.split(critic, trainable_filter(s.freeze_attention), ...)
@@ -98,12 +116,22 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
                               stop_token_ids=(term_id, tok.eos_id))
     ev = dict(max_turns=s.max_turns, max_new_tokens=config.sampling.max_new_tokens, max_tokens=T,
               temperature=config.eval.temperature, samples=config.eval.samples_per_task)
-    key, k0 = jax.random.split(key)
-    before = evaluate(model, eval_tasks, tok, k0, **ev)
-
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     copt = make_optimizer(config.algorithm.critic_learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     state = create_train_state(params, opt, seed=seed, critic_params=cparams, critic_optimizer=copt)
+    host = None
+    if resuming:
+        state, host, start_step = ck.restore(state)
+        truncate_after(workdir, start_step)
+        key = key_from_list(host["key"])
+        before = host["before"]
+        model = nnx.merge(graphdef, state.params, rest)
+    else:
+        key, k0 = jax.random.split(key)
+        before = evaluate(model, eval_tasks, tok, k0, **ev)
+    writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
+    nmb = config.train.num_microbatches
+    token_budget = float(s.get("token_budget", 0))
     temp = config.sampling.temperature
 
     def policy_loss(mdl, mb, aux):
@@ -112,14 +140,15 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
         return sao_policy_loss(lp, mb["behavior_logprobs"], mb["advantages"], mb["loss_mask"],
                                clip_low=config.algorithm.clip_low, clip_high=config.algorithm.clip_high,
                                weights=mb["weights"], entropy=ent,
-                               entropy_coef=config.algorithm.entropy_coef)
+                               entropy_coef=config.algorithm.entropy_coef, aux=aux)
 
     def critic_loss(mdl, mb, aux):
         v = mdl(mb["tokens"], positions=mb["positions"], attention_mask=mb["attention_mask"])
-        return sao_value_loss(v, mb["old_values"], mb["returns"], mb["loss_mask"])
+        return sao_value_loss(v, mb["old_values"], mb["returns"], mb["loss_mask"], aux=aux)
 
-    pupdate = jax.jit(make_update(graphdef, policy_loss, opt, rest=rest))
+    pupdate = jax.jit(make_update(graphdef, policy_loss, opt, rest=rest, num_microbatches=nmb))
     cupdate = jax.jit(make_update(cgraph, critic_loss, copt, params_field="critic_params",
+                                  num_microbatches=nmb,
                                   opt_field="critic_opt_state", rest=crest, prefix="critic/"))
 
     @jax.jit
@@ -136,7 +165,7 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
         cb.pop("rewards")
         return cupdate(state, cb, {}, k), adv
 
-    budget = Budget()
+    budget = Budget(**host["budget"]) if host else Budget()
     verify = outcome_verify(KVOutcomeVerifier())
 
     def rollout(mdl, tasks, k):
@@ -149,7 +178,7 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
     # ---- value pre-training on rollouts of the warm policy (R5.4)
     rng = np.random.default_rng(seed)
     vp_metrics = {}
-    for i in range(s.value_pretrain_steps):
+    for i in range(0 if host else s.value_pretrain_steps):
         key, kr, ku = jax.random.split(key, 3)
         tasks = [train_tasks[j] for j in rng.choice(len(train_tasks), s.learn_batch)]
         bd = _batch_dict(rollout(model, tasks, kr).batch, T)
@@ -187,13 +216,19 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
     th = threading.Thread(target=producer, args=(kp,), daemon=True)
     t_start = time.monotonic()
     th.start()
-    hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens, **before}]
-    writer.write(0, {**hist[0], **{k: float(v) for k, v in vp_metrics.items()}})
+    if host:
+        hist = host["history"]
+    else:
+        hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens, **before}]
+        writer.write(0, {**hist[0], **{k: float(v) for k, v in vp_metrics.items()}})
     last = {}
     learn_time = 0.0
-    bar = tqdm.trange(config.train.num_steps, disable=not (progress and config.train.progress), desc="sao")
+    bar = tqdm.trange(int(state.step), config.train.num_steps,
+                      disable=not (progress and config.train.progress), desc="sao")
     try:
         for step in bar:
+            if budget.exhausted(token_budget):
+                break
             version = int(state.policy_version)
             got = queue.get_batch(s.learn_batch, version, timeout=600)
             if err:
@@ -226,12 +261,15 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
                          "rollout_tokens": budget.action_tokens, "time/generate_s": gen_time[0],
                          "time/learn_s": learn_time, "time/wall_s": time.monotonic() - t_start,
                          "sample/mean_lag": float(np.mean([g.lag for g in got]))})
-            if config.eval.every and ((step + 1) % config.eval.every == 0 or step + 1 == config.train.num_steps):
+            done = step + 1 == config.train.num_steps or budget.exhausted(token_budget)
+            if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
                 key, ke = jax.random.split(key)
                 last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
                 hist.append({"step": step + 1, "rollout_turns": budget.turns,
                              "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
             writer.write(step + 1, last)
+            ck.maybe_save(step + 1, state, {"budget": dataclasses.asdict(budget), "key": key_to_list(key),
+                                            "before": before, "history": hist}, last=done)
             bar.set_postfix(reward=f"{last['reward/mean']:.2f}", q=int(last["queue/depth"]))
     finally:
         stop.set()
@@ -244,4 +282,6 @@ def run(config, workdir: str, *, progress: bool = True) -> dict:
             pass
         th.join(timeout=120)
         writer.close()
-    return {"before": before, "history": hist, "last": last}
+        ck.close()
+    return {"before": before, "history": hist, "last": last, "budget": dataclasses.asdict(budget),
+            "step": int(state.step)}
