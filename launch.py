@@ -29,6 +29,11 @@ def main(argv):
 
         pivotrl_loop.run(_CONFIG.value, _WORKDIR.value)
         return
+    if _CONFIG.value.algorithm.name == "agent_grpo":  # full-trajectory GRPO baseline (issue 6)
+        from rlvr.train import agent_grpo_loop
+
+        agent_grpo_loop.run(_CONFIG.value, _WORKDIR.value)
+        return
     if _CONFIG.value.algorithm.name == "sao":
         from rlvr.train import sao_loop
 
