@@ -1,0 +1,165 @@
+"""Shared plumbing of the issue-6 ablations: configs, seeds, tables, plots.
+
+Every ablation script builds arms as (name, loop module, config), runs each arm for each seed
+in-process (one at a time), shares one SFT warm-start per seed across arms and scripts (cached
+under `experiments/results/.cache`, keyed by model/SFT config + seed), and writes
+`experiments/results/<name>.md` (command, settings, mean ± std table over seeds) and `<name>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "experiments", "results")
+CACHE = os.path.join(RESULTS, ".cache")
+
+
+def parse(description: str):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--workdir", default="/tmp/rlvr_experiments")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies steps / budgets")
+    return ap.parse_args()
+
+
+def quiet():
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+def base_pivot_config(seed: int):
+    """configs/pivotrl.py defaults, CPU-sized for sweeps: smaller eval set, no checkpoints."""
+    from configs import pivotrl
+
+    c = pivotrl.get_config()
+    c.seed = seed
+    c.train.progress = False
+    c.eval.num_tasks = 32
+    c.eval.samples_per_task = 2
+    c.checkpoint.every = -1  # sweeps: no checkpoints
+    c.checkpoint.resume = False
+    return c
+
+
+def base_grpo_config(seed: int):
+    from configs import agent_grpo
+
+    c = agent_grpo.get_config()
+    c.seed = seed
+    c.train.progress = False
+    c.eval.num_tasks = 32
+    c.eval.samples_per_task = 2
+    c.checkpoint.every = -1
+    c.checkpoint.resume = False
+    return c
+
+
+def base_sao_config(seed: int):
+    from configs import sao
+
+    c = sao.get_config()
+    c.seed = seed
+    c.train.progress = False
+    c.eval.num_tasks = 32
+    c.eval.samples_per_task = 2
+    c.checkpoint.every = -1
+    c.checkpoint.resume = False
+    return c
+
+
+def _run_cached(module, config, wd):
+    """module.run(config) unless an identical (loop, config) ran before: results are cached in
+    results/.cache/run_<hash>.json so arms shared by several scripts run once."""
+    import hashlib
+
+    spec = json.dumps({"loop": module.__name__, "config": config.to_dict()}, sort_keys=True, default=str)
+    path = os.path.join(CACHE, "run_" + hashlib.sha1(spec.encode()).hexdigest()[:16] + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            res = json.load(f)
+        res["cached"] = True
+        return res
+    t0 = time.time()
+    res = module.run(config, wd, progress=False, warm_cache=CACHE)
+    res["wall_s"] = time.time() - t0
+    os.makedirs(CACHE, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(res, f, default=float)
+    return res
+
+
+def run_arms(name: str, arms, seeds: int, workdir: str) -> dict:
+    """arms: list of (arm_name, module, make_config(seed)). Returns {arm: [result per seed]}."""
+    quiet()
+    out = {a[0]: [] for a in arms}
+    for seed in range(seeds):
+        for arm, module, make in arms:
+            wd = os.path.join(workdir, name, arm.replace(" ", "_"), f"seed{seed}")
+            res = _run_cached(module, make(seed), wd)
+            out[arm].append(res)
+            last = res["history"][-1]
+            print(f"[{name}] seed={seed} arm={arm} before={res['before']['eval/success']:.3f} "
+                  f"final={last['eval/success']:.3f} tokens={last['rollout_tokens']:.0f} "
+                  f"steps={res['step']} wall={res['wall_s']:.0f}s{' (cached)' if res.get('cached') else ''}",
+                  flush=True)
+    return out
+
+
+def mean_std(xs) -> str:
+    xs = np.asarray(xs, float)
+    return f"{xs.mean():.3f} ± {xs.std():.3f}"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_report(name: str, title: str, body: str, settings: dict, started: float) -> str:
+    cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.md")
+    with open(path, "w") as f:
+        f.write(f"# {title}\n\nCommand (from the repository root): `{cmd}`\n\n")
+        f.write(f"Wall time: {time.time() - started:.0f} s on the shared 2-core CPU.\n\n")
+        f.write(body.rstrip() + "\n\n")
+        f.write("Settings:\n\n```json\n" + json.dumps(settings, indent=1, default=str) + "\n```\n")
+    print(open(path).read())
+    return path
+
+
+def success_curves(ax, results: dict, xkey: str = "rollout_tokens"):
+    """Mean (± std band) eval success vs `xkey` per arm, interpolated on a common grid."""
+    for arm, runs in results.items():
+        hs = [r["history"] for r in runs]
+        xmax = min(h[-1][xkey] for h in hs)
+        grid = np.linspace(0, xmax, 30)
+        ys = np.stack([np.interp(grid, [p[xkey] for p in h], [p["eval/success"] for p in h]) for h in hs])
+        m, s = ys.mean(0), ys.std(0)
+        ax.plot(grid, m, label=arm)
+        ax.fill_between(grid, m - s, m + s, alpha=0.2)
+    ax.set_xlabel(xkey.replace("_", " "))
+    ax.set_ylabel("held-out success")
+    ax.legend()
+
+
+def final(runs, key="eval/success"):
+    return [r["history"][-1][key] for r in runs]
+
+
+def before(runs):
+    return [r["before"]["eval/success"] for r in runs]
