@@ -59,6 +59,23 @@ def main():
                      mean_std([r["last"].get("reward/mean", 0.0) for r in runs])])
     body = table(rows, ["turn reward", "kept fraction", "probe mean μ̂", "success after SFT",
                         "final success", "gain", "local reward (last step)"])
+    # how often do the two scorers disagree on the same probe samples? (pivots.json of both arms)
+    import json
+    import os
+
+    diff = tot = 0
+    for seed in range(args.seeds):
+        try:
+            pa = json.load(open(os.path.join(args.workdir, "functional_vs_exact", "functional", f"seed{seed}", "pivots.json")))
+            pb = json.load(open(os.path.join(args.workdir, "functional_vs_exact", "exact_match", f"seed{seed}", "pivots.json")))
+        except OSError:
+            continue
+        for x, y in zip(pa["candidates"], pb["candidates"]):
+            diff += sum(u != v for u, v in zip(x["rewards"], y["rewards"]))
+            tot += len(x["rewards"])
+    body += (f"\n\nProbe samples (π_ref, m per candidate) on which the two scorers disagree: {diff} of {tot}. "
+             "The probe samples are the same in both arms (same keys), so this is the scorers' "
+             "disagreement rate on the warm policy's own actions.\n")
     write_report("functional_vs_exact", "Functional vs exact-match turn reward (PivotRL)", body,
                  {"steps": steps, "pivot": base_pivot_config(0).pivot.to_dict()}, t0)
 
