@@ -23,7 +23,7 @@ def get_config():
     c.optimizer.learning_rate = 3e-4
     c.optimizer.max_grad_norm = 1.0
     c.train.num_steps = 30
-    c.train.sft_steps = 100        # demonstration warm-start steps (held-out success ~0.4 on easy).
+    c.train.sft_steps = 100        # demonstration warm-start steps (held-out success 0.2-0.4 on easy).
     c.train.sft_batch_size = 32
     c.train.sft_learning_rate = 3e-3
     c.eval.every = 10

@@ -27,7 +27,7 @@ def get_config():
     c.sampling.max_new_tokens = 8
     c.optimizer.learning_rate = 3e-4
     c.train.num_steps = 30
-    c.train.sft_steps = 100        # held-out success ~0.4 after SFT on easy.
+    c.train.sft_steps = 100        # held-out success 0.2-0.4 after SFT on easy.
     c.train.sft_batch_size = 32
     c.train.sft_learning_rate = 3e-3
     c.eval.every = 10
