@@ -64,16 +64,22 @@ def main():
     import os
 
     diff = tot = 0
+    seeds_used = []
     for seed in range(args.seeds):
-        try:
-            pa = json.load(open(os.path.join(args.workdir, "functional_vs_exact", "functional", f"seed{seed}", "pivots.json")))
-            pb = json.load(open(os.path.join(args.workdir, "functional_vs_exact", "exact_match", f"seed{seed}", "pivots.json")))
-        except OSError:
+        # the functional arm may have run (identical config) as pivot_selection's filter arm
+        fa = [os.path.join(args.workdir, "functional_vs_exact", "functional", f"seed{seed}", "pivots.json"),
+              os.path.join(args.workdir, "pivot_selection", "sigma2>0_&_mu<lambda", f"seed{seed}", "pivots.json")]
+        fb = os.path.join(args.workdir, "functional_vs_exact", "exact_match", f"seed{seed}", "pivots.json")
+        fa = [f for f in fa if os.path.exists(f)]
+        if not fa or not os.path.exists(fb):
             continue
+        pa, pb = json.load(open(fa[0])), json.load(open(fb))
+        seeds_used.append(seed)
         for x, y in zip(pa["candidates"], pb["candidates"]):
             diff += sum(u != v for u, v in zip(x["rewards"], y["rewards"]))
             tot += len(x["rewards"])
-    body += (f"\n\nProbe samples (π_ref, m per candidate) on which the two scorers disagree: {diff} of {tot}. "
+    body += (f"\n\nProbe samples (π_ref, m per candidate) on which the two scorers disagree: {diff} of {tot} "
+             f"(seeds {seeds_used}). "
              "The probe samples are the same in both arms (same keys), so this is the scorers' "
              "disagreement rate on the warm policy's own actions.\n")
     write_report("functional_vs_exact", "Functional vs exact-match turn reward (PivotRL)", body,
