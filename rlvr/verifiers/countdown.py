@@ -40,6 +40,9 @@ class ExpressionError(ValueError):
     """The text is not a whitelisted arithmetic expression (message says why)."""
 
 
+MAX_DEPTH = 64  # nesting levels of a countdown expression; real answers use < 10
+
+
 def parse_expression(text: str, operators: str = ALL_OPERATORS, max_chars: int = 200) -> ast.AST:
     """Parses `text` into a whitelisted ast tree of int literals and binary `operators`.
 
@@ -57,23 +60,24 @@ def parse_expression(text: str, operators: str = ALL_OPERATORS, max_chars: int =
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         raise ExpressionError(f"syntax error: {type(e).__name__}") from None
 
-    def check(node):
+    # Iterative walk with an explicit depth bound: the verdict must not depend on the
+    # interpreter's recursion limit (other libraries raise it), and `evaluate` recurses.
+    stack = [(tree.body, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExpressionError(f"expression nested too deeply (> {MAX_DEPTH} levels)")
         if isinstance(node, ast.BinOp):
             op = _AST_OPS.get(type(node.op))
             if op is None or op not in operators:
                 raise ExpressionError(f"operator {type(node.op).__name__} not allowed")
-            check(node.left)
-            check(node.right)
+            stack.append((node.left, depth + 1))
+            stack.append((node.right, depth + 1))
         elif isinstance(node, ast.Constant):
             if type(node.value) is not int:
                 raise ExpressionError(f"literal {node.value!r} is not an integer")
         else:
             raise ExpressionError(f"{type(node).__name__} not allowed")
-
-    try:
-        check(tree.body)
-    except RecursionError:
-        raise ExpressionError("expression nested too deeply") from None
     return tree.body
 
 

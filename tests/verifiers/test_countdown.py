@@ -97,3 +97,17 @@ def test_pathological_nesting_is_a_plain_fail(out):
     t = task(numbers=[3] * 10, target=30)
     v = CountdownVerifier(max_chars=10**6).verify(t, out)
     assert v.decision == "fail" and v.trial == "valid" and v.evidence["reason"] == "malformed"
+
+
+def test_nesting_verdict_does_not_depend_on_recursion_limit():
+    # sympy/math-verify raise the interpreter's recursion limit; the verdict must not change.
+    import sys
+    t = task(numbers=[3] * 10, target=30)
+    old = sys.getrecursionlimit()
+    try:
+        for limit in (1000, 100_000):
+            sys.setrecursionlimit(limit)
+            v = CountdownVerifier(max_chars=10**6).verify(t, "3*" * 1_000 + "3")
+            assert v.decision == "fail" and v.evidence["reason"] == "malformed"
+    finally:
+        sys.setrecursionlimit(old)
