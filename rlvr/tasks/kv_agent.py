@@ -152,18 +152,69 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
     return tasks
 
 
-def demonstrations(task: TaskSpec, *, answer_form: str = "value") -> list[Turn]:
+DEMO_STYLES = ("canonical", "diverse")
+
+
+def demo_rng(task: TaskSpec) -> random.Random:
+    """The per-episode RNG of diverse demonstrations: seeded by the task (id + env seed), so a
+    task's one recorded demonstration is the same in every process and call."""
+    return random.Random(derive_seed("kv_agent_demo", task.task_id, task.random_seed))
+
+
+def _diverse_actions(state, rng: random.Random):
+    """Actions of one diverse demonstration from the initial state: the needed keys in a random
+    order, then ``ans`` as the goal value or as the signed sum of the values read, terms in a
+    random order (e.g. ``ans 17``, ``ans 9+5+3``, ``ans -3+5``)."""
+    keys = [k for _, k in state["query"]]
+    order = rng.sample(keys, len(keys))
+    actions = [f"get {k}\n" for k in order]
+    if rng.random() < 0.5:
+        return actions, None
+    terms = list(state["query"])
+    rng.shuffle(terms)
+    return actions, terms
+
+
+def _expr_text(terms, values) -> str:
+    return "".join((f"{values[k]}" if (i == 0 and s == "+") else f"{s}{values[k]}")
+                   for i, (s, k) in enumerate(terms))
+
+
+def demonstrations(task: TaskSpec, *, answer_form: str = "value",
+                   style: str = "canonical") -> list[Turn]:
     """The oracle trajectory of `task`: one `Turn` per action, with the exact state before it.
 
-    The oracle reads the query keys in prompt order, then submits (``ans 17``, or with
-    answer_form="expr" the signed sum of the values it read, ``ans 5+3+9``). Faults are off.
+    style "canonical": the oracle reads the query keys in prompt order, then submits (``ans 17``,
+    or with answer_form="expr" the signed sum of the values read, ``ans 5+3+9``).
+    style "diverse" (seed 000 §2, R2.8: real demonstrations vary in form while functionally
+    equivalent): per episode, a seeded RNG (`demo_rng(task)`) draws the order of the ``get``
+    actions among the needed keys and the answer form — the value (``ans 17``) or the signed sum
+    of the values read with its terms in any order (``ans 9+5+3``); `answer_form` is ignored.
+    Each style gives ONE trajectory per task (what a dataset records). Faults are off.
     """
+    if style not in DEMO_STYLES:
+        raise ValueError(f"style must be one of {DEMO_STYLES}, got {style!r}")
     env = KVStoreEnv(fault_prob=0.0)
     env.reset(task, seed=task.random_seed)
+    plan = None
+    if style == "diverse":
+        gets, terms = _diverse_actions(env.state(), demo_rng(task))
+        plan = iter(gets)
     turns = []
     while not env.done:
         before = env.snapshot()
-        action = oracle_action(env.state(), answer_form=answer_form)
+        if plan is None:
+            action = oracle_action(env.state(), answer_form=answer_form)
+        else:
+            action = next(plan, None)
+            if action is None:
+                st = env.state()
+                if terms is None:
+                    action = f"ans {st['goal']}\n"
+                else:
+                    seen = {e["key"]: e["value"] for e in st["events"]
+                            if e["tool"] == "get" and e["result"] == "value"}
+                    action = f"ans {_expr_text(terms, seen)}\n"
         result = env.step(action)
         turns.append(Turn(action=action, observation=result.observation, state_before=before))
     return turns
@@ -174,5 +225,5 @@ def render_episode(task: TaskSpec, turns: Sequence[Turn]) -> str:
     return task.prompt + "".join(t.action + t.observation for t in turns)
 
 
-__all__ = ["DIFFICULTIES", "KVDifficulty", "Turn", "demonstrations", "generate",
+__all__ = ["DEMO_STYLES", "DIFFICULTIES", "KVDifficulty", "Turn", "demo_rng", "demonstrations", "generate",
            "is_unseen_keyset", "render_episode", "task_split"]

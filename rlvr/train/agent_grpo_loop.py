@@ -113,7 +113,7 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         model = make_policy(config, tok, seed)
     else:
         model = warm_policy(config, tok, seed=seed, difficulty=g.difficulty, sft_tasks=g.sft_tasks,
-                            cache_dir=warm_cache)
+                            cache_dir=warm_cache, demo_style=g.get("demo_style", "canonical"))
     graphdef, params, rest = split_model(model)
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     state = create_train_state(params, opt, seed=seed, ref_params=params)

@@ -50,11 +50,14 @@ def make_policy(config, tok, seed: int) -> Transformer:
     return Transformer(cfg, rngs=nnx.Rngs(seed))
 
 
-def demo_stream(task, tok) -> tuple[list[int], list[float]]:
-    """bos + prompt + (action, observation)*: loss mask 1 on action tokens only."""
+def demo_stream(task, tok, demo_style: str = "canonical") -> tuple[list[int], list[float]]:
+    """bos + prompt + (action, observation)*: loss mask 1 on action tokens only.
+
+    demo_style: `kv_agent.demonstrations` style ("canonical" | "diverse": per-episode seeded
+    key order and answer form)."""
     toks = [tok.bos_id] + tok.encode(task.prompt)
     mask = [0.0] * len(toks)
-    for t in kv_agent.demonstrations(task):
+    for t in kv_agent.demonstrations(task, style=demo_style):
         a, o = tok.encode(t.action), tok.encode(t.observation)
         toks += a + o
         mask += [1.0] * len(a) + [0.0] * len(o)
@@ -70,11 +73,12 @@ def _pad(rows, width, fill):
 
 
 def sft_warm_start(model: Transformer, tasks, tok, *, steps: int, batch_size: int, lr: float,
-                   seq_len: int, seed: int, num_microbatches: int = 1) -> tuple[Transformer, list[float]]:
+                   seq_len: int, seed: int, num_microbatches: int = 1,
+                   demo_style: str = "canonical") -> tuple[Transformer, list[float]]:
     """Supervised warm-start on demonstration streams (NLL on action tokens). Returns losses."""
     if steps <= 0:
         return model, []
-    streams = [demo_stream(t, tok) for t in tasks]
+    streams = [demo_stream(t, tok, demo_style) for t in tasks]
     toks = _pad([s[0] for s in streams], seq_len, tok.pad_id)
     mask = _pad([s[1] for s in streams], seq_len, 0.0)
     am = _pad([[1] * len(s[0]) for s in streams], seq_len, 0).astype(bool)
@@ -97,8 +101,11 @@ def sft_warm_start(model: Transformer, tasks, tok, *, steps: int, batch_size: in
 
 
 def warm_policy(config, tok, *, seed: int, difficulty: str, sft_tasks: int,
-                cache_dir: Optional[str] = None) -> Transformer:
+                cache_dir: Optional[str] = None, demo_style: str = "canonical") -> Transformer:
     """Fresh policy + SFT warm-start; with `cache_dir`, params are cached keyed by config + seed.
+
+    demo_style: the demonstrations' style (`kv_agent.DEMO_STYLES`); part of the cache key
+    (canonical keeps the key it had before the option existed).
 
     The cache (used by experiments/ to share one warm start across arms) is an .npz of the Param
     leaves, keyed by a hash of (model, SFT settings, difficulty, sft_tasks, seed).
@@ -110,6 +117,8 @@ def warm_policy(config, tok, *, seed: int, difficulty: str, sft_tasks: int,
     t = config.train
     spec = {"model": config.model.to_dict(), "sft_steps": t.sft_steps, "bs": t.sft_batch_size,
             "lr": t.sft_learning_rate, "difficulty": difficulty, "sft_tasks": sft_tasks, "seed": seed}
+    if demo_style != "canonical":
+        spec["demo_style"] = demo_style
     path = None
     if cache_dir:
         h = hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -123,7 +132,7 @@ def warm_policy(config, tok, *, seed: int, difficulty: str, sft_tasks: int,
     tasks = kv_agent.generate(sft_tasks, split="train", seed=seed + 1000, difficulty=difficulty)
     model, _ = sft_warm_start(model, tasks, tok, steps=t.sft_steps, batch_size=t.sft_batch_size,
                               lr=t.sft_learning_rate, seq_len=config.model.max_seq_len, seed=seed,
-                              num_microbatches=t.num_microbatches)
+                              num_microbatches=t.num_microbatches, demo_style=demo_style)
     if path:
         os.makedirs(cache_dir, exist_ok=True)
         leaves = jax.tree.leaves(split_model(model)[1])

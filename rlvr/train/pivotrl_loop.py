@@ -50,6 +50,7 @@ from rlvr.algorithms.pivotrl import (PivotSet, build_local_batch, demo_candidate
 from rlvr.rollout.agent_loop import sample_turn  # noqa: E402
 from rlvr.train.metrics import MetricWriter  # noqa: E402
 import dataclasses  # noqa: E402
+import functools  # noqa: E402
 from rlvr.verifiers.kv_agent import ExactMatchTurnVerifier, KVFunctionalVerifier  # noqa: E402
 
 SELECTIONS = ("filter", "variance", "all", "random")
@@ -73,6 +74,8 @@ def validate_pivot_config(config) -> None:
         errs.append(f"config.pivot.hint_fraction must be in [0, 1], got {p.hint_fraction}")
     if p.get("token_budget", 0) < 0:
         errs.append(f"config.pivot.token_budget must be >= 0, got {p.token_budget}")
+    if p.get("demo_style", "canonical") not in kv_agent.DEMO_STYLES:
+        errs.append(f"config.pivot.demo_style must be one of {kv_agent.DEMO_STYLES}, got {p.demo_style!r}")
     if p.candidates not in ("demo", "demo+rollout"):
         errs.append(f"config.pivot.candidates must be 'demo' or 'demo+rollout', got {p.candidates!r}")
     if errs:
@@ -149,7 +152,7 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         model = make_policy(config, tok, seed)
     else:
         model = warm_policy(config, tok, seed=seed, difficulty=p.difficulty, sft_tasks=p.sft_tasks,
-                            cache_dir=warm_cache)
+                            cache_dir=warm_cache, demo_style=p.get("demo_style", "canonical"))
     graphdef, params, rest = split_model(model)
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     state = create_train_state(params, opt, seed=seed, ref_params=params)
@@ -176,7 +179,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
     hint_fraction = float(p.get("hint_fraction", 1.0))
 
     def candidates(policy_model, k):
-        cands = demo_candidates(train_tasks, tokenizer=tok, demonstrations=kv_agent.demonstrations,
+        demos = functools.partial(kv_agent.demonstrations, style=p.get("demo_style", "canonical"))
+        cands = demo_candidates(train_tasks, tokenizer=tok, demonstrations=demos,
                                 render_episode=kv_agent.render_episode)
         if p.candidates == "demo+rollout":
             out = run_episodes(policy_model, starts_for(train_tasks, tok), lambda: KVStoreEnv(fault_prob=0.0),

@@ -107,7 +107,7 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         model = make_policy(config, tok, seed)
     else:
         model = warm_policy(config, tok, seed=seed, difficulty=s.difficulty, sft_tasks=s.sft_tasks,
-                            cache_dir=warm_cache)
+                            cache_dir=warm_cache, demo_style=s.get("demo_style", "canonical"))
     critic = ValueModel.from_policy(model, rngs=nnx.Rngs(seed + 1))
     graphdef, params, rest = split_model(model)
     cgraph, cparams, crest = nnx.split(critic, trainable_filter(s.freeze_attention), ...)

@@ -107,6 +107,50 @@ def test_demonstrations_are_optimal_and_states_exact(tasks):
             assert expr == f"ans {terms}\n"
 
 
+def test_diverse_demonstrations_vary_in_form_but_are_functionally_equivalent():
+    """style="diverse": per task a seeded choice of read order and answer form (value, or the
+    signed sum of the read values in any term order); one fixed trajectory per task."""
+    ts = generate(150, seed=3, difficulty="medium") + generate(50, seed=3, difficulty="hard")
+    orders, forms, term_orders = set(), set(), set()
+    for t in ts:
+        turns = demonstrations(t, style="diverse")
+        assert [x.action for x in turns] == [x.action for x in demonstrations(t, style="diverse")]
+        q = parse_prompt(t.prompt)
+        regs = t.environment_snapshot["state"]["registers"]
+        gets, ans = [x.action for x in turns[:-1]], turns[-1].action
+        assert sorted(gets) == sorted(f"get {k}\n" for _, k in q)  # every needed key once
+        orders.add(gets == [f"get {k}\n" for _, k in q])
+        assert ans.startswith("ans ") and ans.endswith("\n")
+        body = ans[4:-1]
+        # independent evaluation of the submitted expression: its value is the goal
+        val, num, sign = 0, "", 1
+        for ch in body + "+":
+            if ch in "+-":
+                if num:
+                    val += sign * int(num)
+                num, sign = "", (1 if ch == "+" else -1)
+            else:
+                num += ch
+        assert val == t.reference_answer
+        if len(q) >= 2:
+            is_expr = body != str(t.reference_answer)
+            forms.add(is_expr)
+            if is_expr:
+                canon = "".join((s if (i or s == "-") else "") + str(regs[k]) for i, (s, k) in enumerate(q))
+                term_orders.add(body == canon)
+        env = KVStoreEnv(fault_prob=0.0)
+        for i, x in enumerate(turns):  # recorded states are the states the actions met
+            assert x.state_before.state_hash == (t.environment_snapshot["sha256"] if i == 0
+                                                 else env.state_hash())
+            if i == 0:
+                env.restore(x.state_before)
+            env.step(x.action)
+        assert env.state()["submitted"]["value"] == t.reference_answer
+    assert orders == {True, False} and forms == {True, False} and term_orders == {True, False}
+    with pytest.raises(ValueError, match="style"):
+        demonstrations(ts[0], style="random")
+
+
 def test_render_episode_layout():
     t = generate(1, split="train", seed=0, difficulty="easy")[0]
     turns = demonstrations(t)
