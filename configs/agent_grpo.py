@@ -19,6 +19,7 @@ def get_config():
         g.difficulty = p.difficulty
         g.num_tasks = 256          # training task pool.
         g.sft_tasks = p.sft_tasks  # tasks whose demonstrations warm-start the policy.
+        g.demo_style = p.demo_style  # demonstration style of the SFT warm-start (as PivotRL).
         g.max_turns = p.max_turns  # agent-loop turn bound.
         g.group_size = 4           # G full episodes per task (R3.1).
         g.tasks_per_step = 8       # tasks per step (batch = G × tasks_per_step episodes).

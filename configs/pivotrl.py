@@ -42,6 +42,9 @@ def get_config():
         p.selection = "filter"     # filter | variance (σ̂²>0 only) | all | random (ablation 2).
         p.random_fraction = 0.3    # selection=random: fraction of candidates kept.
         p.reward = "functional"    # functional (R2.8) | exact (match the demo text; ablation 3).
+        p.demo_style = "diverse"   # demonstrations: diverse (per-task seeded read order + answer
+                                   # form, seed 000 §2) | canonical (one oracle form); SFT and
+                                   # candidates; warm-start 0.33-0.47 (experiments/results/demo_style.md).
         p.group_size = 4           # K fresh samples from π_old per kept state (R4.2).
         p.states_per_step = 8      # kept states per training step.
         p.clip_eps = 0.2           # ε of the turn-level clipped objective (R3.6).

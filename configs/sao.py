@@ -39,6 +39,7 @@ def get_config():
         s.difficulty = "easy"       # kv_agent difficulty (experiments/results/difficulty.md).
         s.num_tasks = 256           # training task pool (one rollout per sampled prompt).
         s.sft_tasks = 256           # tasks whose demonstrations warm-start the policy.
+        s.demo_style = "diverse"    # SFT demonstrations: diverse | canonical (configs/pivotrl.py).
         s.max_turns = 6             # agent-loop turn bound.
         s.rollout_batch = 16        # episodes the rollout thread runs per batched agent-loop call.
         s.learn_batch = 16          # samples per learner step (taken in arrival order).

@@ -6,6 +6,10 @@ correct at the state (any needed key, any sum expression of the right value), `e
 demonstration's text. Held-out success is always judged by the outcome verifier.
 
     python experiments/functional_vs_exact.py --seeds 3
+
+Demonstrations follow `pivot.demo_style` (default "diverse": per task a seeded read order and
+answer form, one recorded trajectory per task); the exact-match scorer compares with that one
+recorded demonstration action.
 """
 
 import time
@@ -63,7 +67,7 @@ def main():
     import json
     import os
 
-    diff = tot = 0
+    diff = tot = func_ok = diff_cand = ncand = 0
     seeds_used = []
     for seed in range(args.seeds):
         # the functional arm may have run (identical config) as pivot_selection's filter arm
@@ -75,11 +79,17 @@ def main():
             continue
         pa, pb = json.load(open(fa[0])), json.load(open(fb))
         seeds_used.append(seed)
+        ncand += len(pa["candidates"])
         for x, y in zip(pa["candidates"], pb["candidates"]):
-            diff += sum(u != v for u, v in zip(x["rewards"], y["rewards"]))
+            d = sum(u != v for u, v in zip(x["rewards"], y["rewards"]))
+            diff += d
             tot += len(x["rewards"])
+            func_ok += sum(x["rewards"])
+            diff_cand += d > 0
     body += (f"\n\nProbe samples (π_ref, m per candidate) on which the two scorers disagree: {diff} of {tot} "
-             f"(seeds {seeds_used}). "
+             f"({100.0 * diff / max(tot, 1):.1f}%; {diff} of the {func_ok:.0f} functionally correct "
+             f"samples = {100.0 * diff / max(func_ok, 1):.1f}% are not the recorded demonstration's text); "
+             f"candidates with at least one disagreement: {diff_cand} of {ncand} (seeds {seeds_used}). "
              "The probe samples are the same in both arms (same keys), so this is the scorers' "
              "disagreement rate on the warm policy's own actions.\n")
     write_report("functional_vs_exact", "Functional vs exact-match turn reward (PivotRL)", body,
