@@ -1,9 +1,9 @@
 """PPO with a critic and GAE (SPEC R3.3, R3.5; eq.68-72).
 
 Token rewards: the sequence reward on each row's last policy token, minus the per-token KL penalty
-when kl.mode == "reward" (eq.22). Values: V(s_t) for the action at token t is the critic output at
-position t−1 (the prefix tokens[:t], i.e. the state the action was taken in; `ValueModel` returns
-V after token t), so the baseline never sees the action it judges. Advantages and returns from
+when kl.mode == "reward" (eq.22). Values: V(s_t) for the action at token t, aligned by
+`rlvr.algorithms.critic.token_values` (the critic output at position t−1), so the baseline never
+sees the action it judges. Advantages and returns from
 `rlvr.core.gae.gae` (Skip-Observation form: observation tokens are skipped, R3.4).
 
 Critic: `critic_updates` learner passes per RL step on the clipped value loss (value_clip); the
@@ -17,17 +17,12 @@ import jax
 import jax.numpy as jnp
 
 from rlvr.algorithms.base import Algorithm, exact_scale, last_token_rewards, token_share
+from rlvr.algorithms.critic import token_values
 from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean
 from rlvr.core.gae import gae
 from rlvr.core.losses import explained_variance, value_loss
 from rlvr.train.learner import make_update
-
-
-def shifted_values(critic, tokens, positions, attention_mask):
-    """[B, T] V(s_t) with s_t = tokens[:t]: the critic output at t−1 (0 at t = 0)."""
-    v = critic(tokens, positions=positions, attention_mask=attention_mask)
-    return jnp.concatenate([jnp.zeros_like(v[:, :1]), v[:, :-1]], axis=1)
 
 
 class PPO(Algorithm):
@@ -66,7 +61,7 @@ class PPO(Algorithm):
         m = tb["loss_mask"] > 0
         critic = self.critic_model(state.critic_params)
         values = jax.lax.stop_gradient(
-            shifted_values(critic, tb["tokens"], tb["positions"], tb["attention_mask"]))
+            token_values(critic, tb["tokens"], tb["positions"], tb["attention_mask"]))
         values = jnp.where(m, values, 0.0)
         adv, ret = gae(tb["token_rewards_shaped"], values, m, gamma=s.gamma, lam=s.gae_lambda,
                        skip_observations=True)
@@ -79,7 +74,7 @@ class PPO(Algorithm):
     def critic_loss(self, model, mb, aux):
         s = self.settings
         m = mb["loss_mask"] > 0
-        values = shifted_values(model, mb["tokens"], mb["positions"], mb["attention_mask"])
+        values = token_values(model, mb["tokens"], mb["positions"], mb["attention_mask"])
         loss, vm = value_loss(values, mb["old_values"], mb["returns"], m,
                               clip_eps=s.value_clip if s.value_clip > 0 else None,
                               aggregation=s.aggregation)
