@@ -29,6 +29,7 @@ CHOICES = {
         "kl.mode": ("none", "reward", "loss"),
         "kl.estimator": ("k1", "k2", "k3"),
         "reward.unknown_as": ("fail", "mask"),
+        "reward.executor": ("inline", "thread", "process"),
 }
 # field -> (lower bound, inclusive?) ; values must be >= / > the bound.
 BOUNDS = {
@@ -52,7 +53,7 @@ BOUNDS = {
         "train.num_microbatches": (1, True), "train.sft_steps": (0, True),
         "train.sft_batch_size": (1, True), "train.sft_learning_rate": (0.0, True),
         "kl.coef": (0.0, True), "kl.target": (0.0, True), "kl.horizon": (0.0, False),
-        "reward.clip": (0.0, True), "reward.num_workers": (0, True), "reward.timeout_s": (0.0, False),
+        "reward.clip": (0.0, True), "reward.num_workers": (1, True), "reward.timeout_s": (0.0, False),
         "reward.max_retries": (0, True),
         "eval.every": (0, True), "eval.num_tasks": (0, True), "eval.samples_per_task": (1, True),
         "eval.temperature": (0.0, False),

@@ -41,7 +41,7 @@ from rlvr.core.metrics import pass_at_k
 from rlvr.models import ModelConfig, Transformer, ValueModel
 from rlvr.models.tokenizer import CharTokenizer
 from rlvr.rollout.batch import RolloutBatch
-from rlvr.rollout.sampler import SamplingParams, pad_prompts, sample
+from rlvr.rollout.sampler import SamplingParams, pad_prompts, per_sample_keys, sample
 from rlvr.tasks.registry import MixtureSource, get_task_source
 from rlvr.tasks.spec import TaskSpec
 from rlvr.train.checkpoint import Checkpointer
@@ -50,7 +50,8 @@ from rlvr.train.learner import jit_step, optimizer_from_config
 from rlvr.train.metrics import MetricWriter, truncate_after
 from rlvr.train.sft import run_sft
 from rlvr.train.state import create_train_state, split_model
-from rlvr.verifiers.compose import RewardConfig, compose_reward
+from rlvr.verifiers.compose import RewardConfig, compose_rewards
+from rlvr.verifiers.pool import VerificationPool
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -84,6 +85,31 @@ def stream_seed(*parts) -> int:
     """A stable int seed for a named stream, e.g. stream_seed(seed, "train", step)."""
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") % (2**62)
+
+
+def heldout_tasks(source, n: int, seed: int, split: str = "eval") -> list[TaskSpec]:
+    """The fixed held-out set (R7.1): `n` tasks drawn i.i.d. from the training distribution,
+    restricted to `split` (never a training instance, rlvr.tasks.splits).
+
+    `source.eval_set(split, n)` returns n *distinct* instances; when the distribution mixes a
+    small sub-space (e.g. 2-operand one-digit sums, ~20 eval instances) with a large one, forcing
+    distinctness over-represents the large one, so held-out success would measure a harder
+    distribution than the one trained on. Procedural sources are therefore drawn one task per
+    derived seed (duplicates allowed, exactly the training distribution); mixtures split n by
+    their weights; other sources (fixed files) keep `eval_set`.
+    """
+    from rlvr.tasks.registry import ProceduralSource
+
+    if isinstance(source, ProceduralSource):
+        return [source.eval_set(split, 1, stream_seed(seed, "heldout", i))[0] for i in range(n)]
+    if isinstance(source, MixtureSource):
+        rng = np.random.default_rng(stream_seed(seed, "heldout-mixture"))
+        counts = rng.multinomial(n, np.asarray(source.weights))
+        out = []
+        for j, (src, k) in enumerate(zip(source.sources, counts)):
+            out.extend(heldout_tasks(src, int(k), stream_seed(seed, "component", j), split))
+        return out
+    return source.eval_set(split, n, seed)
 
 
 def hidden_check(task: TaskSpec, output: str) -> float:
@@ -146,9 +172,17 @@ class Trainer:
         if c.mesh.distributed:
             from rlvr.parallel import initialize_distributed
 
-            initialize_distributed(c.mesh.coordinator, c.mesh.num_processes, c.mesh.process_id,
-                                   cpu_collectives=jax.default_backend() == "cpu")
+            # gloo only affects the CPU backend's collectives (harmless on TPU / GPU); asking
+            # jax.default_backend() here would start the backends before initialize().
+            initialize_distributed(c.mesh.coordinator or None, c.mesh.num_processes, c.mesh.process_id,
+                                   cpu_collectives=True)
         self.is_main = jax.process_index() == 0
+        self.num_processes = jax.process_count()
+        self.process_index = jax.process_index()
+        if c.sampling.prompts_per_step % self.num_processes:
+            raise ValueError(f"config.sampling.prompts_per_step ({c.sampling.prompts_per_step}) must be "
+                             f"divisible by the number of processes ({self.num_processes}): each host "
+                             f"samples and verifies an equal share of the prompts")
         self.source = build_task_source(c)
         alphabet = self.source.alphabet
         if alphabet is None:
@@ -157,6 +191,8 @@ class Trainer:
         self.tokenizer = CharTokenizer(alphabet)
         self.verifier = self.source.verifier
         self.reward_config = build_reward_config(c)
+        self._pool = None
+        self._pool_counts = {"retries": 0, "timeouts": 0, "worker_restarts": 0}
         self.model_config = build_model_config(c, self.tokenizer.vocab_size)
         self.settings = AlgorithmSettings.from_config(c)
         self.group_size = c.algorithm.group_size
@@ -171,7 +207,7 @@ class Trainer:
         self.eval_sampling = dataclasses.replace(self.sampling, temperature=c.eval.temperature)
         self._build_mesh()
         self._build_state()
-        self.eval_tasks = self.source.eval_set("eval", c.eval.num_tasks, c.eval.seed) if c.eval.num_tasks else []
+        self.eval_tasks = heldout_tasks(self.source, c.eval.num_tasks, c.eval.seed) if c.eval.num_tasks else []
         self.curriculum = None
         if c.task.curriculum != "none":
             self.curriculum = Curriculum(self.source.sample(c.task.curriculum_pool, seed=stream_seed(c.seed, "pool")),
@@ -268,7 +304,26 @@ class Trainer:
             ids.extend([p] * repeat)
         return pad_prompts(ids, self.tokenizer.pad_id, bucket=(self.prompt_len,))
 
+    def local_params(self, params):
+        """Parameters usable by this process alone (for sampling its share of prompts).
+
+        Single process: `params` as they are (sharded over the local mesh). Multi-host: the
+        global params are all-gathered to a replicated layout and this process's first copy is
+        taken, so each host samples without cross-host communication.
+        """
+        if self.num_processes == 1:
+            return params
+        full = jax.jit(lambda x: x, out_shardings=self.replicated)(params)
+        return jax.tree.map(lambda x: x.addressable_data(0), full)
+
+    def process_slice(self, n: int) -> slice:
+        """This process's contiguous share of n global rows (process p: rows [p·n/P, (p+1)·n/P))."""
+        k = n // self.num_processes
+        return slice(self.process_index * k, (self.process_index + 1) * k)
+
     def rollout(self, params, tasks, repeat: int, key, sampling: SamplingParams):
+        """Samples `repeat` completions per task. `key`: one PRNG key (sample b uses
+        fold_in(key, b)) or [len(tasks)·repeat] keys; returns (SampleOutput as numpy, texts)."""
         tokens, mask = self.encode_prompts(tasks, repeat)
         model = nnx.merge(self.graphdef, params, self.rest)
         out = sample(model, tokens, mask, key, sampling, pad_id=self.tokenizer.pad_id)
@@ -276,20 +331,33 @@ class Trainer:
         texts = [self.tokenizer.decode(c) for c in out.completions(tokens.shape[1])]
         return out, texts
 
-    def verify(self, tasks: Sequence[TaskSpec], texts: Sequence[str], repeat: int):
-        """Verdicts (env_error retried within the budget) → rewards, valid, verdicts."""
-        verdicts, rewards, valid = [], [], []
-        for i, text in enumerate(texts):
-            task = tasks[i // repeat]
-            v = self.verifier.verify(task, text)
-            tries = 0
-            while v.is_env_error and tries < self.reward_config.max_env_retries:
-                v = self.verifier.verify(task, text)
-                tries += 1
-            r, ok = compose_reward(v, self.reward_config)
-            verdicts.append(v)
-            rewards.append(r)
-            valid.append(ok)
+    @property
+    def pool(self) -> VerificationPool:
+        """The verification pool (R6.2/R6.3), started on first use; `close()` stops it."""
+        if self._pool is None:
+            r = self.config.reward
+            self._pool = VerificationPool(self.verifier, num_workers=r.num_workers, timeout_s=r.timeout_s,
+                                          max_env_retries=r.max_retries, executor=r.executor)
+        return self._pool
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def verify(self, tasks: Sequence[TaskSpec], texts: Sequence[str], repeat: int, count: bool = True):
+        """Verdicts through the pool (env_error retried there within reward.max_retries, then
+        masked: valid False) → rewards float32 [B], valid bool [B], verdicts. `count`: add the
+        pool's retries / timeouts / worker restarts to the next step's metrics."""
+        before = self.pool.stats()
+        verdicts = self.pool.verify_batch([tasks[i // repeat] for i in range(len(texts))], list(texts))
+        if count:
+            after = self.pool.stats()
+            for k, v in (("retries", after["retries"] - before["retries"]),
+                         ("timeouts", sum(after["timeouts"].values()) - sum(before["timeouts"].values())),
+                         ("worker_restarts", after["worker_restarts"] - before["worker_restarts"])):
+                self._pool_counts[k] = self._pool_counts.get(k, 0) + v
+        rewards, valid = compose_rewards(verdicts, self.reward_config)
         return np.asarray(rewards, np.float32), np.asarray(valid, bool), verdicts
 
     def make_batch(self, out, rewards, valid, policy_version: int) -> RolloutBatch:
@@ -300,7 +368,13 @@ class Trainer:
             policy_version=np.full(rewards.shape, policy_version, np.int32))
 
     def learn(self, state, batch: RolloutBatch):
-        batch = jax.device_put(batch, self.batch_sharding)
+        """One jitted learner step on the global batch. Multi-host: each process contributes its
+        local rows (`jax.make_array_from_process_local_data`) to one array over the global mesh."""
+        if self.num_processes > 1:
+            batch = jax.tree.map(
+                lambda x: jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(x)), batch)
+        else:
+            batch = jax.device_put(batch, self.batch_sharding)
         return self.step_fn(state, batch)
 
     def host_metrics(self, tasks, texts, verdicts, rewards, valid) -> dict:
@@ -310,7 +384,12 @@ class Trainer:
             "verify/unknown_rate": float(np.mean(decisions == "unknown")),
             "verify/env_error_rate": float(np.mean([v.is_env_error for v in verdicts])),
             "verify/pass_rate": float(np.mean([v.passed for v in verdicts])),
+            "verify/masked_count": float(np.sum(~valid)),
+            "verify/masked_frac": float(np.mean(~valid)),
         }
+        for k, v in self._pool_counts.items():  # pool counters of this step's training rollouts
+            out[f"verify/{k}"] = float(v)
+        self._pool_counts = dict.fromkeys(self._pool_counts, 0)
         uniq = [len(set(texts[i:i + g])) / g for i in range(0, len(texts), g)]
         out["sampling/unique_ratio"] = float(np.mean(uniq))
         comps = sorted({k for v in verdicts for k in v.components})
@@ -332,10 +411,19 @@ class Trainer:
         spare = []
         rounds = 1 + (c.algorithm.dynamic_sampling_max_rounds if c.algorithm.dynamic_sampling else 0)
         t_gen = t_ver = 0.0
+        # Multi-host: every process draws the same global task list and per-sample keys and keeps
+        # its own slice, so the global batch is the one a single process would sample.
+        n_local = n_prompts // self.num_processes
+        local = self.process_slice(n_prompts)
+        sample_params = self.local_params(params)
         for r in range(rounds):
             tasks, idx = self.sample_tasks(step if r == 0 else f"{step}/refill/{r}", n_prompts)
+            keys = per_sample_keys(jax.random.fold_in(key, r), n_prompts * g)
+            keys = keys[local.start * g:local.stop * g]
+            tasks = tasks[local]
+            idx = None if idx is None else idx[local]
             t0 = time.perf_counter()
-            out, texts = self.rollout(params, tasks, g, jax.random.fold_in(key, r), self.sampling)
+            out, texts = self.rollout(sample_params, tasks, g, keys, self.sampling)
             t1 = time.perf_counter()
             rewards, valid, verdicts = self.verify(tasks, texts, g)
             t2 = time.perf_counter()
@@ -349,18 +437,18 @@ class Trainer:
                 equal = len(rv) == 0 or np.all(rv == rv[0])
                 if c.algorithm.dynamic_sampling and equal:
                     spare.append(grp)
-                elif len(keep_tasks) < n_prompts:
+                elif len(keep_tasks) < n_local:
                     for lst, x in zip((keep_tasks, keep_out, keep_r, keep_v, keep_verdicts, keep_texts, keep_idx), grp):
                         lst.append(x)
-            if len(keep_tasks) >= n_prompts:
+            if len(keep_tasks) >= n_local:
                 break
         filled = len(keep_tasks)
-        for grp in spare[: n_prompts - filled]:  # budget exhausted: pad with zero-advantage groups
+        for grp in spare[: n_local - filled]:  # budget exhausted: pad with zero-advantage groups
             for lst, x in zip((keep_tasks, keep_out, keep_r, keep_v, keep_verdicts, keep_texts, keep_idx), grp):
                 lst.append(x)
         out = jax.tree.map(lambda *xs: np.concatenate(xs, 0), *keep_out)
         info = {"time/generate_s": t_gen, "time/verify_s": t_ver, "sampling/rounds": r + 1,
-                "sampling/kept_group_frac": filled / n_prompts}
+                "sampling/kept_group_frac": filled / n_local}
         return (keep_tasks, out, np.concatenate(keep_r), np.concatenate(keep_v),
                 sum(keep_verdicts, []), sum(keep_texts, []), keep_idx, info)
 
@@ -370,8 +458,9 @@ class Trainer:
         if not self.eval_tasks:
             return {}
         n = c.eval.samples_per_task
-        out, texts = self.rollout(params, self.eval_tasks, n, key, self.eval_sampling)
-        rewards, valid, verdicts = self.verify(self.eval_tasks, texts, n)
+        # every process evaluates the whole (small) held-out set with its local copy; process 0 logs
+        out, texts = self.rollout(self.local_params(params), self.eval_tasks, n, key, self.eval_sampling)
+        rewards, valid, verdicts = self.verify(self.eval_tasks, texts, n, count=False)
         passed = np.array([v.passed for v in verdicts], float).reshape(-1, n)
         hidden = np.array([hidden_check(self.eval_tasks[i // n], t) for i, t in enumerate(texts)])
         res = {"eval/success": float(passed.mean()),
@@ -458,8 +547,15 @@ def train(trainer: Trainer) -> dict:
         t_end = time.perf_counter()
         if trainer.curriculum is not None:
             g = trainer.group_size
-            trainer.curriculum.update(idx, [float(np.mean([v.passed for v in verdicts[j * g:(j + 1) * g]]))
-                                            for j in range(len(idx))])
+            succ = np.array([float(np.mean([v.passed for v in verdicts[j * g:(j + 1) * g]]))
+                             for j in range(len(idx))])
+            idx = np.asarray(idx)
+            if trainer.num_processes > 1:  # every host updates with the global groups
+                from jax.experimental import multihost_utils
+
+                idx = np.asarray(multihost_utils.process_allgather(idx, tiled=True))
+                succ = np.asarray(multihost_utils.process_allgather(succ, tiled=True))
+            trainer.curriculum.update(idx, succ)
         metrics = dict(dev_metrics)
         metrics.update(info)
         metrics.update(trainer.host_metrics(tasks, texts, verdicts, rewards, valid))
@@ -480,6 +576,7 @@ def train(trainer: Trainer) -> dict:
         if (c.checkpoint.every and done % c.checkpoint.every == 0) or done == c.train.num_steps:
             ckpt.save(done, state, _host_dict(trainer, host))
     ckpt.close()
+    trainer.close()
     after = {k: v for k, v in metrics.items() if k.startswith("eval/")}
     if not after and c.train.num_steps == start:
         after = host.get("after", {})

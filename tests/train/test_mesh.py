@@ -9,8 +9,10 @@ from tests.train.tiny import tiny_config
 
 
 def _run(workdir, **mesh):
-    c = tiny_config(train__num_steps=2, train__num_minibatches=1, eval__every=0,
-                    checkpoint__every=0, **{f"mesh__{k}": v for k, v in mesh.items()})
+    # No SFT and no held-out eval: only the sharded learner + sampler are compared (each extra
+    # stage is one more jit compile per mesh on the 2-core CPU).
+    c = tiny_config(train__num_steps=2, train__num_minibatches=1, train__sft_steps=0, eval__every=0,
+                    eval__num_tasks=0, checkpoint__every=0, **{f"mesh__{k}": v for k, v in mesh.items()})
     trainer = loop.Trainer(c, str(workdir))
     loop.train(trainer)
     return trainer, {r["step"]: r for r in read_metrics(workdir)}
