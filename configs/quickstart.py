@@ -10,7 +10,8 @@ sampled (temperature 1) on a fixed set of 200 eval-split tasks drawn i.i.d. from
 distribution (rlvr.train.loop.heldout_tasks), 8 samples each, before and after RL. Prints the
 before/after table and writes curves.png to the workdir.
 
-Measured on the 2-core CPU (seeds 0/1/2): see benchmarks/results/train_loop_cpu.md.
+Measured on the 2-core CPU, seeds 0/1/2: 0.207/0.268/0.232 → 0.607/0.681/0.610 held-out sampled
+success (+0.40/+0.41/+0.38), 95-113 s per run (benchmarks/results/quickstart_cpu.md).
 """
 
 from configs import base
