@@ -45,6 +45,8 @@ def get_config():
         s.learn_batch = 16          # samples per learner step (taken in arrival order).
         s.queue_size = 32           # queue capacity (back-pressure beyond it).
         s.max_staleness = 2         # drop samples whose policy-version lag exceeds this.
+        s.staleness_backpressure = True  # rollout thread waits while its next batch would arrive
+                                    # with lag > max_staleness (no stale work produced, R5.1).
         s.staleness_decay = 1.0     # weight decay**lag inside the bound (1 = no down-weighting).
         s.critic_updates = 2        # critic steps per policy step (R5.4).
         s.value_pretrain_steps = 5  # critic steps on warm-policy rollouts before RL (0 = cold).

@@ -23,6 +23,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from rlvr.algorithms.critic import token_values
 from rlvr.core.gae import gae
 from rlvr.core.losses import trust_region_token_loss, value_loss
 
@@ -57,7 +58,8 @@ def sao_advantages(rewards, values, loss_mask, *, gamma: float = 1.0, lam: float
 
     Args:
       rewards: float [B] outcome rewards (placed on the last policy token).
-      values: float [B, T] critic values at sampling time (aligned with tokens).
+      values: float [B, T] critic values V(s_t) of the state BEFORE token t
+        (`rlvr.algorithms.critic.token_values`: the critic's output at t−1), at sampling time.
       loss_mask: [B, T] 1 on policy tokens.
       skip_observations: True = Skip-Observation GAE; False = naive token GAE (ablation: the
         observation tokens become ordinary steps with their own values).
@@ -125,3 +127,15 @@ def sao_value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aux
         loss = loss * sc
         metrics = {k: (x if k == "explained_variance" else x * sc) for k, x in metrics.items()}
     return loss, metrics
+
+
+def sao_critic_loss(critic, batch, aux=None):
+    """Critic loss on a learner batch: token-aligned values (`token_values`, V(s_t) = critic
+    output at t−1) regressed on the Skip-Observation GAE returns over policy tokens (R5.4).
+
+    batch: tokens, positions, attention_mask, loss_mask [B, T]; old_values, returns [B, T]
+    (both from `sao_advantages` over `token_values` of the pre-update critic).
+    """
+    v = token_values(critic, batch["tokens"], positions=batch["positions"],
+                     attention_mask=batch["attention_mask"])
+    return sao_value_loss(v, batch["old_values"], batch["returns"], batch["loss_mask"], aux=aux)

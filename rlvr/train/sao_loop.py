@@ -6,7 +6,10 @@ Seed 003 §4-5. `run(config, workdir)`:
      warm policy (R5.4) — otherwise a cold critic;
   2. a rollout thread runs one rollout per prompt (agent loop, outcome verifier) with the latest
      published policy and puts each finished episode into a bounded `SampleQueue`
-     (back-pressure, staleness bound: older samples dropped, optional down-weighting);
+     (back-pressure, staleness bound: older samples dropped, optional down-weighting); with
+     `sao.staleness_backpressure` the thread also waits before a rollout while the batch would
+     arrive staler than `max_staleness` (`predicted_lag`), so it does not produce work that the
+     queue would only drop;
   3. the learner takes `learn_batch` samples in arrival order, computes critic values,
      Skip-Observation GAE advantages (or naive token GAE, the ablation), runs `critic_updates`
      critic steps (attention optionally frozen) and one policy step with the trust-region token
@@ -35,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr.algorithms.sao import sao_advantages, sao_policy_loss, sao_value_loss
+from rlvr.algorithms.critic import token_values
+from rlvr.algorithms.sao import sao_advantages, sao_critic_loss, sao_policy_loss
 from rlvr.envs.kv_store import KVStoreEnv
 from rlvr.models.scoring import token_logprobs
 from rlvr.models.value import ValueModel, trainable_filter
@@ -63,8 +67,28 @@ def validate_sao_config(config) -> None:
         errs.append(f"config.sao.max_staleness must be >= 0, got {s.max_staleness}")
     if not 0.0 < s.staleness_decay <= 1.0:
         errs.append(f"config.sao.staleness_decay must be in (0, 1], got {s.staleness_decay}")
+    if (s.get("staleness_backpressure", False)
+            and predicted_lag(0, s.rollout_batch, s.learn_batch) > s.max_staleness):
+        errs.append(f"config.sao.staleness_backpressure needs rollout_batch <= learn_batch * "
+                    f"max_staleness (else no batch can ever be produced fresh enough), got "
+                    f"rollout_batch={s.rollout_batch}, learn_batch={s.learn_batch}, "
+                    f"max_staleness={s.max_staleness}")
     if errs:
         raise ValueError("invalid SAO config:\n  " + "\n  ".join(errs))
+
+
+def predicted_lag(depth: int, rollout_batch: int, learn_batch: int) -> int:
+    """Worst-case policy-version lag of a rollout batch started now with the published policy.
+
+    The learner consumes the queue in arrival order, `learn_batch` samples per step, one version
+    per step. The batch's last sample lands at queue position depth + rollout_batch − 1. The
+    learner has either already taken a whole batch it is still training on (its update
+    publishes one more version before its next `get`) or taken k < learn_batch samples of its
+    current batch (positions shift by k); either way the lag is at most
+    ⌊(depth + rollout_batch − 1) / learn_batch⌋ + 1. Samples consumed while the batch is being
+    generated only lower it.
+    """
+    return (depth + rollout_batch - 1) // learn_batch + 1
 
 
 def _batch_dict(batch, seq_len):
@@ -142,18 +166,16 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
                                weights=mb["weights"], entropy=ent,
                                entropy_coef=config.algorithm.entropy_coef, aux=aux)
 
-    def critic_loss(mdl, mb, aux):
-        v = mdl(mb["tokens"], positions=mb["positions"], attention_mask=mb["attention_mask"])
-        return sao_value_loss(v, mb["old_values"], mb["returns"], mb["loss_mask"], aux=aux)
-
     pupdate = jax.jit(make_update(graphdef, policy_loss, opt, rest=rest, num_microbatches=nmb))
-    cupdate = jax.jit(make_update(cgraph, critic_loss, copt, params_field="critic_params",
+    cupdate = jax.jit(make_update(cgraph, sao_critic_loss, copt, params_field="critic_params",
                                   num_microbatches=nmb,
                                   opt_field="critic_opt_state", rest=crest, prefix="critic/"))
 
     @jax.jit
     def values_of(cp, tokens, positions, attention_mask):
-        return nnx.merge(cgraph, cp, crest)(tokens, positions=positions, attention_mask=attention_mask)
+        # V(s_t) for the action at token t = critic output at t-1 (the state before the token)
+        return token_values(nnx.merge(cgraph, cp, crest), tokens, positions=positions,
+                            attention_mask=attention_mask)
 
     adv_kw = dict(gamma=config.algorithm.gamma, lam=config.algorithm.gae_lambda,
                   skip_observations=s.skip_observations, normalize=s.normalize_advantages)
@@ -189,6 +211,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
     published = {"version": 0, "params": state.params}
     lock = threading.Lock()
     stop = threading.Event()
+    backpressure = bool(s.get("staleness_backpressure", False))
+    gate_wait = [0.0]
     gen_time = [0.0]
     err = []
 
@@ -196,6 +220,14 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         try:
             prng = np.random.default_rng(seed + 7)
             while not stop.is_set():
+                if backpressure:  # wait rather than produce work that would arrive stale
+                    t0 = time.monotonic()
+                    while not stop.is_set() and predicted_lag(
+                            len(queue), s.rollout_batch, s.learn_batch) > s.max_staleness:
+                        time.sleep(0.002)
+                    gate_wait[0] += time.monotonic() - t0
+                    if stop.is_set():
+                        break
                 with lock:
                     v, p_ = published["version"], published["params"]
                 mdl = nnx.merge(graphdef, p_, rest)
@@ -259,7 +291,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
             last.update(queue.stats())
             last.update({"reward/mean": float(np.mean(bd["rewards"])), "rollout_turns": budget.turns,
                          "rollout_tokens": budget.action_tokens, "time/generate_s": gen_time[0],
-                         "time/learn_s": learn_time, "time/wall_s": time.monotonic() - t_start,
+                         "time/learn_s": learn_time,
+                         "time/producer_gate_wait_s": gate_wait[0], "time/wall_s": time.monotonic() - t_start,
                          "sample/mean_lag": float(np.mean([g.lag for g in got]))})
             done = step + 1 == config.train.num_steps or budget.exhausted(token_budget)
             if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
