@@ -16,7 +16,18 @@ Metrics (JSONL + TensorBoard, every `logging.every` steps): the algorithm's R7.2
 host-side ones (unknown / env_error rates, unique-candidate ratio, per-component reward
 correlations), throughput (tokens/s, samples/s) and the time split generate / verify / learn.
 Held-out evaluation every `eval.every` steps: sampled success, pass@k (eq.93), tokens, and the
-train-vs-hidden verifier gap Δ_gap (eq.97).
+train-vs-hidden verifier gap Δ_gap (eq.97), on a fixed set drawn i.i.d. from the training
+distribution restricted to the eval split (`heldout_tasks`).
+
+Verification goes through `rlvr.verifiers.pool.VerificationPool` (`reward.executor` inline |
+thread | process, `reward.num_workers`, `reward.timeout_s`): env_errors are retried there
+(`reward.max_retries`) and then masked (valid False); masked samples, retries, timeouts and worker
+restarts are logged under verify/*.
+
+Multi-host (`mesh.distributed`, plain `jax.distributed`): every process draws the same global task
+list and per-sample keys, samples and verifies its own contiguous share with a local copy of the
+parameters, and the learner step runs on one global mesh over all devices (local rows joined by
+`jax.make_array_from_process_local_data`), so a step gives the metrics of the single-process run.
 """
 
 from __future__ import annotations
@@ -403,6 +414,27 @@ class Trainer:
             out["reward/hidden_mean"] = float(hidden.mean())
         return out
 
+    # host metrics that every process computes (same keys everywhere): mean or sum over hosts
+    _GLOBAL_MEAN = ("verify/unknown_rate", "verify/env_error_rate", "verify/pass_rate", "verify/masked_frac",
+                    "sampling/unique_ratio")
+    _GLOBAL_SUM = ("verify/masked_count", "verify/retries", "verify/timeouts", "verify/worker_restarts")
+
+    def global_host_metrics(self, m: dict) -> dict:
+        """Multi-host: combines the per-process host metrics that every process has (equal shares,
+        so the mean of per-host means is the global mean; counts are summed). Other host metrics
+        (reward-component correlations, hidden-verifier mean) stay process 0's share."""
+        if self.num_processes == 1:
+            return m
+        from jax.experimental import multihost_utils
+
+        keys = self._GLOBAL_MEAN + self._GLOBAL_SUM
+        local = np.array([m.get(k, 0.0) for k in keys], np.float64)
+        allv = np.asarray(multihost_utils.process_allgather(local)).reshape(self.num_processes, len(keys))
+        m = dict(m)
+        for j, k in enumerate(keys):
+            m[k] = float(allv[:, j].mean() if k in self._GLOBAL_MEAN else allv[:, j].sum())
+        return m
+
     def dynamic_sample(self, step, params, key, n_prompts):
         """Rollout with dynamic sampling: drop all-equal groups, refill within the round budget."""
         c = self.config
@@ -558,11 +590,11 @@ def train(trainer: Trainer) -> dict:
             trainer.curriculum.update(idx, succ)
         metrics = dict(dev_metrics)
         metrics.update(info)
-        metrics.update(trainer.host_metrics(tasks, texts, verdicts, rewards, valid))
-        n_tok = float(np.asarray(out.lengths).sum())
+        metrics.update(trainer.global_host_metrics(trainer.host_metrics(tasks, texts, verdicts, rewards, valid)))
+        n_tok = float(np.asarray(out.lengths).sum()) * trainer.num_processes  # equal shares per host
         metrics.update({"time/learn_s": t_end - t_learn, "time/step_s": t_end - t_start,
                         "throughput/tokens_per_s": n_tok / max(t_end - t_start, 1e-9),
-                        "throughput/samples_per_s": len(texts) / max(t_end - t_start, 1e-9),
+                        "throughput/samples_per_s": len(texts) * trainer.num_processes / max(t_end - t_start, 1e-9),
                         "policy/version": float(state.policy_version)})
         done = step + 1
         if c.eval.every and done % c.eval.every == 0 and done != c.train.num_steps:

@@ -12,7 +12,8 @@ from rlvr.train.metrics import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYS = ("reward/mean", "policy/pg_loss", "policy/entropy", "policy/grad_norm", "length/mean",
-        "groups/mixed_frac")
+        "groups/mixed_frac",  # learner (device) metrics over the global batch
+        "verify/pass_rate", "verify/masked_count", "sampling/unique_ratio")  # host metrics, gathered
 
 
 def _env(devices):
