@@ -13,6 +13,8 @@ does not provide them); see README.
 
 from __future__ import annotations
 
+import importlib
+
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -24,23 +26,12 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    if _CONFIG.value.algorithm.name == "pivotrl":  # multi-turn agent loops (issue 6)
-        from rlvr.train import pivotrl_loop
+    from rlvr.train.config import AGENT_LOOPS
 
-        pivotrl_loop.run(_CONFIG.value, _WORKDIR.value)
-        return
-    if _CONFIG.value.algorithm.name == "agent_grpo":  # full-trajectory GRPO baseline (issue 6)
-        from rlvr.train import agent_grpo_loop
-
-        agent_grpo_loop.run(_CONFIG.value, _WORKDIR.value)
-        return
-    if _CONFIG.value.algorithm.name == "sao":
-        from rlvr.train import sao_loop
-
-        sao_loop.run(_CONFIG.value, _WORKDIR.value)
-        return
-    from rlvr.train import loop  # imported late: flag parsing errors come before JAX starts
-
+    name = _CONFIG.value.algorithm.name
+    # Multi-turn agent loops (PivotRL, full-trajectory GRPO, SAO) have their own run(); every
+    # other name is an Algorithm from rlvr.algorithms' registry, trained by the sync loop.
+    loop = importlib.import_module(AGENT_LOOPS.get(name, "rlvr.train.loop"))
     loop.run(_CONFIG.value, _WORKDIR.value)
 
 

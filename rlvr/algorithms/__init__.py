@@ -17,6 +17,11 @@ def register_algorithm(name: str, cls) -> None:
     _REGISTRY[name] = cls
 
 
+def registered_algorithms() -> tuple[str, ...]:
+    """Names `get_algorithm` accepts (built-ins plus everything registered)."""
+    return tuple(sorted(_REGISTRY))
+
+
 def get_algorithm(name: str):
     """The Algorithm subclass registered under `name`."""
     if name not in _REGISTRY:
@@ -25,4 +30,4 @@ def get_algorithm(name: str):
 
 
 __all__ = ["Algorithm", "AlgorithmSettings", "GRPO", "RLOO", "REINFORCE", "PPO", "get_algorithm",
-           "register_algorithm"]
+           "register_algorithm", "registered_algorithms"]

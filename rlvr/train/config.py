@@ -14,9 +14,16 @@ from typing import Any
 
 import ml_collections
 
-ALGORITHMS = ("grpo", "rloo", "reinforce", "ppo")
+from rlvr.algorithms import get_algorithm, registered_algorithms
+
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
-CRITIC_ALGORITHMS = ("ppo",)
+# Algorithms with their own multi-turn training loop (launch.py dispatches on these names; each
+# loop validates its own config section): name -> module with `run(config, workdir)`.
+AGENT_LOOPS = {
+        "pivotrl": "rlvr.train.pivotrl_loop",
+        "agent_grpo": "rlvr.train.agent_grpo_loop",
+        "sao": "rlvr.train.sao_loop",
+}
 CHOICES = {
         "model.dtype": ("float32", "bfloat16"),
         "tokenizer.kind": ("char",),
@@ -127,15 +134,20 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
     a = config.algorithm
-    if a.name not in ALGORITHMS:
-        errors.append(f"config.algorithm.name must be one of {ALGORITHMS}, got {a.name!r}")
+    known = registered_algorithms()
+    if a.name not in known:
+        errors.append(f"config.algorithm.name must be a registered algorithm {known} (or one of "
+                      f"the multi-turn loops {tuple(AGENT_LOOPS)}), got {a.name!r}")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    uses_critic = get_algorithm(a.name).uses_critic
     adv = a.advantage or {"grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce", "ppo": "gae"}.get(a.name, "")
     if adv in ("grpo", "rloo") and a.group_size < 2:
         errors.append(f"config.algorithm.group_size must be >= 2 for {adv} advantages "
                                     f"(group baseline needs several samples per prompt), got {a.group_size}")
-    if adv == "gae" and a.name not in CRITIC_ALGORITHMS:
+    if adv == "gae" and not uses_critic:
+        critics = tuple(n for n in known if get_algorithm(n).uses_critic)
         errors.append(f"config.algorithm.advantage='gae' needs a critic; algorithm {a.name!r} is "
-                                    f"critic-free (critic algorithms: {CRITIC_ALGORITHMS})")
+                                    f"critic-free (critic algorithms: {critics})")
     if a.dual_clip and a.dual_clip <= 1.0:
         errors.append(f"config.algorithm.dual_clip must be 0 (off) or > 1, got {a.dual_clip}")
     if a.clip_low >= 1.0:

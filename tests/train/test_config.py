@@ -21,7 +21,7 @@ def test_locked_config_rejects_unknown_key_and_bad_type():
 
 
 @pytest.mark.parametrize("edit,pattern", [
-    (lambda c: setattr(c.algorithm, "name", "ppo2"), r"algorithm.name must be one of"),
+    (lambda c: setattr(c.algorithm, "name", "ppo2"), r"algorithm.name must be a registered algorithm"),
     (lambda c: setattr(c.kl, "estimator", "k4"), r"kl.estimator must be one of \('k1', 'k2', 'k3'\)"),
     (lambda c: setattr(c.algorithm, "aggregation", "mean"), r"algorithm.aggregation must be one of"),
     (lambda c: setattr(c.algorithm, "group_size", 1), r"group_size must be >= 2 for grpo"),
@@ -58,3 +58,29 @@ def test_experiment_configs_valid(name):
     import importlib
 
     validate_config(importlib.import_module(f"configs.{name}").get_config())
+
+
+def test_registered_algorithm_validates_and_critic_check_follows_the_class():
+    from rlvr.algorithms import GRPO, PPO, register_algorithm
+    from rlvr.algorithms import _REGISTRY
+
+    class MyGRPO(GRPO):
+        name = "my_grpo_for_config_test"
+
+    class MyCritic(PPO):
+        name = "my_ppo_for_config_test"
+
+    register_algorithm(MyGRPO.name, MyGRPO)
+    register_algorithm(MyCritic.name, MyCritic)
+    try:
+        c = base.get_config()
+        c.algorithm.name = MyGRPO.name
+        validate_config(c)
+        c.algorithm.advantage = "gae"
+        with pytest.raises(ConfigError, match=r"critic-free \(critic algorithms: .*my_ppo_for_config_test"):
+            validate_config(c)
+        c.algorithm.name = MyCritic.name
+        validate_config(c)
+    finally:
+        _REGISTRY.pop(MyGRPO.name)
+        _REGISTRY.pop(MyCritic.name)
