@@ -19,7 +19,6 @@ Checkpoints / resume as in the PivotRL loop (F's Checkpointer via `AgentCheckpoi
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -30,17 +29,13 @@ from flax import nnx
 from rlvr.algorithms.base import token_share
 from rlvr.core.kl import kl_estimate
 from rlvr.core.losses import ppo_token_loss
-from rlvr.envs.kv_store import KVStoreEnv
 from rlvr.models.scoring import token_logprobs
-from rlvr.rollout.agent_loop import episodes_to_batch, run_episodes
-from rlvr.rollout.sampler import SamplingParams
-from rlvr.tasks import kv_agent
+from rlvr.rollout.agent_loop import episodes_to_batch
 from rlvr.algorithms.pivotrl import local_advantages
-from rlvr.train.agent_setup import (AgentCheckpoint, Budget, evaluate, key_from_list, key_to_list,
-                                    make_policy, make_tokenizer, outcome_verify, rng_state,
-                                    set_rng_state, starts_for, warm_policy)
+from rlvr.train.agent_setup import (fit_batch, history_row, key_to_list, outcome_verify,
+                                    periodic_eval, prepare_run, restore_run, rng_state)
 from rlvr.train.learner import make_optimizer, make_update
-from rlvr.train.metrics import MetricWriter, truncate_after
+from rlvr.train.metrics import MetricWriter
 from rlvr.train.state import create_train_state, split_model
 from rlvr.verifiers.kv_agent import KVOutcomeVerifier
 
@@ -85,59 +80,27 @@ def agent_grpo_loss(logprobs, behavior_logprobs, advantages, loss_mask, *, clip_
     return loss, metrics
 
 
-def _fit(x, width, fill):
-    x = np.asarray(x)
-    if x.shape[1] >= width:
-        return x[:, :width]
-    return np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), fill, x.dtype)], 1)
-
-
 def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None = None) -> dict:
     """Trains with full-trajectory GRPO; returns metrics (also written to workdir)."""
     import tqdm
 
     validate_grpo_config(config)
     g = config.grpo
-    os.makedirs(workdir, exist_ok=True)
-    ck = AgentCheckpoint(config, workdir)
-    resuming = ck.resume_enabled and ck.latest_step() is not None
-    tok = make_tokenizer()
-    term_id = tok.encode("\n")[0]
-    seed = config.seed
-    T = config.model.max_seq_len
-    key = jax.random.PRNGKey(seed)
-    train_tasks = kv_agent.generate(g.num_tasks, split="train", seed=seed, difficulty=g.difficulty)
-    eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
-                                   difficulty=g.difficulty)
-    if resuming:
-        model = make_policy(config, tok, seed)
-    else:
-        model = warm_policy(config, tok, seed=seed, difficulty=g.difficulty, sft_tasks=g.sft_tasks,
-                            cache_dir=warm_cache, demo_style=g.get("demo_style", "canonical"))
-    graphdef, params, rest = split_model(model)
+    su = prepare_run(config, workdir, "grpo", warm_cache=warm_cache)
+    tok, T, train_tasks, ck = su.tok, su.T, su.train_tasks, su.ckpt
+    graphdef, params, rest = split_model(su.model)
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
-    state = create_train_state(params, opt, seed=seed, ref_params=params)
-    rng = np.random.default_rng(seed)
-    budget, host = Budget(), None
-    if resuming:
-        state, host, start_step = ck.restore(state)
-        truncate_after(workdir, start_step)
-        budget = Budget(**host["budget"])
-        set_rng_state(rng, host["rng"])
-        key = key_from_list(host["key"])
+    state = create_train_state(params, opt, seed=su.seed, ref_params=params)
+    rng = np.random.default_rng(su.seed)
+    state, host, budget, key = restore_run(su, state, rng)
     ref_model = nnx.merge(graphdef, state.ref_params, rest)
     writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
-    sampling = SamplingParams(temperature=config.sampling.temperature,
-                              max_new_tokens=config.sampling.max_new_tokens,
-                              stop_token_ids=(term_id, tok.eos_id))
-    ev = dict(max_turns=g.max_turns, max_new_tokens=config.sampling.max_new_tokens, max_tokens=T,
-              temperature=config.eval.temperature, samples=config.eval.samples_per_task)
     if host:
         before, hist = host["before"], host["history"]
     else:
         key, k0 = jax.random.split(key)
-        before = evaluate(ref_model, eval_tasks, tok, k0, **ev)
-        hist = [{"step": 0, "rollout_turns": 0.0, "rollout_tokens": 0.0, **before}]
+        before = su.evaluate(ref_model, k0)
+        hist = [history_row(0, budget, **before)]
         writer.write(0, hist[0])
     temp = config.sampling.temperature
     verify = outcome_verify(KVOutcomeVerifier())
@@ -169,19 +132,12 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
                                                     replace=len(train_tasks) < g.tasks_per_step)]
         key, kr = jax.random.split(key)
         cur = nnx.merge(graphdef, state.params, rest)
-        out = run_episodes(cur, starts_for(tasks, tok, g.group_size), lambda: KVStoreEnv(fault_prob=0.0),
-                           kr, tokenizer=tok, sampling=sampling, max_turns=g.max_turns, max_tokens=T,
-                           verify=verify)
-        budget.add(out.stats["rollout/turns"], out.stats["rollout/action_tokens"])
+        out = su.rollout(cur, tasks, kr, budget, group_size=g.group_size, verify=verify)
         b = episodes_to_batch(out.episodes, pad_id=tok.pad_id, seq_bucket=T,
                               policy_version=int(state.policy_version))
-        valid = np.asarray(b.valid)
         rewards = np.asarray(b.rewards, np.float32)
-        batch = {"tokens": _fit(b.tokens, T, tok.pad_id), "positions": None,
-                 "attention_mask": _fit(b.attention_mask, T, False),
-                 "loss_mask": _fit(b.loss_mask, T, 0.0) * valid[:, None].astype(np.float32),
-                 "behavior_logprobs": _fit(b.behavior_logprobs, T, 0.0), "valid": valid,
-                 "advantages": local_advantages(rewards, g.group_size, valid=valid)}
+        batch = fit_batch(b, T, tok.pad_id)
+        batch["advantages"] = local_advantages(rewards, g.group_size, valid=batch["valid"])
         am = batch["attention_mask"]
         batch["positions"] = np.where(am, np.cumsum(am, 1) - 1, 0).astype(np.int32)
         if g.kl_coef > 0:
@@ -195,11 +151,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         last.update({"reward/mean": float(rewards.mean()), "rollout_turns": budget.turns,
                      "rollout_tokens": budget.action_tokens, "time/step_s": time.monotonic() - t0})
         done = step + 1 == config.train.num_steps or budget.exhausted(g.token_budget)
-        if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
-            key, ke = jax.random.split(key)
-            last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
-            hist.append({"step": step + 1, "rollout_turns": budget.turns,
-                         "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
+        key = periodic_eval(su, config, step, done, key, lambda: nnx.merge(graphdef, state.params, rest),
+                            last, hist, budget)
         writer.write(step + 1, last)
         ck.maybe_save(step + 1, state, {"budget": dataclasses.asdict(budget), "rng": rng_state(rng),
                                         "key": key_to_list(key), "before": before, "history": hist},

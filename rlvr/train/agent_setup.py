@@ -9,7 +9,11 @@ One place for what `pivotrl_loop`, `sao_loop` and `agent_grpo_loop` all need:
     (`starts_for`, `outcome_verify`, `evaluate`, R7.1);
   * the rollout-cost counter (`Budget`) every loop charges the same way (ablation 1:
     actions sampled = turns, action tokens generated; probes included);
-  * checkpoint/resume glue over F's `rlvr.train.checkpoint.Checkpointer` (`AgentCheckpoint`).
+  * checkpoint/resume glue over F's `rlvr.train.checkpoint.Checkpointer` (`AgentCheckpoint`);
+  * the common `run()` preamble of the three loops (`prepare_run` -> `AgentRunSetup`: workdir,
+    checkpointer, tokenizer, seed/key, task lists, sampling, the starting policy;
+    `restore_run`: resume from the latest checkpoint), the rollout/eval steps they share
+    (`AgentRunSetup.rollout`, `periodic_eval`) and the batch width helper `fit_width`.
 
 `rlvr.train.sft.run_sft` is single-turn (prompt + completion, loss on the whole completion), so
 the multi-turn stream builder stays here; the loss and learner are F's.
@@ -142,6 +146,27 @@ def warm_policy(config, tok, *, seed: int, difficulty: str, sft_tasks: int,
     return model
 
 
+def fit_width(x, width: int, fill) -> np.ndarray:
+    """[B, L] -> [B, width]: truncate, or right-pad with `fill` (dtype kept)."""
+    x = np.asarray(x)
+    if x.shape[1] >= width:
+        return x[:, :width]
+    return np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), fill, x.dtype)], 1)
+
+
+def fit_batch(b, width: int, pad_id: int) -> dict:
+    """The learner fields of an agent-loop `RolloutBatch`, fitted to `width`.
+
+    tokens / attention_mask / behavior_logprobs / valid, and loss_mask zeroed on invalid rows
+    (env_error). The loops add positions, advantages and their own fields.
+    """
+    valid = np.asarray(b.valid)
+    return {"tokens": fit_width(b.tokens, width, pad_id),
+            "attention_mask": fit_width(b.attention_mask, width, False),
+            "loss_mask": fit_width(b.loss_mask, width, 0.0) * valid[:, None].astype(np.float32),
+            "behavior_logprobs": fit_width(b.behavior_logprobs, width, 0.0), "valid": valid}
+
+
 def starts_for(tasks, tok, group_size: int = 1) -> list[EpisodeStart]:
     return [EpisodeStart(task=t, prefix_tokens=tuple([tok.bos_id] + tok.encode(t.prompt)),
                          seed=t.random_seed) for t in tasks for _ in range(group_size)]
@@ -227,3 +252,111 @@ def rng_state(rng: np.random.Generator) -> dict:
 
 def set_rng_state(rng: np.random.Generator, state: dict) -> None:
     rng.bit_generator.state = state
+
+
+# ------------------------------------------------------------------------- shared run() preamble
+@dataclasses.dataclass(frozen=True)
+class AgentRunSetup:
+    """What every agent loop's `run()` starts from (built by `prepare_run`).
+
+    section: the loop's config section (`config.pivot` / `config.sao` / `config.grpo`): it gives
+    num_tasks, difficulty, sft_tasks, max_turns and demo_style.
+    model: the starting policy: SFT warm-started (optionally from `warm_cache`), or a fresh
+    skeleton when `resuming` (the checkpoint then carries the weights; no SFT again).
+    """
+
+    workdir: str
+    ckpt: AgentCheckpoint
+    resuming: bool
+    tok: CharTokenizer
+    term_id: int
+    seed: int
+    key: jax.Array
+    T: int
+    train_tasks: list
+    eval_tasks: list
+    sampling: SamplingParams
+    eval_kwargs: dict
+    max_turns: int
+    model: Transformer
+
+    def rollout(self, model, tasks, key, budget: Budget, *, group_size: int = 1, verify=None):
+        """`group_size` full episodes per task through the agent loop (fault-free env); their
+        turns and action tokens are charged to `budget`."""
+        out = run_episodes(model, starts_for(tasks, self.tok, group_size),
+                           lambda: KVStoreEnv(fault_prob=0.0), key, tokenizer=self.tok,
+                           sampling=self.sampling, max_turns=self.max_turns, max_tokens=self.T,
+                           verify=verify)
+        budget.add(out.stats["rollout/turns"], out.stats["rollout/action_tokens"])
+        return out
+
+    def evaluate(self, model, key) -> dict:
+        """Held-out success on `eval_tasks` (`evaluate` with the config's eval settings)."""
+        return evaluate(model, self.eval_tasks, self.tok, key, **self.eval_kwargs)
+
+
+def prepare_run(config, workdir: str, section: str, *,
+                warm_cache: Optional[str] = None) -> AgentRunSetup:
+    """The common `run()` preamble: workdir, `AgentCheckpoint`, tokenizer, seed and key,
+    train/eval tasks, sampling/eval settings and the starting policy (see `AgentRunSetup`).
+
+    Train tasks: `kv_agent.generate(section.num_tasks, "train", seed=config.seed)`; eval tasks:
+    `config.eval.num_tasks` with `config.eval.seed`; key = PRNGKey(config.seed).
+    """
+    sec = config[section]
+    os.makedirs(workdir, exist_ok=True)
+    ck = AgentCheckpoint(config, workdir)
+    resuming = ck.resume_enabled and ck.latest_step() is not None
+    tok = make_tokenizer()
+    term_id = tok.encode("\n")[0]
+    seed = config.seed
+    T = config.model.max_seq_len
+    train_tasks = kv_agent.generate(sec.num_tasks, split="train", seed=seed, difficulty=sec.difficulty)
+    eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
+                                   difficulty=sec.difficulty)
+    if resuming:  # the checkpoint carries the warm-started weights: no SFT again
+        model = make_policy(config, tok, seed)
+    else:
+        model = warm_policy(config, tok, seed=seed, difficulty=sec.difficulty, sft_tasks=sec.sft_tasks,
+                            cache_dir=warm_cache, demo_style=sec.get("demo_style", "canonical"))
+    sampling = SamplingParams(temperature=config.sampling.temperature,
+                              max_new_tokens=config.sampling.max_new_tokens,
+                              stop_token_ids=(term_id, tok.eos_id))
+    ev = dict(max_turns=sec.max_turns, max_new_tokens=config.sampling.max_new_tokens, max_tokens=T,
+              temperature=config.eval.temperature, samples=config.eval.samples_per_task)
+    return AgentRunSetup(workdir=workdir, ckpt=ck, resuming=resuming, tok=tok, term_id=term_id,
+                         seed=seed, key=jax.random.PRNGKey(seed), T=T, train_tasks=train_tasks,
+                         eval_tasks=eval_tasks, sampling=sampling, eval_kwargs=ev,
+                         max_turns=sec.max_turns, model=model)
+
+
+def restore_run(setup: AgentRunSetup, state, rng: Optional[np.random.Generator] = None):
+    """(state, host, budget, key) to continue from: the latest checkpoint when resuming (metrics
+    after its step truncated; `rng` set to its saved position when given), else
+    (state, None, Budget(), setup.key)."""
+    if not setup.resuming:
+        return state, None, Budget(), setup.key
+    from rlvr.train.metrics import truncate_after
+
+    state, host, start_step = setup.ckpt.restore(state)
+    truncate_after(setup.workdir, start_step)
+    if rng is not None:
+        set_rng_state(rng, host["rng"])
+    return state, host, Budget(**host["budget"]), key_from_list(host["key"])
+
+
+def history_row(step: int, budget: Budget, **extra) -> dict:
+    """One `history` entry: step, rollout cost so far, and `extra` (eval metrics)."""
+    return {"step": step, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens,
+            **extra}
+
+
+def periodic_eval(setup: AgentRunSetup, config, step: int, done: bool, key, make_model,
+                  last: dict, hist: list, budget: Budget):
+    """Every `config.eval.every` steps and at the last one: held-out success of `make_model()`
+    into `last` and a row into `hist`. `step` is the 0-based loop index. Returns the new key."""
+    if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
+        key, ke = jax.random.split(key)
+        last.update(setup.evaluate(make_model(), ke))
+        hist.append(history_row(step + 1, budget, **{"eval/success": last["eval/success"]}))
+    return key

@@ -30,14 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr.envs.kv_store import KVStoreEnv
 from rlvr.models.scoring import token_logprobs
-from rlvr.rollout.agent_loop import run_episodes
-from rlvr.rollout.sampler import SamplingParams
 from rlvr.tasks import kv_agent
 from rlvr.train.agent_setup import (AgentCheckpoint, Budget, demo_stream, evaluate,  # noqa: F401
-                                    key_from_list, key_to_list, make_policy, make_tokenizer,
-                                    outcome_verify, rng_state, set_rng_state, sft_warm_start,
+                                    history_row, key_from_list, key_to_list, make_policy,
+                                    make_tokenizer, outcome_verify, periodic_eval, prepare_run,
+                                    restore_run, rng_state, set_rng_state, sft_warm_start,
                                     starts_for, warm_policy)
 from rlvr.train.learner import make_optimizer, make_update
 from rlvr.train.state import create_train_state, split_model
@@ -134,45 +132,18 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
 
     import tqdm
 
-    from rlvr.train.metrics import truncate_after
-
     validate_pivot_config(config)
     p = config.pivot
-    os.makedirs(workdir, exist_ok=True)
-    ck = AgentCheckpoint(config, workdir)
-    resuming = ck.resume_enabled and ck.latest_step() is not None
-    tok = make_tokenizer()
-    term_id = tok.encode("\n")[0]
-    seed = config.seed
-    key = jax.random.PRNGKey(seed)
-    train_tasks = kv_agent.generate(p.num_tasks, split="train", seed=seed, difficulty=p.difficulty)
-    eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
-                                   difficulty=p.difficulty)
-    if resuming:  # the checkpoint carries the warm-started π_ref: no SFT again
-        model = make_policy(config, tok, seed)
-    else:
-        model = warm_policy(config, tok, seed=seed, difficulty=p.difficulty, sft_tasks=p.sft_tasks,
-                            cache_dir=warm_cache, demo_style=p.get("demo_style", "canonical"))
-    graphdef, params, rest = split_model(model)
+    su = prepare_run(config, workdir, "pivot", warm_cache=warm_cache)
+    tok, term_id, seed, train_tasks, sampling, ck = (su.tok, su.term_id, su.seed, su.train_tasks,
+                                                     su.sampling, su.ckpt)
+    graphdef, params, rest = split_model(su.model)
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     state = create_train_state(params, opt, seed=seed, ref_params=params)
     rng = np.random.default_rng(seed)
-    budget = Budget()
-    host = None
-    if resuming:
-        state, host, start_step = ck.restore(state)
-        truncate_after(workdir, start_step)
-        budget = Budget(**host["budget"])
-        set_rng_state(rng, host["rng"])
-        key = key_from_list(host["key"])
+    state, host, budget, key = restore_run(su, state, rng)
     ref_model = nnx.merge(graphdef, state.ref_params, rest)  # frozen π_ref
     writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
-    sampling = SamplingParams(temperature=config.sampling.temperature,
-                              max_new_tokens=config.sampling.max_new_tokens,
-                              stop_token_ids=(term_id, tok.eos_id))
-    ev = dict(max_turns=p.max_turns, max_new_tokens=config.sampling.max_new_tokens,
-              max_tokens=config.model.max_seq_len, temperature=config.eval.temperature,
-              samples=config.eval.samples_per_task)
     score = make_turn_scorer(p.reward)
     pb = p.prompt_bucket
     token_budget = float(p.get("token_budget", 0))
@@ -183,10 +154,7 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         cands = demo_candidates(train_tasks, tokenizer=tok, demonstrations=demos,
                                 render_episode=kv_agent.render_episode)
         if p.candidates == "demo+rollout":
-            out = run_episodes(policy_model, starts_for(train_tasks, tok), lambda: KVStoreEnv(fault_prob=0.0),
-                               k, tokenizer=tok, sampling=sampling, max_turns=p.max_turns,
-                               max_tokens=config.model.max_seq_len)
-            budget.add(out.stats["rollout/turns"], out.stats["rollout/action_tokens"])
+            out = su.rollout(policy_model, train_tasks, k, budget)
             cands += rollout_candidates(out.episodes)
         return cands
 
@@ -196,13 +164,12 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         pstats, before, hist = host["pivot_stats"], host["before"], host["history"]
     else:
         key, k0, k1, k2 = jax.random.split(key, 4)
-        before = evaluate(ref_model, eval_tasks, tok, k0, **ev) if host is None else host["before"]
+        before = su.evaluate(ref_model, k0) if host is None else host["before"]
         ref_act = _act_fn(ref_model, sampling, tok, term_id, pb)
         kept, pstats = select_pivots(candidates(ref_model, k1), ref_act, score, k2, p, budget, seed,
                                      save_path=os.path.join(workdir, "pivots.json"))
         pstats = {k: v for k, v in pstats.items() if not isinstance(v, list)}
-        hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens,
-                 **before}] if host is None else host["history"]
+        hist = [history_row(0, budget, **before)] if host is None else host["history"]
         if host is None:
             writer.write(0, {**hist[0], **pstats})
     temp = config.sampling.temperature
@@ -264,11 +231,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
                                       score, k2, p, budget, seed + step)
             last.update({k: v for k, v in pst.items() if not isinstance(v, list)})
         done = step + 1 == config.train.num_steps or budget.exhausted(token_budget)
-        if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
-            key, ke = jax.random.split(key)
-            last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
-            hist.append({"step": step + 1, "rollout_turns": budget.turns,
-                         "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
+        key = periodic_eval(su, config, step, done, key, lambda: nnx.merge(graphdef, state.params, rest),
+                            last, hist, budget)
         writer.write(step + 1, last)
         ck.maybe_save(step + 1, state, {
             "budget": dataclasses.asdict(budget), "rng": rng_state(rng), "key": key_to_list(key),

@@ -29,7 +29,6 @@ states; on resume value pre-training is skipped and training continues from the 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -40,18 +39,14 @@ from flax import nnx
 
 from rlvr.algorithms.critic import token_values
 from rlvr.algorithms.sao import sao_advantages, sao_critic_loss, sao_policy_loss
-from rlvr.envs.kv_store import KVStoreEnv
 from rlvr.models.scoring import token_logprobs
 from rlvr.models.value import ValueModel, trainable_filter
-from rlvr.rollout.agent_loop import episodes_to_batch, run_episodes
+from rlvr.rollout.agent_loop import episodes_to_batch
 from rlvr.rollout.queue import QueueClosed, SampleQueue
-from rlvr.rollout.sampler import SamplingParams
-from rlvr.tasks import kv_agent
 from rlvr.train.learner import make_optimizer, make_update
 from rlvr.train.metrics import MetricWriter
-from rlvr.train.agent_setup import (AgentCheckpoint, Budget, evaluate, key_from_list, key_to_list,
-                                    make_policy, make_tokenizer, outcome_verify, starts_for,
-                                    warm_policy)
+from rlvr.train.agent_setup import (fit_batch, fit_width, history_row, key_to_list, outcome_verify,
+                                    periodic_eval, prepare_run, restore_run)
 from rlvr.train.state import create_train_state, split_model
 from rlvr.verifiers.kv_agent import KVOutcomeVerifier
 
@@ -92,18 +87,10 @@ def predicted_lag(depth: int, rollout_batch: int, learn_batch: int) -> int:
 
 
 def _batch_dict(batch, seq_len):
-    def fit(x, fill):
-        x = np.asarray(x)
-        if x.shape[1] >= seq_len:
-            return x[:, :seq_len]
-        pad = np.full((x.shape[0], seq_len - x.shape[1]), fill, x.dtype)
-        return np.concatenate([x, pad], 1)
-    valid = np.asarray(batch.valid)
-    return {"tokens": fit(batch.tokens, 0), "positions": fit(batch.positions, 0),
-            "attention_mask": fit(batch.attention_mask, False),
-            "loss_mask": fit(batch.loss_mask, 0.0) * valid[:, None].astype(np.float32),
-            "behavior_logprobs": fit(batch.behavior_logprobs, 0.0), "rewards": np.asarray(batch.rewards),
-            "valid": np.asarray(batch.valid)}
+    """Learner fields of a rollout batch fitted to `seq_len` (`agent_setup.fit_batch`, tokens
+    padded with 0), plus its positions and rewards."""
+    return {**fit_batch(batch, seq_len, 0), "positions": fit_width(batch.positions, seq_len, 0),
+            "rewards": np.asarray(batch.rewards)}
 
 
 def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None = None) -> dict:
@@ -112,47 +99,24 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
 
     import tqdm
 
-    from rlvr.train.metrics import truncate_after
-
     validate_sao_config(config)
     s = config.sao
-    os.makedirs(workdir, exist_ok=True)
-    ck = AgentCheckpoint(config, workdir)
-    resuming = ck.resume_enabled and ck.latest_step() is not None
-    tok = make_tokenizer()
-    term_id = tok.encode("\n")[0]
-    seed = config.seed
-    key = jax.random.PRNGKey(seed)
-    T = config.model.max_seq_len
-    train_tasks = kv_agent.generate(s.num_tasks, split="train", seed=seed, difficulty=s.difficulty)
-    eval_tasks = kv_agent.generate(config.eval.num_tasks, split="eval", seed=config.eval.seed,
-                                   difficulty=s.difficulty)
-    if resuming:
-        model = make_policy(config, tok, seed)
-    else:
-        model = warm_policy(config, tok, seed=seed, difficulty=s.difficulty, sft_tasks=s.sft_tasks,
-                            cache_dir=warm_cache, demo_style=s.get("demo_style", "canonical"))
+    su = prepare_run(config, workdir, "sao", warm_cache=warm_cache)
+    tok, seed, T, train_tasks, ck = su.tok, su.seed, su.T, su.train_tasks, su.ckpt
+    model = su.model
     critic = ValueModel.from_policy(model, rngs=nnx.Rngs(seed + 1))
     graphdef, params, rest = split_model(model)
     cgraph, cparams, crest = nnx.split(critic, trainable_filter(s.freeze_attention), ...)
-    sampling = SamplingParams(temperature=config.sampling.temperature,
-                              max_new_tokens=config.sampling.max_new_tokens,
-                              stop_token_ids=(term_id, tok.eos_id))
-    ev = dict(max_turns=s.max_turns, max_new_tokens=config.sampling.max_new_tokens, max_tokens=T,
-              temperature=config.eval.temperature, samples=config.eval.samples_per_task)
     opt = make_optimizer(config.optimizer.learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     copt = make_optimizer(config.algorithm.critic_learning_rate, max_grad_norm=config.optimizer.max_grad_norm)
     state = create_train_state(params, opt, seed=seed, critic_params=cparams, critic_optimizer=copt)
-    host = None
-    if resuming:
-        state, host, start_step = ck.restore(state)
-        truncate_after(workdir, start_step)
-        key = key_from_list(host["key"])
+    state, host, budget, key = restore_run(su, state)
+    if host:
         before = host["before"]
         model = nnx.merge(graphdef, state.params, rest)
     else:
         key, k0 = jax.random.split(key)
-        before = evaluate(model, eval_tasks, tok, k0, **ev)
+        before = su.evaluate(model, k0)
     writer = MetricWriter(workdir, tensorboard=config.logging.tensorboard)
     nmb = config.train.num_microbatches
     token_budget = float(s.get("token_budget", 0))
@@ -187,15 +151,10 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
         cb.pop("rewards")
         return cupdate(state, cb, {}, k), adv
 
-    budget = Budget(**host["budget"]) if host else Budget()
     verify = outcome_verify(KVOutcomeVerifier())
 
     def rollout(mdl, tasks, k):
-        out = run_episodes(mdl, starts_for(tasks, tok), lambda: KVStoreEnv(fault_prob=0.0), k,
-                           tokenizer=tok, sampling=sampling, max_turns=s.max_turns, max_tokens=T,
-                           verify=verify)
-        budget.add(out.stats["rollout/turns"], out.stats["rollout/action_tokens"])
-        return out
+        return su.rollout(mdl, tasks, k, budget, verify=verify)
 
     # ---- value pre-training on rollouts of the warm policy (R5.4)
     rng = np.random.default_rng(seed)
@@ -251,7 +210,7 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
     if host:
         hist = host["history"]
     else:
-        hist = [{"step": 0, "rollout_turns": budget.turns, "rollout_tokens": budget.action_tokens, **before}]
+        hist = [history_row(0, budget, **before)]
         writer.write(0, {**hist[0], **{k: float(v) for k, v in vp_metrics.items()}})
     last = {}
     learn_time = 0.0
@@ -295,11 +254,8 @@ def run(config, workdir: str, *, progress: bool = True, warm_cache: str | None =
                          "time/producer_gate_wait_s": gate_wait[0], "time/wall_s": time.monotonic() - t_start,
                          "sample/mean_lag": float(np.mean([g.lag for g in got]))})
             done = step + 1 == config.train.num_steps or budget.exhausted(token_budget)
-            if config.eval.every and ((step + 1) % config.eval.every == 0 or done):
-                key, ke = jax.random.split(key)
-                last.update(evaluate(nnx.merge(graphdef, state.params, rest), eval_tasks, tok, ke, **ev))
-                hist.append({"step": step + 1, "rollout_turns": budget.turns,
-                             "rollout_tokens": budget.action_tokens, "eval/success": last["eval/success"]})
+            key = periodic_eval(su, config, step, done, key,
+                                lambda: nnx.merge(graphdef, state.params, rest), last, hist, budget)
             writer.write(step + 1, last)
             ck.maybe_save(step + 1, state, {"budget": dataclasses.asdict(budget), "key": key_to_list(key),
                                             "before": before, "history": hist}, last=done)
