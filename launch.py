@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
@@ -26,6 +26,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO
+        logging.set_verbosity(logging.WARNING)
     from rlvr.train.config import AGENT_LOOPS
 
     name = _CONFIG.value.algorithm.name
