@@ -17,7 +17,8 @@ A loss must divide its *sums* by these (see `rlvr.algorithms.base.aggregate_exac
 micro-batch gradients equal the full-minibatch gradient exactly — a token-mean over the batch, not
 a mean of micro-means. Metrics follow the same rule: each metric a loss returns must be additive
 over micro-batches (a sum divided by a minibatch-wide denominator); the learner sums them over
-micro-batches and averages over minibatches and epochs.
+micro-batches and averages over minibatches and epochs — except metrics named `*_max` / `*_min`,
+which take the max / min at both levels.
 
 **Non-finite guard.** If the loss or any gradient is NaN/inf the optimiser update is discarded
 (`jnp.where` on params and optimiser state) and `learner/skipped` counts it; nothing is applied.
@@ -119,13 +120,27 @@ def _split_leading(tree, n: int):
     return jax.tree.map(f, tree)
 
 
+def _reducer(key: str):
+    """How a metric combines over micro-batches: `*_max` by max, `*_min` by min, others add."""
+    if key.endswith("_max"):
+        return jnp.maximum, -jnp.inf
+    if key.endswith("_min"):
+        return jnp.minimum, jnp.inf
+    return jnp.add, 0.0
+
+
+def _combine_metrics(acc: dict, new: dict) -> dict:
+    return {k: _reducer(k)[0](acc[k], v) for k, v in new.items()}
+
+
 def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dict, aux: dict,
                          num_microbatches: int):
     """Σ over micro-batches of (loss, grads, metrics); exact when losses use aux denominators.
 
     Returns:
       (loss, grads, metrics): loss and metrics summed over micro-batches (i.e. the minibatch
-      values, given additive losses), grads the summed gradient w.r.t. `params`.
+      values, given additive losses; metrics named `*_max` / `*_min` take the max / min),
+      grads the summed gradient w.r.t. `params`.
     """
 
     def micro(p, mb):
@@ -140,14 +155,14 @@ def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dic
     micro_batches = _split_leading(minibatch, num_microbatches)
     first = jax.tree.map(lambda x: x[0], micro_batches)
     _, metrics_shape = jax.eval_shape(lambda p, mb: micro(p, mb), params, first)
-    zeros_m = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)
+    zeros_m = {k: jnp.full(v.shape, _reducer(k)[1], v.dtype) for k, v in metrics_shape.items()}
     zeros_g = jax.tree.map(jnp.zeros_like, params)
 
     def body(carry, mb):
         loss_acc, g_acc, m_acc = carry
         (loss, metrics), grads = grad_fn(params, mb)
         return (loss_acc + loss, jax.tree.map(jnp.add, g_acc, grads),
-                jax.tree.map(jnp.add, m_acc, metrics)), None
+                _combine_metrics(m_acc, metrics)), None
 
     (loss, grads, metrics), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros_g, zeros_m),
                                              micro_batches)
@@ -229,7 +244,14 @@ def make_update(
         # metrics: [epochs, num_minibatches] per leaf
         out = {}
         for k, v in metrics.items():
-            out[prefix + k] = jnp.sum(v) if k == "skipped" else jnp.mean(v)
+            if k == "skipped":
+                out[prefix + k] = jnp.sum(v)
+            elif k.endswith("_max"):
+                out[prefix + k] = jnp.max(v)
+            elif k.endswith("_min"):
+                out[prefix + k] = jnp.min(v)
+            else:
+                out[prefix + k] = jnp.mean(v)
         out[prefix + "num_updates"] = jnp.asarray(epochs * num_minibatches, jnp.float32)
         state = state.replace(**{params_field: params, opt_field: opt_state})
         return state, out

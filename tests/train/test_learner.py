@@ -25,7 +25,10 @@ def nll_loss(model, batch, aux):
     lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch["tokens"][:, 1:, None], -1)[..., 0]
     m = batch["loss_mask"][:, 1:] * batch["valid"][:, None]
     loss = -jnp.sum(lp * m) / aux["num_tokens"]
-    return loss, {"nll": loss, "tokens": jnp.sum(m) / aux["num_tokens"]}
+    big = 1e9
+    return loss, {"nll": loss, "tokens": jnp.sum(m) / aux["num_tokens"],
+                  "logp_max": jnp.max(jnp.where(m > 0, lp, -big)),
+                  "logp_min": jnp.min(jnp.where(m > 0, lp, big))}
 
 
 def make_batch(b=8, t=6, seed=0):
@@ -56,6 +59,10 @@ def test_accumulation_is_exact_token_mean():
         np.testing.assert_allclose(a, b, atol=1e-6)
     np.testing.assert_allclose(m1["loss"], m4["loss"], rtol=1e-6)
     np.testing.assert_allclose(m4["tokens"], 1.0, rtol=1e-6)
+    # *_max / *_min metrics are the minibatch max / min (not a sum of micro-batch extremes).
+    np.testing.assert_allclose(m4["logp_max"], m1["logp_max"], rtol=1e-6)
+    np.testing.assert_allclose(m4["logp_min"], m1["logp_min"], rtol=1e-6)
+    assert float(m1["logp_min"]) < float(m1["logp_max"]) < 0.0
 
     # Independent reference: numpy-free full-batch gradient step with jax.grad of a plain token-mean.
     graphdef, rest, s0, _ = setup()
