@@ -16,6 +16,7 @@ import dataclasses
 from typing import Mapping, Union
 
 from rlvr.tasks import splits
+from rlvr.tasks.difficulty import resolve_difficulty as _resolve
 from rlvr.tasks.spec import TaskSpec
 from rlvr.verifiers.arithmetic import IntegerAnswerVerifier
 from rlvr.verifiers.countdown import safe_eval
@@ -62,19 +63,8 @@ DifficultyLike = Union[None, str, Mapping, ArithmeticDifficulty]
 
 
 def resolve_difficulty(difficulty: DifficultyLike) -> ArithmeticDifficulty:
-    """None → "easy"; a preset name; a mapping of knobs; or an ArithmeticDifficulty."""
-    if difficulty is None:
-        return DIFFICULTIES["easy"]
-    if isinstance(difficulty, ArithmeticDifficulty):
-        return difficulty
-    if isinstance(difficulty, str):
-        if difficulty not in DIFFICULTIES:
-            raise ValueError(f"difficulty must be one of {tuple(DIFFICULTIES)} or knobs, got {difficulty!r}")
-        return DIFFICULTIES[difficulty]
-    if isinstance(difficulty, Mapping):
-        return ArithmeticDifficulty(**difficulty)
-    raise ValueError(f"difficulty must be None, a preset name, a mapping or ArithmeticDifficulty, "
-                     f"got {difficulty!r}")
+    """None → "easy"; a preset name; a mapping of knobs; or a ArithmeticDifficulty."""
+    return _resolve(difficulty, DIFFICULTIES, ArithmeticDifficulty)
 
 
 def _draw_prompt(rng, d: ArithmeticDifficulty) -> str:

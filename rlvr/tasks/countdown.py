@@ -20,6 +20,7 @@ import dataclasses
 from typing import Mapping, Union
 
 from rlvr.tasks import splits
+from rlvr.tasks.difficulty import resolve_difficulty as _resolve
 from rlvr.tasks.spec import TaskSpec
 from rlvr.verifiers.countdown import ALL_OPERATORS, CountdownVerifier
 
@@ -71,18 +72,7 @@ DifficultyLike = Union[None, str, Mapping, CountdownDifficulty]
 
 def resolve_difficulty(difficulty: DifficultyLike) -> CountdownDifficulty:
     """None → "easy"; a preset name; a mapping of knobs; or a CountdownDifficulty."""
-    if difficulty is None:
-        return DIFFICULTIES["easy"]
-    if isinstance(difficulty, CountdownDifficulty):
-        return difficulty
-    if isinstance(difficulty, str):
-        if difficulty not in DIFFICULTIES:
-            raise ValueError(f"difficulty must be one of {tuple(DIFFICULTIES)} or knobs, got {difficulty!r}")
-        return DIFFICULTIES[difficulty]
-    if isinstance(difficulty, Mapping):
-        return CountdownDifficulty(**difficulty)
-    raise ValueError(f"difficulty must be None, a preset name, a mapping or CountdownDifficulty, "
-                     f"got {difficulty!r}")
+    return _resolve(difficulty, DIFFICULTIES, CountdownDifficulty)
 
 
 def _apply(op: str, a: int, b: int):
