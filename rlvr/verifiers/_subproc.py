@@ -36,17 +36,42 @@ def _serve(conn, fn, warmup):
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
+def start_process(ctx, target, args, *, start_timeout_s: float, name=None):
+    """Starts `target(child_conn, *args)` in a daemon process; waits for its "ready" message.
+
+    The child's first message must be a tuple whose first item is "ready".
+    Returns (proc, conn, ready): ready is False if none came within `start_timeout_s` or the
+    child died first (the caller then kills it and raises its own error).
+    """
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=target, args=(child, *args), daemon=True, name=name)
+    proc.start()
+    child.close()
+    try:
+        ready = bool(conn.poll(start_timeout_s)) and conn.recv()[0] == "ready"
+    except (EOFError, OSError):
+        ready = False
+    return proc, conn, ready
+
+
+def kill_process(proc, conn, join_s: float = 1.0) -> None:
+    """Kills a worker process and closes its pipe; never raises."""
+    try:
+        proc.kill()
+        proc.join(join_s)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class _Helper:
     def __init__(self, ctx, fn, warmup, start_timeout_s):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, fn, warmup), daemon=True)
-        self.proc.start()
-        child.close()
-        try:
-            ok = self.conn.poll(start_timeout_s) and self.conn.recv()[0] == "ready"
-        except (EOFError, OSError):
-            ok = False
-        if not ok:
+        self.proc, self.conn, ready = start_process(ctx, _serve, (fn, warmup),
+                                                    start_timeout_s=start_timeout_s)
+        if not ready:
             self.kill()
             raise HelperDied(f"helper did not start within {start_timeout_s}s")
 
@@ -68,15 +93,7 @@ class _Helper:
         return self.proc.is_alive()
 
     def kill(self):
-        try:
-            self.proc.kill()
-            self.proc.join(1.0)
-        except Exception:  # noqa: BLE001
-            pass
-        try:
-            self.conn.close()
-        except Exception:  # noqa: BLE001
-            pass
+        kill_process(self.proc, self.conn, 1.0)
 
 
 class HelperPool:

@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rlvr.tasks.spec import TaskSpec
+from rlvr.verifiers._subproc import kill_process, start_process
 from rlvr.verifiers.cache import RewardCache, cache_key
 from rlvr.verifiers.verdict import TIMEOUT_CLASSES, Verdict, env_error
 
@@ -150,34 +151,19 @@ def _worker_main(conn, verifier_blob):
 
 class _Worker:
     def __init__(self, ctx, blob, start_timeout_s):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, blob), daemon=True,
-                                name="rlvr-verify-worker")
-        self.proc.start()
-        child.close()
-        if not self.conn.poll(start_timeout_s):
+        self.proc, self.conn, ready = start_process(ctx, _worker_main, (blob,),
+                                                    start_timeout_s=start_timeout_s,
+                                                    name="rlvr-verify-worker")
+        if not ready:
             self.kill()
-            raise RuntimeError(f"verifier worker not ready within {start_timeout_s}s")
-        try:
-            self.conn.recv()
-        except (EOFError, OSError) as e:
-            self.kill()
-            raise RuntimeError(f"verifier worker died while starting: {e!r}") from e
+            raise RuntimeError(f"verifier worker not ready (or died) within {start_timeout_s}s")
 
     @property
     def pid(self):
         return self.proc.pid
 
     def kill(self):
-        try:
-            self.proc.kill()
-            self.proc.join(2.0)
-        except Exception:  # noqa: BLE001
-            pass
-        try:
-            self.conn.close()
-        except Exception:  # noqa: BLE001
-            pass
+        kill_process(self.proc, self.conn, 2.0)
 
 
 class ProcessExecutor(Executor):
