@@ -40,11 +40,11 @@ def quiet():
     absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def base_pivot_config(seed: int):
-    """configs/pivotrl.py defaults, CPU-sized for sweeps: smaller eval set, no checkpoints."""
-    from configs import pivotrl
+def _sweep_config(module: str, seed: int):
+    """configs/<module>.py defaults, CPU-sized for sweeps: smaller eval set, no checkpoints."""
+    import importlib
 
-    c = pivotrl.get_config()
+    c = importlib.import_module(f"configs.{module}").get_config()
     c.seed = seed
     c.train.progress = False
     c.eval.num_tasks = 32
@@ -54,30 +54,16 @@ def base_pivot_config(seed: int):
     return c
 
 
-def base_grpo_config(seed: int):
-    from configs import agent_grpo
+def base_pivot_config(seed: int):
+    return _sweep_config("pivotrl", seed)
 
-    c = agent_grpo.get_config()
-    c.seed = seed
-    c.train.progress = False
-    c.eval.num_tasks = 32
-    c.eval.samples_per_task = 2
-    c.checkpoint.every = -1
-    c.checkpoint.resume = False
-    return c
+
+def base_grpo_config(seed: int):
+    return _sweep_config("agent_grpo", seed)
 
 
 def base_sao_config(seed: int):
-    from configs import sao
-
-    c = sao.get_config()
-    c.seed = seed
-    c.train.progress = False
-    c.eval.num_tasks = 32
-    c.eval.samples_per_task = 2
-    c.checkpoint.every = -1
-    c.checkpoint.resume = False
-    return c
+    return _sweep_config("sao", seed)
 
 
 def _run_cached(module, config, wd):

@@ -299,7 +299,6 @@ class Algorithm:
         return out
 
     def finish(self, state, tb: dict, metrics: dict, key):
-        s = self.settings
         ctrl = state.kl_controller
         if ctrl is not None and "kl/seq_mean" in metrics:
             ctrl = core_kl.update_kl_controller(ctrl, metrics["kl/seq_mean"], 1)

@@ -17,7 +17,6 @@ always sees itself, so padding queries produce finite (ignored) outputs.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import jax
 import jax.numpy as jnp

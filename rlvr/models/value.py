@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rlvr.models.config import ModelConfig
-from rlvr.models.transformer import Decoder, Linear, Transformer, _check_inputs, jnp_dtype
+from rlvr.models.transformer import Decoder, Linear, Transformer, _check_inputs
 
 
 class ValueModel(nnx.Module):

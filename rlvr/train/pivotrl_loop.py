@@ -16,7 +16,7 @@
 style baselines live in experiments/.
 
 Shared helpers (policy, SFT warm-start, evaluation, Budget, checkpoint glue) live in
-`rlvr.train.agent_setup`; they are re-exported here for compatibility. Checkpoints (F's
+`rlvr.train.agent_setup`. Checkpoints (F's
 `Checkpointer`, `config.checkpoint.*`) hold the policy, its optimiser state and the frozen π_ref;
 the host part holds the kept pivot keys, budget, history and RNG positions, so relaunching the
 same command continues where it stopped (with candidates = demo+rollout the kept set is
@@ -25,31 +25,26 @@ re-probed on resume, since the old rollouts are not stored).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rlvr.algorithms.pivotrl import (build_local_batch, demo_candidates, local_advantages,
+                                     pivotrl_objective, probe_pivots, rollout_candidates,
+                                     select_random)
 from rlvr.models.scoring import token_logprobs
+from rlvr.rollout.agent_loop import sample_turn
 from rlvr.tasks import kv_agent
-from rlvr.train.agent_setup import (AgentCheckpoint, Budget, demo_stream, evaluate,  # noqa: F401
-                                    history_row, key_from_list, key_to_list, make_policy,
-                                    make_tokenizer, outcome_verify, periodic_eval, prepare_run,
-                                    restore_run, rng_state, set_rng_state, sft_warm_start,
-                                    starts_for, warm_policy)
+from rlvr.train.agent_setup import (Budget, history_row, key_to_list, periodic_eval, prepare_run,
+                                    restore_run, rng_state)
 from rlvr.train.learner import make_optimizer, make_update
+from rlvr.train.metrics import MetricWriter
 from rlvr.train.state import create_train_state, split_model
-
-
-# ================================================================================ PivotRL loop
-from rlvr.algorithms.pivotrl import (PivotSet, build_local_batch, demo_candidates,  # noqa: E402
-                                     local_advantages, pivotrl_objective, probe_pivots,
-                                     rollout_candidates, select_random)
-from rlvr.rollout.agent_loop import sample_turn  # noqa: E402
-from rlvr.train.metrics import MetricWriter  # noqa: E402
-import dataclasses  # noqa: E402
-import functools  # noqa: E402
-from rlvr.verifiers.kv_agent import ExactMatchTurnVerifier, KVFunctionalVerifier  # noqa: E402
+from rlvr.verifiers.kv_agent import ExactMatchTurnVerifier, KVFunctionalVerifier
 
 SELECTIONS = ("filter", "variance", "all", "random")
 REWARDS = ("functional", "exact")

@@ -33,7 +33,6 @@ import threading
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 

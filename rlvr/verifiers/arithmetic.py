@@ -24,7 +24,6 @@ the `Verifier` base class reports an env_error (masked, never paid as reward 0).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.verdict import Verdict
@@ -58,14 +57,6 @@ class IntegerAnswerVerifier(Verifier):
             raise ValueError(f"IntegerAnswerVerifier.max_chars must be an int >= 1, got {max_chars!r}")
         self.max_chars = max_chars
 
-    def _verdict(self, correct: bool, fmt: bool, **evidence: Any) -> Verdict:
-        return Verdict(
-            decision="pass" if correct else "fail",
-            components={"correct": float(correct), "format": float(fmt)},
-            evidence=evidence,
-            verifier_version=self.version,
-        )
-
     def _verify(self, task, output: str) -> Verdict:
         ref = task.reference_answer
         if not isinstance(ref, int) or isinstance(ref, bool):
@@ -73,11 +64,11 @@ class IntegerAnswerVerifier(Verifier):
                 f"IntegerAnswerVerifier: task {task.task_id!r} reference_answer must be an int, "
                 f"got {ref!r}")
         if len(output) > self.max_chars:
-            return self._verdict(False, False, reason="too_long", length=len(output))
+            return self.binary_verdict(False, False, reason="too_long", length=len(output))
         answer = canonical_int_text(output)
         if answer is None:
             reason = "empty" if not output.strip() else "not_an_integer"
-            return self._verdict(False, False, reason=reason, answer=output.strip()[:64])
+            return self.binary_verdict(False, False, reason=reason, answer=output.strip()[:64])
         correct = answer == str(ref)
-        return self._verdict(correct, True, reason="correct" if correct else "wrong_value",
+        return self.binary_verdict(correct, True, reason="correct" if correct else "wrong_value",
                              answer=answer[:64])

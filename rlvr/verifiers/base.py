@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rlvr.tasks.spec import TaskSpec
 from rlvr.verifiers.verdict import Verdict, env_error
@@ -54,6 +54,15 @@ class Verifier(abc.ABC):
         if verdict.verifier_version != self.version:
             verdict = dataclasses.replace(verdict, verifier_version=self.version)
         return verdict
+
+    def binary_verdict(self, correct: bool, fmt: bool, **evidence: Any) -> Verdict:
+        """pass iff `correct`; components {"correct", "format"} kept apart (R2.4), evidence as given."""
+        return Verdict(
+            decision="pass" if correct else "fail",
+            components={"correct": float(correct), "format": float(fmt)},
+            evidence=evidence,
+            verifier_version=self.version,
+        )
 
     @abc.abstractmethod
     def _verify(self, task: TaskSpec, output: str) -> Verdict:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import collections
 from fractions import Fraction
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.verdict import Verdict
@@ -129,14 +129,6 @@ class CountdownVerifier(Verifier):
             raise ValueError(f"CountdownVerifier.max_chars must be an int >= 1, got {max_chars!r}")
         self.max_chars = max_chars
 
-    def _verdict(self, correct: bool, fmt: bool, **evidence: Any) -> Verdict:
-        return Verdict(
-            decision="pass" if correct else "fail",
-            components={"correct": float(correct), "format": float(fmt)},
-            evidence=evidence,
-            verifier_version=self.version,
-        )
-
     @staticmethod
     def _reference(task):
         ref = task.reference_answer
@@ -155,17 +147,17 @@ class CountdownVerifier(Verifier):
         try:
             tree = parse_expression(output, operators, self.max_chars)
         except ExpressionError as e:
-            return self._verdict(False, False, reason="malformed", detail=str(e),
+            return self.binary_verdict(False, False, reason="malformed", detail=str(e),
                                  expression=output.strip()[:64])
         expression = output.strip()
         reused = uses_at_most_once(literals(tree), numbers)
         if reused is not None:
-            return self._verdict(False, False, reason="number_not_available", number=reused,
+            return self.binary_verdict(False, False, reason="number_not_available", number=reused,
                                  expression=expression)
         try:
             value = evaluate(tree)
         except ZeroDivisionError:
-            return self._verdict(False, True, reason="division_by_zero", expression=expression)
+            return self.binary_verdict(False, True, reason="division_by_zero", expression=expression)
         correct = value == target
-        return self._verdict(correct, True, reason="correct" if correct else "wrong_value",
+        return self.binary_verdict(correct, True, reason="correct" if correct else "wrong_value",
                              value=str(value), expression=expression)
