@@ -6,30 +6,12 @@ probe m samples per demonstration turn, keep σ̂² > 0 and μ̂ < λ_diff, loca
 
 import ml_collections
 
-from configs import base
+from configs import agent_base
 
 
 def get_config():
-    c = base.get_config()
+    c = agent_base.get_config()   # tiny policy, SFT warm-start, eval (shared with SAO / agent GRPO)
     c.algorithm.name = "pivotrl"  # dispatched by launch.py to rlvr.train.pivotrl_loop.
-    c.model.num_layers = 2
-    c.model.d_model = 64
-    c.model.num_heads = 4
-    c.model.num_kv_heads = 4
-    c.model.d_ff = 128
-    c.model.max_seq_len = 64      # episodes of the "medium" task fit in 64 characters.
-    c.sampling.max_new_tokens = 8  # one action ("get a", "ans 17") + newline.
-    c.sampling.temperature = 1.0
-    c.optimizer.learning_rate = 3e-4
-    c.optimizer.max_grad_norm = 1.0
-    c.train.num_steps = 30
-    c.train.sft_steps = 100        # demonstration warm-start steps (held-out success 0.2-0.4 on easy).
-    c.train.sft_batch_size = 32
-    c.train.sft_learning_rate = 3e-3
-    c.eval.every = 10
-    c.eval.num_tasks = 32
-    c.eval.samples_per_task = 2
-    c.logging.tensorboard = False
     with c.unlocked():
         p = c.pivot = ml_collections.ConfigDict()
         p.difficulty = "easy"      # kv_agent difficulty (easy | medium | hard); see experiments/results/difficulty.md.

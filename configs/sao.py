@@ -7,33 +7,17 @@ policy update, value pre-training, optional frozen-attention critic.
 
 import ml_collections
 
-from configs import base
+from configs import agent_base
 
 
 def get_config():
-    c = base.get_config()
+    c = agent_base.get_config()    # tiny policy, SFT warm-start, eval (shared with PivotRL)
     c.algorithm.name = "sao"       # dispatched by launch.py to rlvr.train.sao_loop.
     c.algorithm.clip_low = 0.2     # ε_low of the token trust region (R3.5).
     c.algorithm.clip_high = 0.2    # ε_high of the token trust region.
     c.algorithm.gamma = 1.0        # γ of GAE.
     c.algorithm.gae_lambda = 0.95  # λ of GAE.
     c.algorithm.critic_learning_rate = 1e-3
-    c.model.num_layers = 2
-    c.model.d_model = 64
-    c.model.num_heads = 4
-    c.model.num_kv_heads = 4
-    c.model.d_ff = 128
-    c.model.max_seq_len = 64
-    c.sampling.max_new_tokens = 8
-    c.optimizer.learning_rate = 3e-4
-    c.train.num_steps = 30
-    c.train.sft_steps = 100        # held-out success 0.2-0.4 after SFT on easy.
-    c.train.sft_batch_size = 32
-    c.train.sft_learning_rate = 3e-3
-    c.eval.every = 10
-    c.eval.num_tasks = 32
-    c.eval.samples_per_task = 2
-    c.logging.tensorboard = False
     with c.unlocked():
         s = c.sao = ml_collections.ConfigDict()
         s.difficulty = "easy"       # kv_agent difficulty (experiments/results/difficulty.md).
