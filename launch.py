@@ -1,4 +1,4 @@
-"""Train a policy with verifiable rewards: `python launch.py --config=configs/quickstart.py`.
+"""Train a policy with verifiable rewards: `python launch.py --config=configs/quickstart.py --workdir=DIR`.
 
 Flags:
   --config=configs/<experiment>.py   an ml_collections config file (one get_config() each).
@@ -6,14 +6,13 @@ Flags:
   --workdir=DIR                      metrics (JSONL, TensorBoard), checkpoints, plots. Relaunching
                                      the same command resumes from the latest checkpoint there.
 
-Multi-host (TPU pod slice, GPU cluster): run the same command on every host with
-`--config.mesh.distributed=True` (plus coordinator / num_processes / process_id where the platform
-does not provide them); see README.
+Every algorithm and task kit runs through the one loop (`rlvr.train.loop.run`). Multi-host (TPU
+pod slice, GPU cluster): run the same command on every host with `--config.mesh.distributed=True`
+(plus coordinator / num_processes / process_id where the platform does not provide them); see
+README.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -28,12 +27,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO
         logging.set_verbosity(logging.WARNING)
-    from rlvr.train.config import AGENT_LOOPS
+    from rlvr.train import loop
 
-    name = _CONFIG.value.algorithm.name
-    # Multi-turn agent loops (PivotRL, full-trajectory GRPO, SAO) have their own run(); every
-    # other name is an Algorithm from rlvr.algorithms' registry, trained by the sync loop.
-    loop = importlib.import_module(AGENT_LOOPS.get(name, "rlvr.train.loop"))
     loop.run(_CONFIG.value, _WORKDIR.value)
 
 

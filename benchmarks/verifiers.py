@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rlvr.tasks.spec import TaskSpec  # noqa: E402
+from rlvr.records.task import TaskSpec  # noqa: E402
 from rlvr.verifiers.code import CodeVerifier  # noqa: E402
 from rlvr.verifiers.math import MathVerifier  # noqa: E402
 from rlvr.verifiers.pool import VerificationPool  # noqa: E402

@@ -1,10 +1,14 @@
-"""Shared base configuration for every rlvr experiment (SPEC R6.1, R7; seed 002 §5, §7, §9).
+"""The one config schema of every rlvr run (SPEC R6.1, R7; seed 002 §5, §7, §9).
 
 Every experiment config does `config = base.get_config()` and then overrides fields. The returned
 ConfigDict is *locked*: assigning a key that does not exist here raises, so a typo in an experiment
 file or on the command line (`--config.algorithm.clip_hihg=0.3`) fails at start. Types are fixed
 by the defaults below (ml_collections type safety): `--config.train.num_steps=abc` fails too.
-`rlvr.train.config.validate_config` checks allowed values and cross-field consistency.
+
+`rlvr.train.config.validate_config` checks allowed values, cross-field consistency and
+applicability: a field that does not apply to the chosen algorithm / collector / task (e.g.
+`pivot.m` with GRPO, `algorithm.value_clip` without a critic) must keep its default here, or the
+run is refused at start naming the field. Every other field is read by the run.
 
 Every field is documented where it is set.
 """
@@ -23,60 +27,108 @@ def get_config() -> ml_collections.ConfigDict:
 
     # ---------------------------------------------------------------- model (rlvr.models)
     c.model = ml_collections.ConfigDict()
-    c.model.vocab_size = 0          # 0: take the tokenizer's vocabulary size.
-    c.model.num_layers = 2          # decoder blocks.
-    c.model.d_model = 64            # residual width.
-    c.model.num_heads = 4           # attention heads.
-    c.model.num_kv_heads = 4        # key/value heads (GQA when < num_heads).
-    c.model.d_ff = 256              # MLP hidden width.
-    c.model.max_seq_len = 64        # positions the model supports (prompt + completion).
-    c.model.dtype = "float32"       # activation dtype: float32 | bfloat16.
-    c.model.init_from = ""          # "": random init; else a Hugging Face checkpoint directory.
+    c.model.init_from = ""          # "": random init of the shape below; else a Hugging Face
+                                    # checkpoint directory (its config.json gives the shape).
+    c.model.vocab_size = 0          # random init: 0 takes the tokenizer's vocabulary size.
+    c.model.num_layers = 2          # random init: decoder blocks.
+    c.model.d_model = 64            # random init: residual width.
+    c.model.num_heads = 4           # random init: attention heads.
+    c.model.num_kv_heads = 4        # random init: key/value heads (GQA when < num_heads).
+    c.model.d_ff = 256              # random init: MLP hidden width.
+    c.model.max_seq_len = 64        # longest stream the run samples or trains on (prompt +
+                                    # completion, or a whole multi-turn episode).
+    # compute and storage dtypes: "float32" | "bfloat16", or the JAX / numpy dtype (jnp.bfloat16).
+    c.model.dtype = ml_collections.FieldReference("float32", field_type=object)  # compute dtype.
+    c.model.param_dtype = ml_collections.FieldReference("float32", field_type=object)  # parameters.
+    c.model.remat = False           # recompute each block's activations in the backward pass.
+    c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only).
 
     # ---------------------------------------------------------------- tokenizer
     c.tokenizer = ml_collections.ConfigDict()
-    c.tokenizer.kind = "char"       # "char": CharTokenizer over the task's alphabet (pad 0, bos 1, eos 2).
+    c.tokenizer.kind = "char"       # "char": CharTokenizer over the task kit's alphabet (pad 0, bos 1, eos 2).
 
-    # ---------------------------------------------------------------- task (rlvr.tasks)
+    # ---------------------------------------------------------------- task (rlvr.tasks kits)
     c.task = ml_collections.ConfigDict()
-    c.task.names = ("arithmetic",)  # task sources (registry names); several = a mixture.
+    c.task.names = ("arithmetic",)  # task kits (rlvr.tasks.kit registry); several = a mixture of
+                                    # single-turn kits.
     c.task.weights = (1.0,)         # mixture weights, one per name (normalised).
-    # Keyword arguments for the task source(s) (difficulty, ...); forwarded as-is, validated there.
+    # Keyword arguments for the task kit(s) (difficulty, demo_style, ...); forwarded as-is and
+    # validated by the kit's builder.
     c.task.kwargs = ml_collections.ConfigDict()
+    c.task.pool_size = 0            # 0: fresh training tasks every step; N: a fixed pool of N
+                                    # train tasks drawn once (needed by curricula and PivotRL,
+                                    # whose candidate states are the pool's demonstration turns).
     c.task.curriculum = "none"      # none | variance (eq.41 w ∝ [p(1-p)]^α) | learning_progress (eq.42).
-    c.task.curriculum_alpha = 1.0   # α of eq.41.
-    c.task.curriculum_pool = 256    # curriculum: size of the fixed training pool it tracks p_x on.
+    c.task.curriculum_alpha = 1.0   # variance curriculum: α of eq.41.
     c.task.curriculum_ema = 0.5     # curriculum: EMA factor for the per-task success estimate p_x.
     c.task.curriculum_floor = 0.05  # curriculum: floor on weights so no task gets probability 0.
 
     # ---------------------------------------------------------------- algorithm (rlvr.algorithms)
     c.algorithm = ml_collections.ConfigDict()
-    c.algorithm.name = "grpo"       # grpo | rloo | reinforce | ppo.
-    c.algorithm.group_size = 8      # G: samples per prompt (≥ 2 for grpo / rloo).
-    c.algorithm.advantage = ""      # "": the algorithm's own; else grpo | rloo | reinforce | gae.
-    c.algorithm.scale_rewards = "group"  # grpo: group (eq.74, divide by std) | none (no-std variant).
-    c.algorithm.adv_eps = 1e-6      # δ of eq.74.
-    c.algorithm.clip_low = 0.2      # ε_low: ratio lower bound 1-ε_low (eq.71).
+    c.algorithm.name = "grpo"       # grpo | rloo | reinforce | ppo | pivotrl | sao | a registered name.
+    c.algorithm.group_size = 8      # G samples (or episodes) per task; PivotRL: K per kept state.
+    c.algorithm.advantage = ""      # "": the algorithm's own; else grpo | rloo | reinforce (critic-free)
+                                    # or gae (critic algorithms).
+    c.algorithm.policy_loss = ""    # "": the algorithm's own; else clip (PPO token clip) |
+                                    # trust_region (SAO token mask) | sequence_clip (PivotRL turn ratio).
+    c.algorithm.scale_rewards = "group"  # grpo advantages: group (eq.74, divide by std) | none (no-std).
+    c.algorithm.adv_eps = 1e-6      # grpo advantages: δ of eq.74.
+    c.algorithm.normalize_advantages = False  # whiten advantages over the batch's policy tokens.
+    c.algorithm.clip_low = 0.2      # ε_low: ratio lower bound 1-ε_low (eq.71; PivotRL's ε).
     c.algorithm.clip_high = 0.2     # ε_high: ratio upper bound 1+ε_high (asymmetric clip, R3.5).
-    c.algorithm.dual_clip = 0.0     # c of dual clip for negative advantages; 0 = off (must be > 1).
-    c.algorithm.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum (R3.8).
+    c.algorithm.dual_clip = 0.0     # clip policy loss: dual clip c for negative advantages; 0 = off (> 1).
+    c.algorithm.aggregation = "token-mean"  # token losses: token-mean | seq-mean-token-mean |
+                                    # seq-mean-token-sum (R3.8); also the value loss's.
     c.algorithm.entropy_coef = 0.0  # c_e of eq.72 (entropy bonus).
-    c.algorithm.baseline_momentum = 0.9  # reinforce: running-baseline EMA factor (eq.76).
-    c.algorithm.gamma = 1.0         # ppo: discount γ of GAE (eq.68).
-    c.algorithm.gae_lambda = 1.0    # ppo: λ of GAE (eq.69).
-    c.algorithm.value_coef = 0.5    # ppo: c_v of eq.72 (weight of the value loss).
-    c.algorithm.value_clip = 0.2    # ppo: value-loss clipping range; 0 = off.
-    c.algorithm.critic_warmup_steps = 0  # ppo: steps that train only the critic before the policy.
-    c.algorithm.critic_learning_rate = 1e-3  # ppo: critic optimiser learning rate.
-    c.algorithm.critic_updates = 1  # ppo: critic updates per policy update (SAO uses 2).
-    c.algorithm.dynamic_sampling = False  # drop groups whose rewards are all equal and refill.
-    c.algorithm.dynamic_sampling_max_rounds = 3  # extra rollout rounds allowed to refill the batch.
-    c.algorithm.recompute_old_logprobs = True  # score old log-probs with the learner before update.
+    c.algorithm.baseline_momentum = 0.9  # reinforce advantages: running-baseline EMA factor (eq.76).
+    c.algorithm.gamma = 1.0         # critic: discount γ of GAE (eq.68).
+    c.algorithm.gae_lambda = 1.0    # critic: λ of GAE (eq.69).
+    c.algorithm.skip_observations = True  # critic: Skip-Observation GAE (R3.4); False = naive token GAE.
+    c.algorithm.value_coef = 0.5    # critic: c_v of eq.72 (weight of the value loss).
+    c.algorithm.value_clip = 0.2    # critic: value-loss clipping range; 0 = off.
+    c.algorithm.critic_warmup_steps = 0  # critic: first N steps train only the critic (value
+                                    # pre-training on the warm policy's rollouts, R5.4).
+    c.algorithm.critic_learning_rate = 1e-3  # critic: optimiser learning rate.
+    c.algorithm.critic_updates = 1  # critic: critic updates per policy update (SAO uses 2, R5.4).
+    c.algorithm.critic_freeze_attention = False  # critic: train only MLP projections + value head (R5.4).
+    c.algorithm.dynamic_sampling = False  # groups collector: drop groups whose rewards are all
+                                    # equal and refill.
+    c.algorithm.dynamic_sampling_max_rounds = 3  # dynamic sampling: extra rollout rounds allowed.
+    c.algorithm.recompute_old_logprobs = True  # π_old = the learner's own scores before the update;
+                                    # False: the sampler's behaviour log-probs (SAO, R5.3).
+
+    # ---------------------------------------------------------------- rollout (rlvr.train.collectors)
+    c.rollout = ml_collections.ConfigDict()
+    c.rollout.collector = ""        # "": the algorithm's own; groups (G samples / episodes per task)
+                                    # | pivots (PivotRL's probed turn states).
+    c.rollout.max_turns = 8         # multi-turn kits: most actions per episode.
+    c.rollout.prompt_bucket = 0     # prompts / histories padded to a multiple of this many tokens
+                                    # (few jit shapes); 0: one shape, max_seq_len - max_new_tokens.
+    c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
+                                    # arrival (R5.1, R6.2): no group barrier between steps.
+    c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).
+    c.rollout.queue_size = 32       # asynchronous: most groups waiting (back-pressure beyond it).
+    c.rollout.max_staleness = 2     # asynchronous: drop groups whose policy-version lag exceeds this.
+    c.rollout.staleness_backpressure = True  # asynchronous: the thread waits while its next batch
+                                    # would arrive with lag > max_staleness (no stale work made).
+    c.rollout.staleness_decay = 1.0  # asynchronous: sample weight decay**lag (1 = no down-weighting).
+
+    # ---------------------------------------------------------------- pivot (PivotRL, R4)
+    c.pivot = ml_collections.ConfigDict()
+    c.pivot.candidates = "demo"     # demo | demo+rollout (003 §3.1: also the policy's own turns).
+    c.pivot.selection = "filter"    # filter (σ̂²>0 ∧ μ̂<λ) | variance (σ̂²>0 only) | all | random.
+    c.pivot.m = 4                   # filter / variance: probe samples per candidate from π_ref (R4.1).
+    c.pivot.lambda_diff = 0.75      # filter: keep iff σ̂² > 0 and μ̂ < λ_diff.
+    c.pivot.random_fraction = 0.3   # random: fraction of candidates kept.
+    c.pivot.reward = "functional"   # turn verifier: functional (R2.8) | exact (match the demonstration).
+    c.pivot.hint = ""               # corrective hint appended to local prefixes only ("" = off, R4.3).
+    c.pivot.hint_fraction = 0.5     # hint: fraction of each step's states hinted (the rest un-hinted).
+    c.pivot.reprofile_every = 0     # re-probe the candidates every N steps with π_θ (0 = never).
 
     # ---------------------------------------------------------------- sampling (rlvr.rollout)
     c.sampling = ml_collections.ConfigDict()
-    c.sampling.prompts_per_step = 8  # prompts per training step (batch = prompts × group_size).
-    c.sampling.max_new_tokens = 16  # completion length cap (truncation beyond it).
+    c.sampling.prompts_per_step = 8  # tasks (or pivot states) per training step (batch = × group_size).
+    c.sampling.max_new_tokens = 16  # tokens per completion (or per action, multi-turn).
     c.sampling.temperature = 1.0    # sampling temperature (also used when scoring log-probs).
     c.sampling.top_p = 1.0          # nucleus sampling; 1 = off.
     c.sampling.top_k = 0            # top-k sampling; 0 = off.
@@ -87,59 +139,64 @@ def get_config() -> ml_collections.ConfigDict:
     c.optimizer.learning_rate = 1e-4  # peak learning rate.
     c.optimizer.warmup_steps = 0    # linear warm-up (optimiser steps).
     c.optimizer.schedule = "constant"  # constant | cosine (decay to 0 over train.num_steps).
-    c.optimizer.weight_decay = 0.0  # AdamW decoupled weight decay.
-    c.optimizer.b1 = 0.9            # Adam β1.
-    c.optimizer.b2 = 0.999          # Adam β2.
-    c.optimizer.eps = 1e-8          # Adam ε.
+    c.optimizer.weight_decay = 0.0  # adamw: decoupled weight decay.
+    c.optimizer.b1 = 0.9            # adam / adamw: β1.
+    c.optimizer.b2 = 0.999          # adam / adamw: β2.
+    c.optimizer.eps = 1e-8          # adam / adamw: ε.
     c.optimizer.max_grad_norm = 1.0  # global-norm gradient clipping; 0 = off.
 
     # ---------------------------------------------------------------- train (rlvr.train)
     c.train = ml_collections.ConfigDict()
-    c.train.num_steps = 100         # RL steps (rollout → verify → update → publish).
+    c.train.num_steps = 100         # RL steps (collect → verify → update → publish).
+    c.train.token_budget = 0        # stop once this many tokens were sampled (probes included); 0 = off.
     c.train.epochs = 1              # optimisation epochs over each rollout batch.
     c.train.num_minibatches = 1     # optimiser steps per epoch (batch split into minibatches).
     c.train.num_microbatches = 1    # gradient-accumulation chunks per minibatch (exact token-mean).
     c.train.sft_steps = 0           # supervised warm-start steps on task demonstrations (0 = none).
-    c.train.sft_batch_size = 32     # demonstrations per SFT step.
-    c.train.sft_learning_rate = 1e-3  # SFT learning rate (AdamW).
+    c.train.sft_batch_size = 32     # SFT: demonstrations per step.
+    c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).
+    c.train.sft_pool = 0            # SFT: 0 = fresh train tasks every step; N = a fixed pool of N.
     c.train.progress = True         # tqdm progress bar on the console.
 
     # ---------------------------------------------------------------- kl (R3.7, eq.21-23)
     c.kl = ml_collections.ConfigDict()
     c.kl.mode = "none"              # none | reward (eq.22 penalty) | loss (β·KL term in the loss).
     c.kl.estimator = "k3"           # k1 | k2 | k3 per-token estimators of KL(π_θ‖π_ref).
-    c.kl.coef = 0.0                 # β (initial value when adaptive).
+    c.kl.coef = 0.0                 # β (initial value when adaptive; must be > 0 then).
     c.kl.adaptive = False           # adapt β by eq.23.
-    c.kl.target = 0.01              # D_target of eq.23.
-    c.kl.horizon = 10.0             # adaptive β: η_β of eq.23 = 1 / horizon per step (larger = slower).
+    c.kl.target = 0.01              # adaptive: D_target of eq.23.
+    c.kl.horizon = 10.0             # adaptive: η_β of eq.23 = 1 / horizon per step (larger = slower).
 
     # ---------------------------------------------------------------- reward (rlvr.verifiers.compose)
     c.reward = ml_collections.ConfigDict()
-    c.reward.correct_weight = 1.0   # weight of the correctness component.
-    c.reward.format_weight = 0.0    # weight of the format component (≪ correctness, R2.4).
+    c.reward.correct_weight = 1.0   # reward of a pass (decision weight; binary reward when 1 and
+                                    # format_weight is 0).
+    c.reward.format_weight = 0.0    # weight of the verdict's "format" component (≪ correctness, R2.4).
     c.reward.unknown_as = "fail"    # fail | mask: how an `unknown` decision enters training.
     c.reward.clip = 0.0             # clip composed reward to [-clip, clip]; 0 = off (eq.65).
+    c.reward.cache = False          # reward cache keyed by task, output, versions, reward config (R2.7).
     # Verification runs through rlvr.verifiers.pool.VerificationPool with this executor:
-    # inline (in the trainer's thread; no per-call time limit beyond the verifier's own),
-    # thread (a thread pool; calls past timeout_s are abandoned) or process (worker processes,
-    # killed and replaced past timeout_s: use it for untrusted or slow verifiers).
+    # inline (in the trainer's thread), thread (a thread pool; calls past timeout_s are
+    # abandoned) or process (worker processes, killed and replaced past timeout_s: use it for
+    # untrusted or slow verifiers).
     c.reward.executor = "inline"
-    c.reward.num_workers = 2        # pool workers (thread / process executors; ≥ 1).
-    c.reward.timeout_s = 5.0        # per-verification time limit (thread / process): past it → env_error.
-    c.reward.max_retries = 2        # env_error retries (by the pool) before the sample is masked (R2.1).
+    c.reward.num_workers = 2        # thread / process executors: pool workers (≥ 1).
+    c.reward.timeout_s = 5.0        # thread / process executors: per-verification time limit;
+                                    # past it → env_error.
+    c.reward.max_retries = 2        # env_error retries before the sample is masked (R2.1).
 
     # ---------------------------------------------------------------- eval (R7.1, R7.3)
     c.eval = ml_collections.ConfigDict()
-    c.eval.every = 10               # held-out evaluation every N steps (0 = only at start/end).
-    c.eval.num_tasks = 64           # size of the fixed held-out seed set.
-    c.eval.samples_per_task = 4     # n samples per task (pass@k needs n ≥ k).
+    c.eval.num_tasks = 64           # size of the fixed held-out set (0 = no evaluation).
+    c.eval.every = 10               # held-out evaluation every N steps (0 = only at start and end).
+    c.eval.samples_per_task = 4     # n samples (or episodes) per task (pass@k needs n ≥ k).
     c.eval.pass_k = (1, 4)          # k values reported as pass@k (eq.93).
     c.eval.temperature = 1.0        # eval sampling temperature (sampled success).
     c.eval.seed = 12345             # seed of the held-out set (disjoint from training streams).
 
     # ---------------------------------------------------------------- checkpoint (orbax)
     c.checkpoint = ml_collections.ConfigDict()
-    c.checkpoint.every = 50         # save every N steps (0 = only at the end).
+    c.checkpoint.every = 50         # save every N steps (0 = only at the end, -1 = never).
     c.checkpoint.max_to_keep = 2    # checkpoints kept on disk.
     c.checkpoint.resume = True      # resume from the latest checkpoint in the workdir if any.
 
@@ -148,6 +205,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.logging.every = 1             # write metrics every N steps.
     c.logging.tensorboard = True    # also write TensorBoard events (tensorboardX).
     c.logging.plot = True           # write curves.png to the workdir at the end.
+    c.logging.samples_every = 0     # every N steps write sampled records to samples.jsonl (0 = off).
+    c.logging.samples_per_step = 8  # samples: rows written (half the top-reward tail, R7.3; half random).
 
     # ---------------------------------------------------------------- mesh (rlvr.parallel)
     c.mesh = ml_collections.ConfigDict()
@@ -155,10 +214,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.mesh.fsdp = 1                 # parameter-sharding axis size.
     c.mesh.tensor = 1               # tensor-parallel axis size.
     c.mesh.distributed = False      # call jax.distributed.initialize() (multi-host).
-    c.mesh.coordinator = ""         # multi-host: "host:port" of process 0 ("" = auto-detect).
-    c.mesh.num_processes = 1        # multi-host: number of processes.
-    c.mesh.process_id = 0           # multi-host: this process's id.
+    c.mesh.coordinator = ""         # distributed: "host:port" of process 0 ("" = auto-detect).
+    c.mesh.num_processes = 1        # distributed: number of processes.
+    c.mesh.process_id = 0           # distributed: this process's id.
 
     c.lock()
-    c.task.kwargs.unlock()  # free-form: forwarded to the task source, which validates them.
+    c.task.kwargs.unlock()  # free-form: forwarded to the task kit, which validates them.
     return c

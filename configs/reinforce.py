@@ -15,5 +15,5 @@ def get_config():
     c.sampling.prompts_per_step = 128
     c.train.num_minibatches = 1
     c.task.curriculum = "variance"        # eq.41 over a fixed pool of training prompts
-    c.task.curriculum_pool = 512
+    c.task.pool_size = 128              # fixed pool (the quickstart task has 162 train instances)
     return c

@@ -39,9 +39,9 @@ def main():
     from rlvr.rollout.sampler import SamplingParams
     from rlvr.tasks import kv_agent
     from rlvr.train.agent_setup import make_tokenizer, outcome_verify, starts_for, warm_policy
-    from rlvr.train.learner import make_optimizer, make_update
+    from rlvr.learner import make_optimizer, make_update
     from rlvr.train.sao_loop import _batch_dict
-    from rlvr.train.state import create_train_state
+    from rlvr.records.state import create_train_state
     from rlvr.verifiers.kv_agent import KVOutcomeVerifier
 
     tok = make_tokenizer()

@@ -1,15 +1,20 @@
-"""rlvr.algorithms: GRPO, RLOO, REINFORCE, PPO as compositions of core pieces (DESIGN.md).
+"""rlvr.algorithms: GRPO, RLOO, REINFORCE, PPO, PivotRL and SAO as compositions of core pieces
+(DESIGN.md). An algorithm is its pure pieces (advantages, policy objective, critic loss); how its
+batches are gathered is a collector (`rlvr.train.collectors`), and the learner is shared.
 
-`get_algorithm(name)` returns the class; `build_algorithm(config, ...)` an instance.
+`get_algorithm(name)` returns the class; `register_algorithm(name, cls)` adds one.
 """
 
 from rlvr.algorithms.base import Algorithm, AlgorithmSettings
 from rlvr.algorithms.grpo import GRPO
+from rlvr.algorithms.pivotrl import PivotRL
 from rlvr.algorithms.ppo import PPO
 from rlvr.algorithms.reinforce import REINFORCE
 from rlvr.algorithms.rloo import RLOO
+from rlvr.algorithms.sao import SAO
 
-_REGISTRY = {"grpo": GRPO, "rloo": RLOO, "reinforce": REINFORCE, "ppo": PPO}
+_REGISTRY = {"grpo": GRPO, "rloo": RLOO, "reinforce": REINFORCE, "ppo": PPO, "pivotrl": PivotRL,
+             "sao": SAO}
 
 
 def register_algorithm(name: str, cls) -> None:
@@ -29,5 +34,6 @@ def get_algorithm(name: str):
     return _REGISTRY[name]
 
 
-__all__ = ["Algorithm", "AlgorithmSettings", "GRPO", "RLOO", "REINFORCE", "PPO", "get_algorithm",
+__all__ = ["Algorithm", "AlgorithmSettings", "GRPO", "RLOO", "REINFORCE", "PPO", "PivotRL", "SAO",
+           "get_algorithm",
            "register_algorithm", "registered_algorithms"]

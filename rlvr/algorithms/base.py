@@ -9,13 +9,24 @@ One RL update (`Algorithm.train_step`, pure; the loop jits it with shardings and
   3. `shape_rewards`      KL as reward penalty (eq.22) when kl.mode == "reward".
   4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → "advantages".
   5. `update_critic`      (critic algorithms) value-loss learner steps.
-  6. `update_policy`      the learner (`rlvr.train.learner.make_update`) on `policy_loss`.
+  6. `update_policy`      the learner (`rlvr.learner.make_update`) on `policy_loss`.
   7. `finish`             KL controller (eq.23), step / policy_version bump, R7.2 batch metrics.
 
-Subclasses override 4 (and 5). The policy loss is pluggable: any
-`loss_fn(model, microbatch, aux) -> (loss, metrics)` works with the learner; `policy_loss` here is
-the token-level clipped surrogate (eq.71/75, asymmetric + dual clip, R3.5) + entropy bonus + KL
-loss term (eq.72). Losses use `aggregate_exact`, so gradient accumulation stays exact.
+Subclasses override 4 (and 5). Between 4 and 5 the advantages are optionally whitened over the
+batch (`normalize_advantages`) and multiplied by per-sample weights (`RolloutBatch.sample_weights`,
+e.g. an asynchronous queue's staleness down-weighting).
+
+The policy loss (`policy_loss`, setting `policy_loss` or the class's `default_policy_loss`) is one
+of three objectives, each with the entropy bonus and the KL loss term of eq.72:
+  * "clip": token-level clipped surrogate (eq.71/75, asymmetric + dual clip, R3.5);
+  * "trust_region": SAO's strict double-sided token trust region (R3.5, R5.3);
+  * "sequence_clip": PivotRL's turn-level ratio over the whole action, no T-th root (R3.6);
+    its KL term is the per-action sum of token estimates, averaged over actions.
+Any other `loss_fn(model, microbatch, aux) -> (loss, metrics)` also works with the learner. Losses
+use minibatch-wide denominators (`exact_scale`), so gradient accumulation stays exact.
+
+The policy version (R1.2) advances only when the policy's parameters changed: not on a step whose
+updates were all skipped as non-finite, nor on a critic-only (warm-up) step.
 """
 
 from __future__ import annotations
@@ -29,17 +40,19 @@ from flax import nnx
 
 from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean, safe_div
-from rlvr.core.losses import aggregate, ppo_token_loss
+from rlvr.core.losses import aggregate, ppo_token_loss, sequence_clip_loss, trust_region_token_loss
 from rlvr.core.metrics import group_outcome_fractions
+from rlvr.learner import make_update
 from rlvr.models import scoring
-from rlvr.rollout.batch import RolloutBatch
-from rlvr.train.learner import make_update
+from rlvr.records.batch import RolloutBatch
+
+POLICY_LOSSES = ("clip", "trust_region", "sequence_clip")
 
 
 @dataclasses.dataclass(frozen=True)
 class AlgorithmSettings:
     """Static settings of an algorithm (read from the `algorithm`, `kl`, `train`, `sampling`
-    config sections by `from_config`; see configs/base.py for each field's meaning)."""
+    config sections by `rlvr.train.setup`; see configs/base.py for each field's meaning)."""
 
     name: str = "grpo"
     group_size: int = 8
@@ -59,6 +72,9 @@ class AlgorithmSettings:
     critic_warmup_steps: int = 0
     critic_updates: int = 1
     recompute_old_logprobs: bool = True
+    policy_loss: str = ""
+    normalize_advantages: bool = False
+    skip_observations: bool = True
     temperature: float = 1.0
     kl_mode: str = "none"
     kl_estimator: str = "k3"
@@ -66,16 +82,10 @@ class AlgorithmSettings:
     num_minibatches: int = 1
     num_microbatches: int = 1
 
-    @classmethod
-    def from_config(cls, config) -> "AlgorithmSettings":
-        a = config.algorithm
-        fields = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: a[k] for k in a.keys() if k in fields}
-        kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
-                  kl_estimator=config.kl.estimator, epochs=config.train.epochs,
-                  num_minibatches=config.train.num_minibatches,
-                  num_microbatches=config.train.num_microbatches)
-        return cls(**kw)
+    def __post_init__(self):
+        if self.policy_loss not in ("",) + POLICY_LOSSES:
+            raise ValueError(f"AlgorithmSettings.policy_loss must be one of {('',) + POLICY_LOSSES}, "
+                             f"got {self.policy_loss!r}")
 
 
 def exact_scale(loss_mask, aux: dict, aggregation: str):
@@ -112,10 +122,18 @@ def last_token_rewards(rewards, loss_mask):
 
 
 class Algorithm:
-    """Base class: GRPO-style flow; subclasses choose the advantage estimator (and critic)."""
+    """Base class: GRPO-style flow; subclasses choose the advantage estimator (and critic).
+
+    Class attributes a subclass may set: `uses_critic`, `default_advantage` (grpo | rloo |
+    reinforce | gae), `default_policy_loss` (one of POLICY_LOSSES) and `default_collector`."""
 
     name = "base"
     uses_critic = False
+    default_advantage = "grpo"
+    default_policy_loss = "clip"
+    # how a batch is gathered unless the config says otherwise (rlvr.train.collectors):
+    # "groups" (G samples or episodes per task) or "pivots" (PivotRL's probed turn states)
+    default_collector = "groups"
 
     def __init__(
         self,
@@ -171,6 +189,8 @@ class Algorithm:
             "rewards": batch.rewards,
             "valid": valid,
             "truncated": batch.truncated,
+            "sample_weights": (jnp.ones(valid.shape, jnp.float32) if batch.sample_weights is None
+                               else batch.sample_weights),
         }
         if batch.ref_logprobs is not None:
             tb["ref_logprobs"] = batch.ref_logprobs
@@ -222,39 +242,82 @@ class Algorithm:
         """Returns (state, tb with "advantages" [B] or [B, T], metrics)."""
         raise NotImplementedError
 
+    def weight_advantages(self, tb: dict) -> dict:
+        """Whitens the advantages over the batch's policy tokens (`normalize_advantages`) and
+        multiplies each sample's by its weight (`sample_weights`)."""
+        tb = dict(tb)
+        adv = tb["advantages"]
+        m = tb["loss_mask"] > 0
+        if self.settings.normalize_advantages:
+            tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], m.shape)
+            mean = masked_mean(tok, m)
+            std = jnp.sqrt(masked_mean(jnp.square(tok - mean), m) + 1e-8)
+            adv = (adv - mean) / std
+            adv = jnp.where(m, adv, 0.0) if adv.ndim == 2 else adv
+        w = tb["sample_weights"]
+        tb["advantages"] = adv * (w[:, None] if adv.ndim == 2 else w)
+        return tb
+
     # ------------------------------------------------------------------ stage 5-6
     def update_critic(self, state, tb: dict, key):
         return state, {}
 
+    @property
+    def policy_loss_kind(self) -> str:
+        return self.settings.policy_loss or self.default_policy_loss
+
     def policy_loss(self, model, mb: dict, aux: dict):
-        """Clipped surrogate + entropy bonus + KL loss term (eq.72), exact under accumulation."""
-        s = self.settings
-        m = mb["loss_mask"] > 0
+        """The learner's loss: the policy's token log-probs and entropies on the micro-batch,
+        then `policy_objective`."""
         logprobs, entropy = self._logprobs(model, mb)
-        pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
-                                clip_low=s.clip_low, clip_high=s.clip_high,
-                                dual_clip=s.dual_clip if s.dual_clip > 0 else None,
-                                aggregation=s.aggregation)
-        scale = exact_scale(m, aux, s.aggregation)
-        share = token_share(m, aux)
+        return self.policy_objective(logprobs, entropy, mb, aux)
+
+    def policy_objective(self, logprobs, entropy, mb: dict, aux: dict):
+        """The policy objective (module docstring) + entropy bonus + KL loss term (eq.72), exact
+        under accumulation. Pure in its arrays: logprobs, entropy [B, T]; mb holds loss_mask,
+        valid, old_logprobs, advantages and (KL loss) ref_logprobs; aux the learner's
+        minibatch-wide denominators (and kl_coef). Metrics are additive over micro-batches."""
+        s = self.settings
+        kind = self.policy_loss_kind
+        m = mb["loss_mask"] > 0
+        if kind == "sequence_clip":
+            agg = "seq-mean-token-sum"
+            pg, pm = sequence_clip_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+                                        clip_eps=s.clip_low, clip_high=s.clip_high, valid=mb["valid"])
+            ratio_mean, frac = pm["seq_ratio_mean"], {"clip_frac": pm["clip_fraction"]}
+        elif kind == "trust_region":
+            agg = s.aggregation
+            pg, pm = trust_region_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+                                             clip_low=s.clip_low, clip_high=s.clip_high,
+                                             aggregation=agg)
+            ratio_mean = pm["ratio_mean"]
+            frac = {"masked_frac": pm["masked_fraction"], "masked_frac_low": pm["masked_fraction_low"],
+                    "masked_frac_high": pm["masked_fraction_high"]}
+        else:
+            agg = s.aggregation
+            pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+                                    clip_low=s.clip_low, clip_high=s.clip_high,
+                                    dual_clip=s.dual_clip if s.dual_clip > 0 else None,
+                                    aggregation=agg)
+            ratio_mean = pm["ratio_mean"]
+            frac = {"clip_frac": pm["clip_fraction"], "clip_frac_low": pm["clip_fraction_low"],
+                    "clip_frac_high": pm["clip_fraction_high"],
+                    "dual_clip_frac": pm["dual_clip_fraction"]}
+        scale = exact_scale(m, aux, agg)  # this micro-batch's share of the minibatch mean
         pg = pg * scale
         total = pg
-        ent = aggregate(entropy, m, s.aggregation) * scale
+        ent = aggregate(entropy, m, agg) * scale
         if s.entropy_coef:
             total = total - s.entropy_coef * ent
-        metrics = {
-            "pg_loss": pg,
-            "entropy": masked_mean(entropy, m) * share,
-            "clip_frac": pm["clip_fraction"] * share,
-            "clip_frac_low": pm["clip_fraction_low"] * share,
-            "clip_frac_high": pm["clip_fraction_high"] * share,
-            "dual_clip_frac": pm["dual_clip_fraction"] * share,
-            "ratio_mean": pm["ratio_mean"] * share,
-            "approx_kl": pm["approx_kl"] * share,
-        }
+        metrics = {"pg_loss": pg, "entropy": masked_mean(entropy, m) * token_share(m, aux),
+                   "ratio_mean": ratio_mean * scale,
+                   "approx_kl": pm["approx_kl"] * scale,
+                   **{k: v * scale for k, v in frac.items()}}
+        if kind != "sequence_clip":
+            metrics.update(ratio_max=pm["ratio_max"], ratio_min=pm["ratio_min"])
         if s.kl_mode == "loss":
             kl_tok = core_kl.kl_estimate(logprobs, mb["ref_logprobs"], s.kl_estimator, loss_mask=m)
-            kl_term = aggregate(kl_tok, m, s.aggregation) * scale
+            kl_term = aggregate(kl_tok, m, agg) * scale
             total = total + aux["kl_coef"] * kl_term
             metrics["kl_loss"] = kl_term
         return total, metrics
@@ -303,9 +366,15 @@ class Algorithm:
         if ctrl is not None and "kl/seq_mean" in metrics:
             ctrl = core_kl.update_kl_controller(ctrl, metrics["kl/seq_mean"], 1)
             metrics["kl/coef"] = ctrl.coef
+        # the policy changed iff at least one policy update was applied (not skipped as
+        # non-finite) and the policy was not frozen (critic warm-up)
+        applied = metrics["policy/num_updates"] - metrics["policy/skipped"]
+        changed = (applied > 0) & (metrics.get("policy/frozen", 0.0) < 0.5)
         state = state.replace(kl_controller=ctrl, step=state.step + 1,
-                              policy_version=state.policy_version + 1, rng=key)
+                              policy_version=state.policy_version + changed.astype(jnp.int32),
+                              rng=key)
         metrics.update(self.batch_metrics(tb))
+        metrics["policy/version"] = state.policy_version.astype(jnp.float32)
         return state, metrics
 
     # ------------------------------------------------------------------ the update
@@ -318,6 +387,7 @@ class Algorithm:
         metrics.update(m)
         state, tb, m = self.compute_advantages(state, tb)
         metrics.update(m)
+        tb = self.weight_advantages(tb)
         state, m = self.update_critic(state, tb, k_critic)
         metrics.update(m)
         state, m = self.update_policy(state, tb, k_policy)

@@ -4,7 +4,8 @@ Token rewards: the sequence reward on each row's last policy token, minus the pe
 when kl.mode == "reward" (eq.22). Values: V(s_t) for the action at token t, aligned by
 `rlvr.algorithms.critic.token_values` (the critic output at position t−1), so the baseline never
 sees the action it judges. Advantages and returns from
-`rlvr.core.gae.gae` (Skip-Observation form: observation tokens are skipped, R3.4).
+`rlvr.core.gae.gae` (Skip-Observation form: observation tokens are skipped, R3.4; the naive
+token form with `skip_observations = False`).
 
 Critic: `critic_updates` learner passes per RL step on the clipped value loss (value_clip); the
 policy is frozen for the first `critic_warmup_steps` steps (critic warm-up). Explained variance of
@@ -22,12 +23,13 @@ from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean
 from rlvr.core.gae import gae
 from rlvr.core.losses import explained_variance, value_loss
-from rlvr.train.learner import make_update
+from rlvr.learner import make_update
 
 
 class PPO(Algorithm):
     name = "ppo"
     uses_critic = True
+    default_advantage = "gae"
 
     def __init__(self, settings, **kw):
         super().__init__(settings, **kw)
@@ -64,7 +66,7 @@ class PPO(Algorithm):
             token_values(critic, tb["tokens"], tb["positions"], tb["attention_mask"]))
         values = jnp.where(m, values, 0.0)
         adv, ret = gae(tb["token_rewards_shaped"], values, m, gamma=s.gamma, lam=s.gae_lambda,
-                       skip_observations=True)
+                       skip_observations=s.skip_observations)
         tb.update(advantages=adv, returns=ret, old_values=values)
         metrics = {"critic/explained_variance": explained_variance(values, ret, m),
                    "critic/value_mean": masked_mean(values, m),
@@ -72,9 +74,17 @@ class PPO(Algorithm):
         return state, tb, metrics
 
     def critic_loss(self, model, mb, aux):
+        """The critic learner's loss: token-aligned values on the micro-batch, then
+        `critic_objective`."""
+        values = token_values(model, mb["tokens"], mb["positions"], mb["attention_mask"])
+        return self.critic_objective(values, mb, aux)
+
+    def critic_objective(self, values, mb, aux):
+        """value_coef × the (clipped, value_clip) value loss against the GAE returns on policy
+        tokens, aggregated like the policy loss and exact under accumulation. Pure in its arrays:
+        values [B, T]; mb holds loss_mask, old_values, returns."""
         s = self.settings
         m = mb["loss_mask"] > 0
-        values = token_values(model, mb["tokens"], mb["positions"], mb["attention_mask"])
         loss, vm = value_loss(values, mb["old_values"], mb["returns"], m,
                               clip_eps=s.value_clip if s.value_clip > 0 else None,
                               aggregation=s.aggregation)

@@ -1,5 +1,9 @@
 """rlvr.core: pure, jitted math every algorithm is built from (SPEC R3, R4.1, R6.4, R7.1, R8).
 
+Every name below is also reachable through its module, and every module stays a module:
+`rlvr.core.gae` is the module and `rlvr.core.gae.gae(...)` the function (so is `rlvr.core.kl`,
+`rlvr.core.losses`, ...).
+
 Modules: advantages (GRPO, RLOO, REINFORCE), gae ((Skip-Observation) GAE), losses (PPO token loss,
 trust-region token loss, PivotRL sequence loss, GSPO, value loss, aggregation, entropy), kl
 (estimators, reward penalty, coefficient controllers), pivot (pivot selection), curriculum
@@ -18,7 +22,7 @@ from rlvr.core.curriculum import (
     mixture_weights,
     variance_weights,
 )
-from rlvr.core.gae import gae
+from rlvr.core import advantages, curriculum, gae, kl, losses, metrics, pivot  # noqa: F401  (modules)
 from rlvr.core.kl import (
     KLControllerState,
     init_kl_controller,
@@ -51,7 +55,6 @@ __all__ = [
     "rloo_advantages",
     "reinforce_advantages",
     "update_running_baseline",
-    "gae",
     "aggregate",
     "ppo_token_loss",
     "trust_region_token_loss",

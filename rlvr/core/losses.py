@@ -261,7 +261,8 @@ def _clipped_sequence_objective(seq_log_ratio, adv, valid, lo, hi, max_log_ratio
 
 
 def sequence_clip_loss(
-    logprobs, old_logprobs, advantages, loss_mask, *, clip_eps, valid=None, max_log_ratio=20.0
+    logprobs, old_logprobs, advantages, loss_mask, *, clip_eps, clip_high=None, valid=None,
+    max_log_ratio=20.0
 ):
     """PivotRL turn-level clipped objective (SPEC R3.6, R4.4; seed 000 §3.3).
 
@@ -274,7 +275,8 @@ def sequence_clip_loss(
       logprobs, old_logprobs: float [K, T], one action per row.
       advantages: float [K], one per action (e.g. grpo_advantages of the group, flattened).
       loss_mask: [K, T]; 1 on the action's tokens.
-      clip_eps: ε in (0, 1).
+      clip_eps: ε in (0, 1) (the lower bound 1 − ε, and the upper bound unless clip_high).
+      clip_high: optional ε_high ≥ 0 for an asymmetric upper bound 1 + ε_high (None: ε).
       valid: optional bool [K]; invalid rows and rows with no action token are excluded.
       max_log_ratio: numerical guard: the summed log-ratio is clipped to ±this before exp.
 
@@ -284,9 +286,12 @@ def sequence_clip_loss(
     """
     fn = "sequence_clip_loss"
     check_range(fn, "clip_eps", clip_eps, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    if clip_high is None:
+        clip_high = clip_eps
+    check_range(fn, "clip_high", clip_high, lo=0.0)
     log_ratio, adv, m, valid = _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid)
     seq_lr = jnp.sum(log_ratio, axis=-1)
-    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_eps, 1 + clip_eps, max_log_ratio)
+    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_eps, 1 + clip_high, max_log_ratio)
 
 
 def gspo_sequence_loss(

@@ -22,7 +22,7 @@ from rlvr.envs.base import (
     retry_seed,
 )
 from rlvr.envs.kv_store import KVStoreEnv
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 ENVIRONMENTS = {KVStoreEnv.name: KVStoreEnv}
 

@@ -29,7 +29,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Optional
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 
 class ResetIntegrityError(RuntimeError):

@@ -36,7 +36,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from rlvr.envs.base import Environment, StepResult, derive_seed, hash_state
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 ENV_NAME = "kv_store"
 ENV_VERSION = "kv_store/1"

@@ -14,6 +14,24 @@ from typing import Any, Optional
 
 ARCHITECTURES = ("llama", "qwen2")
 DTYPES = ("float32", "bfloat16")
+
+
+def dtype_name(dtype, field: str = "dtype") -> str:
+    """The name ("float32" | "bfloat16") of a dtype given by name or as a JAX / numpy dtype
+    (`jnp.bfloat16`, `np.float32`, `np.dtype("bfloat16")`). Raises ValueError naming `field`."""
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        try:
+            import numpy as np
+
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in DTYPES:
+        raise ValueError(f"{field} must be one of {DTYPES} (or the JAX / numpy dtype), got {dtype!r}")
+    return name
+
 ATTENTION_IMPLS = ("xla", "cudnn")
 # rope_type values we implement (see rlvr.models.transformer.rope_frequencies).
 ROPE_TYPES = ("default", "linear", "llama3")
@@ -91,11 +109,8 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta!r}")
         if not (isinstance(self.rms_norm_eps, (int, float)) and self.rms_norm_eps > 0):
             raise ValueError(f"ModelConfig.rms_norm_eps must be > 0, got {self.rms_norm_eps!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"ModelConfig.dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.param_dtype not in DTYPES:
-            raise ValueError(
-                f"ModelConfig.param_dtype must be one of {DTYPES}, got {self.param_dtype!r}")
+        object.__setattr__(self, "dtype", dtype_name(self.dtype, "ModelConfig.dtype"))
+        object.__setattr__(self, "param_dtype", dtype_name(self.param_dtype, "ModelConfig.param_dtype"))
         if self.architecture not in ARCHITECTURES:
             raise ValueError(
                 f"ModelConfig.architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")

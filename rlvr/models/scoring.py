@@ -1,6 +1,6 @@
 """Token scoring for the learner: log-probs of the taken tokens and per-token entropy (R1.2, R5.3).
 
-Alignment (rlvr-wide, see rlvr/rollout/batch.py): `logprobs[:, t] = log p(tokens[:, t] |
+Alignment (rlvr-wide, see rlvr/records/batch.py): `logprobs[:, t] = log p(tokens[:, t] |
 tokens[:, :t])`, and `entropy[:, t]` is the entropy of that same next-token distribution.
 Both are 0 at t = 0, where `attention_mask` is 0, and at the first real token of a row (it has
 no real context, e.g. after left padding).

@@ -8,7 +8,7 @@ as ONE token stream. `loss_mask` is 1 on action tokens a_i only (the policy's to
 the action terminator), 0 on the prompt and on every observation o_i; `turn_ids[t] = i` on the
 tokens of action a_i and -1 elsewhere, so Skip-Observation GAE (R3.4) and turn-level losses
 (R3.6) can find the action boundaries. `behavior_logprobs` are the sampler's log-probs of the
-action tokens, aligned with `tokens` (see rlvr/rollout/batch.py).
+action tokens, aligned with `tokens` (see rlvr/records/batch.py).
 
 Batched: every turn, all still-active episodes step together — one sampler call with prompt =
 each episode's whole history so far (left-padded, bucketed lengths so the jitted sampler compiles
@@ -17,7 +17,7 @@ host, never inside jit.
 
 Bounds and stop reasons (R1.2): the environment ends the episode (`eos`: natural end, also when
 the policy emits EOS), `max_turns`, `max_length` (an action that hits the per-action token cap
-without a terminator, or a stream that would exceed `max_tokens`), `timeout` (wall time),
+without a terminator, or a history with no room left for one more action within `max_tokens`), `timeout` (wall time),
 `env_error` (the environment reported a fault: the sample is marked invalid, never reward 0).
 
 Before each action the loop records the environment snapshot, its state hash and the prefix
@@ -34,8 +34,7 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import numpy as np
 
-from rlvr.rollout.batch import RolloutBatch, SampleMeta
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.batch import RolloutBatch
 
 
 def _bucket(n: int, bucket: int) -> int:
@@ -74,14 +73,26 @@ class TurnSamples:
         return self.tokens.shape[0]
 
 
-def left_pad(prefixes: Sequence[Sequence[int]], pad_id: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
-    """Left-pads token lists to a common length rounded up to a multiple of `bucket`.
+def left_pad(prefixes: Sequence[Sequence[int]], pad_id: int, bucket: int,
+             max_len: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Left-pads token lists to a common length rounded up to a multiple of `bucket`, capped at
+    `max_len` (bucket 0: exactly `max_len`, one shape).
 
-    Returns (tokens int32 [B, P], mask bool [B, P]).
+    Returns (tokens int32 [B, P], mask bool [B, P]). Raises ValueError when a prefix is longer
+    than `max_len`.
     """
     if not prefixes or any(len(p) == 0 for p in prefixes):
         raise ValueError("left_pad: every prefix must be a non-empty token list")
-    p = _bucket(max(len(x) for x in prefixes), bucket)
+    longest = max(len(x) for x in prefixes)
+    if max_len is not None and longest > max_len:
+        raise ValueError(f"left_pad: a prefix has {longest} tokens > the longest allowed {max_len}")
+    if bucket <= 0:
+        if max_len is None:
+            raise ValueError("left_pad: bucket 0 needs max_len")
+        p = max_len
+    else:
+        p = _bucket(longest, bucket)
+        p = p if max_len is None else min(p, max_len)
     toks = np.full((len(prefixes), p), pad_id, np.int32)
     mask = np.zeros((len(prefixes), p), bool)
     for i, x in enumerate(prefixes):
@@ -100,18 +111,26 @@ def sample_turn(
     terminator_id: int,
     prompt_bucket: int = 32,
     batch_bucket: int = 1,
+    max_prompt_len: Optional[int] = None,
 ) -> TurnSamples:
     """Samples one action per prefix with the batched sampler (prompt = history so far).
 
+    `key`: one PRNG key (sample b uses fold_in(key, b)) or one typed key per prefix.
     `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The batch is
     padded up to a multiple of `batch_bucket` with copies of the first prefix (then dropped) so
-    the jitted sampler sees few distinct shapes.
+    the jitted sampler sees few distinct shapes; prompts are left-padded to a multiple of
+    `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
     n = len(prefixes)
-    padded = list(prefixes) + [prefixes[0]] * (_bucket(n, batch_bucket) - n)
-    ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket)
+    extra = _bucket(n, batch_bucket) - n
+    padded = list(prefixes) + [prefixes[0]] * extra
+    ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket, max_len=max_prompt_len)
+    if getattr(key, "ndim", 0) == 1 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape[0] != n:
+            raise ValueError(f"sample_turn: got {key.shape[0]} keys for {n} prefixes")
+        key = jax.numpy.concatenate([key, jax.numpy.repeat(key[:1], extra)]) if extra else key
     out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id)
     tokens = np.asarray(out.tokens)[:n]
     loss_mask = np.asarray(out.loss_mask, np.float32)[:n]
@@ -169,8 +188,6 @@ class Episode:
     stop_reason: str = ""
     truncated: bool = False
     env_error: Optional[str] = None
-    verdict: Optional[Verdict] = None
-    reward: float = 0.0
 
     @property
     def num_turns(self) -> int:
@@ -219,12 +236,21 @@ def restore_env(env, snapshot, expected_hash: Optional[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class AgentRollout:
-    """Output of `run_episodes`: the device batch, per-sample metadata and host episodes."""
+    """Output of `run_episodes`: the host episodes (in start order) and rollout statistics.
 
-    batch: RolloutBatch
-    metas: list
+    The episodes carry no reward: the caller judges each one (its outcome verifier on the
+    environment's authoritative final state) and builds the batch with `to_batch`.
+    """
+
     episodes: list
     stats: dict
+    pad_id: int = 0
+    seq_bucket: int = 64
+
+    def to_batch(self, rewards=None, valid=None, policy_version=0) -> RolloutBatch:
+        """`episodes_to_batch` of these episodes (rewards 0 and valid = no env_error by default)."""
+        return episodes_to_batch(self.episodes, pad_id=self.pad_id, seq_bucket=self.seq_bucket,
+                                 rewards=rewards, valid=valid, policy_version=policy_version)
 
 
 def run_episodes(
@@ -239,10 +265,6 @@ def run_episodes(
     max_turns: int = 8,
     max_tokens: int = 256,
     wall_time_s: float = 60.0,
-    verify: Optional[Callable[[Episode], Verdict]] = None,
-    policy_version: int = 0,
-    verifier_version: str = "0",
-    reward_config_hash: str = "",
     seq_bucket: int = 64,
     prompt_bucket: int = 32,
     policy: Optional[Callable] = None,
@@ -253,20 +275,23 @@ def run_episodes(
       model: the policy (rlvr.models.Transformer) passed to the sampler.
       starts: one EpisodeStart per episode (fresh tasks or restored pivot states).
       make_env: factory of a fresh Environment (one per episode).
-      key: PRNG key; split per turn.
+      key: one PRNG key (episode i uses fold_in(key, i)) or one typed key per episode; the
+        action of turn t uses fold_in(episode key, t), so an episode's samples do not depend on
+        the other episodes of the batch.
       tokenizer: rlvr tokenizer (encode/decode/pad_id/eos_id).
       sampling: SamplingParams for each action; `max_new_tokens` bounds one action. The
         terminator and EOS are added to its stop tokens.
       max_turns: most actions per episode (counted from the episode's first turn).
       max_tokens: most stream tokens per episode (prompt + actions + observations).
       wall_time_s: wall-clock bound for the whole batch; active episodes stop with `timeout`.
-      verify: Episode -> Verdict (outcome verifier on authoritative env state); reward 1 on
-        pass, 0 on fail/unknown; env_error → valid False. None: rewards 0, decision unknown.
+      prompt_bucket: histories are left-padded to a multiple of it (0: always to
+        max_tokens − max_new_tokens, one shape).
       policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
         scripted policy in tests.
     Returns:
-      AgentRollout: batch [B, T] (T bucketed to `seq_bucket`, right-padded) with turn_ids;
-      metas (SampleMeta, R1.2); episodes; stats (turns, action/observation tokens, time split).
+      AgentRollout: the episodes (streams, actions, observations, per-turn snapshots, stop
+      reasons, env errors) and stats (turns, action/prompt tokens, time split). No rewards:
+      the caller judges the episodes.
     """
     if max_turns < 1 or max_tokens < 2:
         raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
@@ -280,6 +305,9 @@ def run_episodes(
     t0 = time.monotonic()
     t_gen = t_env = 0.0
 
+    from rlvr.rollout.sampler import per_sample_keys  # noqa: PLC0415
+
+    episode_keys = per_sample_keys(key, len(starts))
     episodes: list[Episode] = []
     for s in starts:
         env = make_env()
@@ -292,11 +320,14 @@ def run_episodes(
             restore_env(env, s.snapshot, s.state_hash)
         t_env += time.monotonic() - te
         n = len(s.prefix_tokens)
-        episodes.append(Episode(task=s.task, env=env, tokens=list(s.prefix_tokens),
-                                loss_mask=[0.0] * n, behavior_logprobs=[0.0] * n,
-                                turn_ids=[-1] * n, first_turn=s.turn_index))
+        e = Episode(task=s.task, env=env, tokens=list(s.prefix_tokens), loss_mask=[0.0] * n,
+                    behavior_logprobs=[0.0] * n, turn_ids=[-1] * n, first_turn=s.turn_index)
+        if n + sampling.max_new_tokens > max_tokens:  # no room for a single action
+            e.done, e.stop_reason, e.truncated = True, "max_length", True
+        episodes.append(e)
 
     turn = 0
+    prompt_tokens = 0
     while True:
         active = [e for e in episodes if not e.done]
         if not active:
@@ -313,12 +344,15 @@ def run_episodes(
             e.snapshots.append(e.env.snapshot())
             e.state_hashes.append(e.env.state_hash())
             e.turn_starts.append(len(e.tokens))
-        key, sub = jax.random.split(key)
+        idx = np.array([i for i, e in enumerate(episodes) if not e.done])
+        sub = jax.vmap(lambda k: jax.random.fold_in(k, turn))(episode_keys[idx])
         tg = time.monotonic()
         prefixes = [e.tokens for e in active]
+        prompt_tokens += sum(len(p) for p in prefixes)
         if policy is None:
             ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
-                             terminator_id=term_id, prompt_bucket=prompt_bucket)
+                             terminator_id=term_id, prompt_bucket=prompt_bucket,
+                             max_prompt_len=max_tokens - sampling.max_new_tokens)
         else:
             ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
                         prompt_bucket=prompt_bucket)
@@ -356,58 +390,33 @@ def run_episodes(
             e.turn_ids += [-1] * len(obs)
             if res.done:
                 e.done, e.stop_reason = True, "eos"
-            elif len(e.tokens) + 1 >= max_tokens:
+            elif len(e.tokens) + sampling.max_new_tokens > max_tokens:  # no room for an action
                 e.done, e.stop_reason, e.truncated = True, "max_length", True
         turn += 1
 
-    tv = time.monotonic()
-    for e in episodes:
-        if e.env_error is not None:
-            e.verdict = Verdict(decision="unknown", trial="env_error", evidence={"error": e.env_error})
-        elif verify is not None:
-            e.verdict = verify(e)
-        e.reward = 1.0 if (e.verdict is not None and e.verdict.passed) else 0.0
-    t_ver = time.monotonic() - tv
-
-    batch = episodes_to_batch(episodes, pad_id=tokenizer.pad_id, seq_bucket=seq_bucket,
-                              policy_version=policy_version)
-    sp = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-          "max_new_tokens": sampling.max_new_tokens, "max_turns": max_turns,
-          "max_tokens": max_tokens}
-    metas = [
-        SampleMeta(
-            task_id=e.task.task_id, policy_version=policy_version,
-            verifier_version=(e.verdict.verifier_version if e.verdict else verifier_version),
-            environment_version=str(getattr(e.env, "version", "0")),
-            reward_config_hash=reward_config_hash, sampling_params=sp,
-            stop_reason=e.stop_reason, num_turns=e.num_turns,
-            decision=(e.verdict.decision if e.verdict else "unknown"),
-            trial=(e.verdict.trial if e.verdict else "valid"),
-            components=dict(e.verdict.components) if e.verdict else {},
-            evidence=dict(e.verdict.evidence) if e.verdict else {},
-            text=tokenizer.decode([t for t in e.tokens if t != tokenizer.pad_id]),
-        )
-        for e in episodes
-    ]
     n_act = sum(e.num_action_tokens for e in episodes)
     stats = {
         "rollout/episodes": float(len(episodes)),
         "rollout/turns": float(sum(e.num_turns for e in episodes)),
         "rollout/action_tokens": float(n_act),
+        "rollout/prompt_tokens": float(prompt_tokens),
         "rollout/tokens": float(sum(len(e.tokens) for e in episodes)),
-        "rollout/success": float(np.mean([e.reward for e in episodes])),
         "rollout/truncation_rate": float(np.mean([e.truncated for e in episodes])),
         "rollout/env_error_rate": float(np.mean([e.env_error is not None for e in episodes])),
         "time/generate_s": t_gen,
         "time/env_s": t_env,
-        "time/verify_s": t_ver,
     }
-    return AgentRollout(batch=batch, metas=metas, episodes=episodes, stats=stats)
+    return AgentRollout(episodes=episodes, stats=stats, pad_id=tokenizer.pad_id,
+                        seq_bucket=seq_bucket)
 
 
 def episodes_to_batch(episodes: Sequence[Episode], *, pad_id: int, seq_bucket: int,
-                      policy_version: int = 0) -> RolloutBatch:
-    """Right-pads episode streams into a RolloutBatch [B, T] with turn_ids (T bucketed)."""
+                      rewards=None, valid=None, policy_version=0) -> RolloutBatch:
+    """Right-pads episode streams into a RolloutBatch [B, T] with turn_ids (T bucketed).
+
+    rewards: [B] (default 0); valid: [B] (default: the episodes without an environment fault);
+    policy_version: an int or [B] versions of the policy that sampled each episode.
+    """
     t = _bucket(max(len(e.tokens) for e in episodes), seq_bucket)
     b = len(episodes)
     tokens = np.full((b, t), pad_id, np.int32)
@@ -424,10 +433,11 @@ def episodes_to_batch(episodes: Sequence[Episode], *, pad_id: int, seq_bucket: i
         tid[i, :n] = e.turn_ids
     return RolloutBatch.create(
         tokens=tokens, attention_mask=am, loss_mask=lm, behavior_logprobs=blp,
-        rewards=np.array([e.reward for e in episodes], np.float32),
-        valid=np.array([e.env_error is None for e in episodes]),
+        rewards=np.zeros((b,), np.float32) if rewards is None else np.asarray(rewards, np.float32),
+        valid=(np.array([e.env_error is None for e in episodes]) if valid is None
+               else np.asarray(valid, bool)),
         truncated=np.array([e.truncated for e in episodes]),
-        policy_version=np.full((b,), policy_version, np.int32),
+        policy_version=np.broadcast_to(np.asarray(policy_version, np.int32), (b,)),
         turn_ids=tid,
     )
 

@@ -17,7 +17,7 @@ from typing import Mapping, Union
 
 from rlvr.tasks import splits
 from rlvr.tasks.difficulty import resolve_difficulty as _resolve
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.arithmetic import IntegerAnswerVerifier
 from rlvr.verifiers.countdown import safe_eval
 

@@ -21,7 +21,7 @@ from typing import Mapping, Union
 
 from rlvr.tasks import splits
 from rlvr.tasks.difficulty import resolve_difficulty as _resolve
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.countdown import ALL_OPERATORS, CountdownVerifier
 
 NAME = "countdown"

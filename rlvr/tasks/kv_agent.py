@@ -27,6 +27,7 @@ from typing import Sequence, Union
 
 from rlvr.envs.base import Turn, derive_seed
 from rlvr.envs.kv_store import (
+    ALPHABET,
     KEYS,
     KVStoreEnv,
     initial_state,
@@ -34,7 +35,7 @@ from rlvr.envs.kv_store import (
     oracle_action,
     render_query,
 )
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.tasks.splits import check_split, split_of
 
 
@@ -225,5 +226,61 @@ def render_episode(task: TaskSpec, turns: Sequence[Turn]) -> str:
     return task.prompt + "".join(t.action + t.observation for t in turns)
 
 
-__all__ = ["DEMO_STYLES", "DIFFICULTIES", "KVDifficulty", "Turn", "demo_rng", "demonstrations", "generate",
+# ------------------------------------------------------------------------------------ the kit
+@dataclasses.dataclass(frozen=True)
+class KVSource:
+    """KV agent tasks at one difficulty: `sample` draws the train split, `heldout` the fixed
+    eval set (distinct tasks of the eval split), `eval_set` any split."""
+
+    difficulty: Union[str, KVDifficulty] = "medium"
+
+    def __post_init__(self):
+        _as_difficulty(self.difficulty)  # raises naming the allowed difficulties
+
+    name = "kv_agent"
+    alphabet = ALPHABET
+
+    def sample(self, n: int, seed) -> list[TaskSpec]:
+        return generate(n, split="train", seed=seed, difficulty=self.difficulty)
+
+    def eval_set(self, split: str = "eval", n=None, seed: int = 0) -> list[TaskSpec]:
+        return generate(100 if n is None else n, split=split, seed=seed, difficulty=self.difficulty)
+
+    def heldout(self, n: int, seed: int) -> list[TaskSpec]:
+        return generate(n, split="eval", seed=seed, difficulty=self.difficulty)
+
+
+def kit(difficulty: Union[str, KVDifficulty] = "medium", demo_style: str = "canonical",
+        fault_prob: float = 0.0):
+    """The KV agent task kit (`task.names = ("kv_agent",)`; `task.kwargs` = these arguments).
+
+    difficulty: "easy" | "medium" | "hard" or a KVDifficulty; demo_style: the demonstrations'
+    style (`DEMO_STYLES`); fault_prob: probability of a simulated tool fault per step (faults are
+    env_errors: retried, then masked).
+    """
+    from rlvr.tasks.kit import TaskKit
+    from rlvr.verifiers.kv_agent import (ExactMatchTurnVerifier, KVFunctionalVerifier,
+                                         KVOutcomeVerifier)
+
+    if demo_style not in DEMO_STYLES:
+        raise ValueError(f"demo_style must be one of {DEMO_STYLES}, got {demo_style!r}")
+    if not (isinstance(fault_prob, (int, float)) and 0.0 <= fault_prob < 1.0):
+        raise ValueError(f"fault_prob must be in [0, 1), got {fault_prob!r}")
+    return TaskKit(
+        name="kv_agent", source=KVSource(difficulty), verifier=KVOutcomeVerifier(),
+        demonstration=lambda task: demonstrations(task, style=demo_style),
+        alphabet=ALPHABET, env_factory=lambda: KVStoreEnv(fault_prob=float(fault_prob)),
+        turn_verifiers={"functional": KVFunctionalVerifier(), "exact": ExactMatchTurnVerifier()},
+        render_episode=render_episode, action_terminator="\n")
+
+
+def _register():
+    from rlvr.tasks.kit import register_kit
+
+    register_kit("kv_agent", kit)
+
+
+_register()
+
+__all__ = ["DEMO_STYLES", "KVSource", "kit", "DIFFICULTIES", "KVDifficulty", "Turn", "demo_rng", "demonstrations", "generate",
            "is_unseen_keyset", "render_episode", "task_split"]

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Iterable, Union
 
-from rlvr.tasks.spec import TaskSpec, TaskSpecError, validate_record
+from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
 
 PathLike = Union[str, os.PathLike]
 
@@ -49,7 +49,7 @@ def load_jsonl(path: PathLike) -> list[TaskSpec]:
     """Reads and validates a JSONL task file.
 
     Args:
-      path: file with one JSON object per line, fields as in `rlvr.tasks.spec.FIELDS`.
+      path: file with one JSON object per line, fields as in `rlvr.records.task.FIELDS`.
     Returns:
       the TaskSpecs in file order.
     Raises:

@@ -20,7 +20,7 @@ import json
 from typing import Any, Mapping
 
 from rlvr.tasks import splits
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 PREFIX = "reasoning_gym"
 _CHUNK = 64

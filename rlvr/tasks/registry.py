@@ -30,7 +30,7 @@ from rlvr.tasks import arithmetic, countdown
 from rlvr.tasks import reasoning_gym as rg_tasks
 from rlvr.tasks import splits
 from rlvr.tasks.loader import load_jsonl
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 ALLOWED_NAMES = ("arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>")
 _PROCEDURAL = {arithmetic.NAME: arithmetic, countdown.NAME: countdown}
@@ -324,3 +324,57 @@ def get_task_source(name: str, **kwargs: Any):
     if prefix == "jsonl" and rest:
         return JsonlSource(rest, **kwargs)
     raise ValueError(f"unknown task source {name!r}; allowed: {', '.join(ALLOWED_NAMES)}")
+
+
+def heldout_tasks(source, n: int, seed: int, split: str = "eval") -> list[TaskSpec]:
+    """The fixed held-out set (R7.1): `n` tasks drawn i.i.d. from the training distribution,
+    restricted to `split` (never a training instance, rlvr.tasks.splits).
+
+    `source.eval_set(split, n)` returns n *distinct* instances; when the distribution mixes a
+    small sub-space (e.g. 2-operand one-digit sums, ~20 eval instances) with a large one, forcing
+    distinctness over-represents the large one, so held-out success would measure a harder
+    distribution than the one trained on. Procedural sources are therefore drawn one task per
+    derived seed (duplicates allowed, exactly the training distribution); mixtures split n by
+    their weights; a source with its own `heldout(n, seed)` uses it; other sources (fixed files)
+    keep `eval_set`.
+    """
+    if isinstance(source, ProceduralSource):
+        return [source.eval_set(split, 1, _stream_seed(seed, "heldout", i))[0] for i in range(n)]
+    if isinstance(source, MixtureSource):
+        rng = np.random.default_rng(_stream_seed(seed, "heldout-mixture"))
+        counts = rng.multinomial(n, np.asarray(source.weights))
+        out: list[TaskSpec] = []
+        for j, (src, k) in enumerate(zip(source.sources, counts)):
+            out.extend(heldout_tasks(src, int(k), _stream_seed(seed, "component", j), split))
+        return out
+    if hasattr(source, "heldout") and split == "eval":
+        return source.heldout(n, seed)
+    return source.eval_set(split, n, seed)
+
+
+def _stream_seed(*parts) -> int:
+    import hashlib
+
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") % (2**62)
+
+
+# ------------------------------------------------------------------------------- task kits
+def _source_kit(source) -> "TaskKit":
+    """The kit of a single-turn source: its verifier, demonstrations and alphabet."""
+    from rlvr.tasks.kit import TaskKit
+
+    return TaskKit(name=source.name, source=source, verifier=source.verifier,
+                   demonstration=source.demonstration, alphabet=source.alphabet)
+
+
+def _register_kits() -> None:
+    from rlvr.tasks.kit import register_kit
+
+    for name in _PROCEDURAL:
+        register_kit(name, functools.partial(lambda n, **kw: _source_kit(ProceduralSource(n, **kw)), name))
+    register_kit(rg_tasks.PREFIX + ":", lambda gen, **kw: _source_kit(ReasoningGymSource(gen, config=kw)))
+    register_kit("jsonl:", lambda path, **kw: _source_kit(JsonlSource(path, **kw)))
+
+
+_register_kits()

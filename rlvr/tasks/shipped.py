@@ -11,7 +11,7 @@ import os
 
 from rlvr.tasks import arithmetic, countdown
 from rlvr.tasks.loader import load_jsonl, write_jsonl
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

@@ -1,73 +1,106 @@
-"""Configuration validation: bad settings fail at start with a message naming the field.
+"""The config schema's rules: every setting checked at start, every setting read or refused.
 
-`validate_config(config)` checks, against the shared base (`configs/base.py`):
-    * unknown keys (the base ConfigDict is locked, but an experiment may build its own dict),
-    * ill-typed values (type of the base default; ints are accepted where floats are expected),
-    * values outside the allowed set / range (the message lists what is allowed),
-    * inconsistent settings (group_size 1 with GRPO/RLOO, GAE with a critic-free algorithm, ...).
+`validate_config(config)` checks a config against the schema of `configs/base.py`:
+  * unknown and missing keys (the base ConfigDict is locked, but a config may be built from a dict);
+  * types (the base default's type; ints are accepted where floats are expected);
+  * allowed values (`CHOICES`) and ranges (`BOUNDS`), declaratively, naming what is allowed;
+  * cross-field consistency (group_size 1 with group advantages, GAE without a critic, ...);
+  * applicability (`inapplicable`): a field that does not apply to the chosen algorithm,
+    collector or task kit (e.g. `pivot.m` with GRPO, `algorithm.value_clip` without a critic) must
+    keep its default, else the run is refused naming the field and why it does not apply. A
+    field that only refines a feature switched off in this config (`kl.estimator` with
+    `kl.mode = "none"`, `train.sft_batch_size` with `train.sft_steps = 0`) is inactive: it may
+    keep any value and is not read.
 It raises `ConfigError` (a ValueError) listing every problem found, not just the first.
+
+Every applicable field is read by the run; `ConfigReads` wraps a config and records which
+fields were read, so a test can check that each field of each shipped config is read or refused.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import ml_collections
 
 from rlvr.algorithms import get_algorithm, registered_algorithms
+from rlvr.algorithms.base import POLICY_LOSSES
+from rlvr.models.config import DTYPES, dtype_name
 
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
-# Algorithms with their own multi-turn training loop (launch.py dispatches on these names; each
-# loop validates its own config section): name -> module with `run(config, workdir)`.
-AGENT_LOOPS = {
-        "pivotrl": "rlvr.train.pivotrl_loop",
-        "agent_grpo": "rlvr.train.agent_grpo_loop",
-        "sao": "rlvr.train.sao_loop",
-}
+COLLECTORS = ("", "groups", "pivots")
 CHOICES = {
-        "model.dtype": ("float32", "bfloat16"),
-        "tokenizer.kind": ("char",),
-        "task.curriculum": ("none", "variance", "learning_progress"),
-        "algorithm.advantage": ADVANTAGES,
-        "algorithm.scale_rewards": ("group", "none"),
-        "algorithm.aggregation": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
-        "optimizer.name": ("adamw", "adam", "sgd"),
-        "optimizer.schedule": ("constant", "cosine"),
-        "kl.mode": ("none", "reward", "loss"),
-        "kl.estimator": ("k1", "k2", "k3"),
-        "reward.unknown_as": ("fail", "mask"),
-        "reward.executor": ("inline", "thread", "process"),
+    "model.attention": ("xla", "cudnn"),
+    "tokenizer.kind": ("char",),
+    "task.curriculum": ("none", "variance", "learning_progress"),
+    "algorithm.advantage": ADVANTAGES,
+    "algorithm.policy_loss": ("",) + POLICY_LOSSES,
+    "algorithm.scale_rewards": ("group", "none"),
+    "algorithm.aggregation": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+    "rollout.collector": COLLECTORS,
+    "pivot.candidates": ("demo", "demo+rollout"),
+    "pivot.selection": ("filter", "variance", "all", "random"),
+    "pivot.reward": ("functional", "exact"),
+    "optimizer.name": ("adamw", "adam", "sgd"),
+    "optimizer.schedule": ("constant", "cosine"),
+    "kl.mode": ("none", "reward", "loss"),
+    "kl.estimator": ("k1", "k2", "k3"),
+    "reward.unknown_as": ("fail", "mask"),
+    "reward.executor": ("inline", "thread", "process"),
 }
-# field -> (lower bound, inclusive?) ; values must be >= / > the bound.
+# field -> (lower bound, inclusive?, upper bound or None, inclusive?)
 BOUNDS = {
-        "model.num_layers": (1, True), "model.d_model": (1, True), "model.num_heads": (1, True),
-        "model.num_kv_heads": (1, True), "model.d_ff": (1, True), "model.max_seq_len": (2, True),
-        "model.vocab_size": (0, True),
-        "task.curriculum_alpha": (0.0, True), "task.curriculum_pool": (1, True),
-        "task.curriculum_floor": (0.0, True),
-        "algorithm.group_size": (1, True), "algorithm.adv_eps": (0.0, True),
-        "algorithm.clip_low": (0.0, True), "algorithm.clip_high": (0.0, True),
-        "algorithm.dual_clip": (0.0, True), "algorithm.entropy_coef": (0.0, True),
-        "algorithm.gamma": (0.0, True), "algorithm.gae_lambda": (0.0, True),
-        "algorithm.value_coef": (0.0, True), "algorithm.value_clip": (0.0, True),
-        "algorithm.critic_warmup_steps": (0, True), "algorithm.critic_learning_rate": (0.0, False),
-        "algorithm.critic_updates": (1, True), "algorithm.dynamic_sampling_max_rounds": (0, True),
-        "sampling.prompts_per_step": (1, True), "sampling.max_new_tokens": (1, True),
-        "sampling.temperature": (0.0, False), "sampling.top_p": (0.0, False), "sampling.top_k": (0, True),
-        "optimizer.learning_rate": (0.0, True), "optimizer.warmup_steps": (0, True),
-        "optimizer.weight_decay": (0.0, True), "optimizer.max_grad_norm": (0.0, True),
-        "train.num_steps": (0, True), "train.epochs": (1, True), "train.num_minibatches": (1, True),
-        "train.num_microbatches": (1, True), "train.sft_steps": (0, True),
-        "train.sft_batch_size": (1, True), "train.sft_learning_rate": (0.0, True),
-        "kl.coef": (0.0, True), "kl.target": (0.0, True), "kl.horizon": (0.0, False),
-        "reward.clip": (0.0, True), "reward.num_workers": (1, True), "reward.timeout_s": (0.0, False),
-        "reward.max_retries": (0, True),
-        "eval.every": (0, True), "eval.num_tasks": (0, True), "eval.samples_per_task": (1, True),
-        "eval.temperature": (0.0, False),
-        "checkpoint.every": (0, True), "checkpoint.max_to_keep": (1, True), "logging.every": (1, True),
-        "mesh.fsdp": (1, True), "mesh.tensor": (1, True), "mesh.num_processes": (1, True),
-        "mesh.process_id": (0, True),
+    "seed": (0, True, None, True),
+    "model.num_layers": (1, True, None, True), "model.d_model": (1, True, None, True),
+    "model.num_heads": (1, True, None, True), "model.num_kv_heads": (1, True, None, True),
+    "model.d_ff": (1, True, None, True), "model.max_seq_len": (2, True, None, True),
+    "model.vocab_size": (0, True, None, True),
+    "task.pool_size": (0, True, None, True),
+    "task.curriculum_alpha": (0.0, True, None, True), "task.curriculum_ema": (0.0, True, 1.0, False),
+    "task.curriculum_floor": (0.0, True, None, True),
+    "algorithm.group_size": (1, True, None, True), "algorithm.adv_eps": (0.0, True, None, True),
+    "algorithm.clip_low": (0.0, True, 1.0, False), "algorithm.clip_high": (0.0, True, None, True),
+    "algorithm.dual_clip": (0.0, True, None, True), "algorithm.entropy_coef": (0.0, True, None, True),
+    "algorithm.baseline_momentum": (0.0, True, 1.0, False),
+    "algorithm.gamma": (0.0, True, 1.0, True), "algorithm.gae_lambda": (0.0, True, 1.0, True),
+    "algorithm.value_coef": (0.0, True, None, True), "algorithm.value_clip": (0.0, True, None, True),
+    "algorithm.critic_warmup_steps": (0, True, None, True),
+    "algorithm.critic_learning_rate": (0.0, False, None, True),
+    "algorithm.critic_updates": (1, True, None, True),
+    "algorithm.dynamic_sampling_max_rounds": (0, True, None, True),
+    "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
+    "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
+    "rollout.max_staleness": (0, True, None, True),
+    "rollout.staleness_decay": (0.0, False, 1.0, True),
+    "pivot.m": (2, True, None, True), "pivot.lambda_diff": (0.0, False, 1.0, True),
+    "pivot.random_fraction": (0.0, False, 1.0, True), "pivot.hint_fraction": (0.0, True, 1.0, True),
+    "pivot.reprofile_every": (0, True, None, True),
+    "sampling.prompts_per_step": (1, True, None, True), "sampling.max_new_tokens": (1, True, None, True),
+    "sampling.temperature": (0.0, False, None, True), "sampling.top_p": (0.0, False, 1.0, True),
+    "sampling.top_k": (0, True, None, True),
+    "optimizer.learning_rate": (0.0, True, None, True), "optimizer.warmup_steps": (0, True, None, True),
+    "optimizer.weight_decay": (0.0, True, None, True), "optimizer.b1": (0.0, True, 1.0, False),
+    "optimizer.b2": (0.0, True, 1.0, False), "optimizer.eps": (0.0, False, None, True),
+    "optimizer.max_grad_norm": (0.0, True, None, True),
+    "train.num_steps": (0, True, None, True), "train.token_budget": (0, True, None, True),
+    "train.epochs": (1, True, None, True), "train.num_minibatches": (1, True, None, True),
+    "train.num_microbatches": (1, True, None, True), "train.sft_steps": (0, True, None, True),
+    "train.sft_batch_size": (1, True, None, True), "train.sft_learning_rate": (0.0, False, None, True),
+    "train.sft_pool": (0, True, None, True),
+    "kl.coef": (0.0, True, None, True), "kl.target": (0.0, False, None, True),
+    "kl.horizon": (0.0, False, None, True),
+    "reward.correct_weight": (0.0, True, None, True), "reward.format_weight": (0.0, True, None, True),
+    "reward.clip": (0.0, True, None, True), "reward.num_workers": (1, True, None, True),
+    "reward.timeout_s": (0.0, False, None, True), "reward.max_retries": (0, True, None, True),
+    "eval.every": (0, True, None, True), "eval.num_tasks": (0, True, None, True),
+    "eval.samples_per_task": (1, True, None, True), "eval.temperature": (0.0, False, None, True),
+    "checkpoint.every": (-1, True, None, True), "checkpoint.max_to_keep": (1, True, None, True),
+    "logging.every": (1, True, None, True), "logging.samples_every": (0, True, None, True),
+    "logging.samples_per_step": (1, True, None, True),
+    "mesh.fsdp": (1, True, None, True), "mesh.tensor": (1, True, None, True),
+    "mesh.num_processes": (1, True, None, True), "mesh.process_id": (0, True, None, True),
 }
+DTYPE_FIELDS = ("model.dtype", "model.param_dtype")
 FREE_FORM = ("task.kwargs",)  # subtrees forwarded verbatim to another component.
 
 
@@ -75,14 +108,19 @@ class ConfigError(ValueError):
     """Raised when a config is invalid; the message lists every offending field."""
 
 
-def _flatten(cfg, prefix=""):
+def _raw(config):
+    return config._config if isinstance(config, ConfigReads) else config
+
+
+def flatten(cfg, prefix: str = "") -> dict[str, Any]:
+    """{dotted path: value} of every leaf (free-form subtrees are one leaf)."""
     out = {}
-    for k, v in cfg.items():
+    for k, v in _raw(cfg).items():
         key = f"{prefix}{k}"
         if key in FREE_FORM:
             out[key] = v
         elif isinstance(v, (ml_collections.ConfigDict, dict)):
-            out.update(_flatten(v, key + "."))
+            out.update(flatten(v, key + "."))
         else:
             out[key] = v
     return out
@@ -102,24 +140,164 @@ def _type_ok(default: Any, value: Any) -> bool:
     return True
 
 
-def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """Checks `config` against the base schema and consistency rules; returns it unchanged.
+def _bound_error(key, value) -> Optional[str]:
+    lo, lo_inc, hi, hi_inc = BOUNDS[key]
+    if (value < lo) if lo_inc else (value <= lo):
+        return f"config.{key} must be {'>=' if lo_inc else '>'} {lo}, got {value!r}"
+    if hi is not None and ((value > hi) if hi_inc else (value >= hi)):
+        return f"config.{key} must be {'<=' if hi_inc else '<'} {hi}, got {value!r}"
+    return None
+
+
+# ------------------------------------------------------------------------------ applicability
+def resolved(config) -> dict[str, Any]:
+    """The algorithm-dependent choices a config resolves to: algorithm class, advantage,
+    policy loss and collector (the class defaults where the config leaves them empty)."""
+    c = _raw(config)
+    cls = get_algorithm(c.algorithm.name)
+    return {"cls": cls,
+            "advantage": c.algorithm.advantage or cls.default_advantage,
+            "policy_loss": c.algorithm.policy_loss or cls.default_policy_loss,
+            "collector": c.rollout.collector or cls.default_collector}
+
+
+def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool = False
+                 ) -> dict[str, str]:
+    """{field: why it is not read} for this config.
+
+    multi_turn: whether the task kit is multi-turn (None: unknown, fields that depend on it are
+    not judged). strict_only: only the fields that do not apply to the chosen algorithm,
+    collector or kit (these must keep their defaults), not the inactive refinements of a feature
+    this config switches off (module docstring).
+    """
+    c = _raw(config)
+    r = resolved(c)
+    a, ro, p = c.algorithm, c.rollout, c.pivot
+    critic = r["cls"].uses_critic
+    out: dict[str, str] = {}
+
+    def na(fields, why, strict=False):
+        if strict or not strict_only:
+            for f in fields:
+                out.setdefault(f, why)
+
+    if c.model.init_from:
+        na([f"model.{k}" for k in ("vocab_size", "num_layers", "d_model", "num_heads",
+                                     "num_kv_heads", "d_ff")],
+           "model.init_from is set (the checkpoint's config.json gives the shape)", True)
+    if r["advantage"] != "reinforce":
+        na(["algorithm.baseline_momentum"], f"advantage is {r['advantage']!r}, not 'reinforce'", True)
+    if r["advantage"] != "grpo":
+        na(["algorithm.scale_rewards", "algorithm.adv_eps"], f"advantage is {r['advantage']!r}, not 'grpo'", True)
+    if not critic:
+        na(["algorithm.gamma", "algorithm.gae_lambda", "algorithm.skip_observations",
+            "algorithm.value_coef", "algorithm.value_clip", "algorithm.critic_warmup_steps",
+            "algorithm.critic_learning_rate", "algorithm.critic_updates",
+            "algorithm.critic_freeze_attention"], f"algorithm {a.name!r} has no critic", True)
+    if r["policy_loss"] != "clip":
+        na(["algorithm.dual_clip"], f"policy loss is {r['policy_loss']!r}, not 'clip'", True)
+    if r["policy_loss"] == "sequence_clip" and not critic:
+        na(["algorithm.aggregation"], "the sequence_clip objective averages over actions", True)
+    if r["collector"] != "groups":
+        na(["algorithm.dynamic_sampling", "algorithm.dynamic_sampling_max_rounds",
+            "task.curriculum", "task.curriculum_alpha", "task.curriculum_ema", "task.curriculum_floor"],
+           f"collector is {r['collector']!r}, not 'groups'", True)
+    if not a.dynamic_sampling:
+        na(["algorithm.dynamic_sampling_max_rounds"], "algorithm.dynamic_sampling is off")
+    if c.task.curriculum == "none":
+        na(["task.curriculum_alpha", "task.curriculum_ema", "task.curriculum_floor"], "task.curriculum is 'none'")
+    elif c.task.curriculum != "variance":
+        na(["task.curriculum_alpha"], f"task.curriculum is {c.task.curriculum!r}, not 'variance'")
+    if not ro.asynchronous:
+        na(["rollout.producer_batch", "rollout.queue_size", "rollout.max_staleness",
+            "rollout.staleness_backpressure", "rollout.staleness_decay"], "rollout.asynchronous is off")
+    if multi_turn is False:
+        na(["rollout.max_turns"], "the task kit is single-turn", True)
+    if r["collector"] != "pivots":
+        na([f"pivot.{k}" for k in p.keys()], f"collector is {r['collector']!r}, not 'pivots'", True)
+    else:
+        if p.selection not in ("filter", "variance"):
+            na(["pivot.m", "pivot.lambda_diff"], f"pivot.selection is {p.selection!r} (no probe)")
+        if p.selection != "filter":
+            na(["pivot.lambda_diff"], f"pivot.selection is {p.selection!r}, not 'filter'")
+        if p.selection != "random":
+            na(["pivot.random_fraction"], f"pivot.selection is {p.selection!r}, not 'random'")
+        if not p.hint:
+            na(["pivot.hint_fraction"], "pivot.hint is empty")
+    if c.kl.mode == "none":
+        na(["kl.estimator", "kl.coef", "kl.adaptive"], "kl.mode is 'none'")
+    if not c.kl.adaptive or c.kl.mode == "none":
+        na(["kl.target", "kl.horizon"], "kl.adaptive is off")
+    if c.optimizer.name == "sgd":
+        na(["optimizer.b1", "optimizer.b2", "optimizer.eps"], "optimizer.name is 'sgd'")
+    if c.optimizer.name != "adamw":
+        na(["optimizer.weight_decay"], f"optimizer.name is {c.optimizer.name!r}, not 'adamw'")
+    if c.train.sft_steps == 0:
+        na(["train.sft_batch_size", "train.sft_learning_rate", "train.sft_pool"], "train.sft_steps is 0")
+    if c.reward.executor == "inline":
+        na(["reward.num_workers", "reward.timeout_s"], "reward.executor is 'inline'")
+    if c.eval.num_tasks == 0:
+        na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed"],
+           "eval.num_tasks is 0")
+    if c.checkpoint.every < 0:
+        na(["checkpoint.max_to_keep", "checkpoint.resume"], "checkpoint.every is -1 (never)")
+    if c.logging.samples_every == 0:
+        na(["logging.samples_per_step"], "logging.samples_every is 0")
+    if not c.mesh.distributed:
+        na(["mesh.coordinator", "mesh.num_processes", "mesh.process_id"], "mesh.distributed is off")
+    return out
+
+
+def check_applicability(config, *, multi_turn: Optional[bool] = None) -> list[str]:
+    """Errors for fields that do not apply to the algorithm / collector / kit but differ from
+    the base default."""
+    from configs import base
+
+    ref = flatten(base.get_config())
+    got = flatten(config)
+    errors = []
+    for key, why in sorted(inapplicable(config, multi_turn=multi_turn, strict_only=True).items()):
+        if key in got and key in ref and not _same(got[key], ref[key]):
+            errors.append(f"config.{key} = {got[key]!r} does not apply: {why} "
+                          f"(leave it at its default {ref[key]!r})")
+    return errors
+
+
+def _same(a, b) -> bool:
+    if isinstance(b, tuple):
+        return tuple(a) == b
+    if isinstance(a, ml_collections.ConfigDict):
+        return a.to_dict() == (b.to_dict() if isinstance(b, ml_collections.ConfigDict) else b)
+    return a == b
+
+
+# ------------------------------------------------------------------------------ validation
+def validate_config(config) -> ml_collections.ConfigDict:
+    """Checks `config` against the base schema, consistency and applicability; returns it.
 
     Raises:
         ConfigError: naming each bad field with its value and the allowed values.
     """
     from configs import base  # the schema: one place defines fields and their types.
 
+    raw = _raw(config)
     errors = []
-    ref = _flatten(base.get_config())
-    got = _flatten(config)
+    ref = flatten(base.get_config())
+    got = flatten(raw)
     for key in sorted(set(got) - set(ref)):
+        section = key.rsplit(".", 1)[0] if "." in key else ""
         errors.append(f"unknown config key {key!r}; known keys in that section: "
-                                    f"{sorted(k for k in ref if k.rsplit('.', 1)[0] == key.rsplit('.', 1)[0])}")
+                      f"{sorted(k for k in ref if (k.rsplit('.', 1)[0] if '.' in k else '') == section)}")
     for key in sorted(set(ref) - set(got)):
         errors.append(f"missing config key {key!r}")
     for key, value in got.items():
         if key not in ref or key in FREE_FORM:
+            continue
+        if key in DTYPE_FIELDS:
+            try:
+                dtype_name(value, f"config.{key}")
+            except ValueError as e:
+                errors.append(str(e))
             continue
         if not _type_ok(ref[key], value):
             errors.append(f"config.{key} must be of type {type(ref[key]).__name__}, got {value!r}")
@@ -127,75 +305,167 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
         if key in CHOICES and value not in CHOICES[key]:
             errors.append(f"config.{key} must be one of {CHOICES[key]}, got {value!r}")
         if key in BOUNDS:
-            lo, inclusive = BOUNDS[key]
-            if (value < lo) if inclusive else (value <= lo):
-                errors.append(f"config.{key} must be {'>=' if inclusive else '>'} {lo}, got {value!r}")
+            e = _bound_error(key, value)
+            if e:
+                errors.append(e)
     if errors:  # cross-field checks assume well-typed values
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
-    a = config.algorithm
+    a = raw.algorithm
     known = registered_algorithms()
     if a.name not in known:
-        errors.append(f"config.algorithm.name must be a registered algorithm {known} (or one of "
-                      f"the multi-turn loops {tuple(AGENT_LOOPS)}), got {a.name!r}")
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    uses_critic = get_algorithm(a.name).uses_critic
-    adv = a.advantage or {"grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce", "ppo": "gae"}.get(a.name, "")
+        raise ConfigError(f"invalid config:\n  config.algorithm.name must be a registered "
+                          f"algorithm {known}, got {a.name!r}")
+    r = resolved(raw)
+    critic = r["cls"].uses_critic
+    adv = r["advantage"]
     if adv in ("grpo", "rloo") and a.group_size < 2:
         errors.append(f"config.algorithm.group_size must be >= 2 for {adv} advantages "
-                                    f"(group baseline needs several samples per prompt), got {a.group_size}")
-    if adv == "gae" and not uses_critic:
+                      f"(group baseline needs several samples per prompt), got {a.group_size}")
+    if adv == "gae" and not critic:
         critics = tuple(n for n in known if get_algorithm(n).uses_critic)
         errors.append(f"config.algorithm.advantage='gae' needs a critic; algorithm {a.name!r} is "
-                                    f"critic-free (critic algorithms: {critics})")
+                      f"critic-free (critic algorithms: {critics})")
+    if critic and adv != "gae":
+        errors.append(f"config.algorithm.advantage must be '' or 'gae' for the critic algorithm "
+                      f"{a.name!r} (its advantages come from the critic), got {a.advantage!r}")
     if a.dual_clip and a.dual_clip <= 1.0:
         errors.append(f"config.algorithm.dual_clip must be 0 (off) or > 1, got {a.dual_clip}")
-    if a.clip_low >= 1.0:
-        errors.append(f"config.algorithm.clip_low must be < 1 (ratio bound 1-clip_low > 0), got {a.clip_low}")
-    if a.gamma > 1.0 or a.gae_lambda > 1.0:
-        errors.append(f"config.algorithm.gamma and gae_lambda must be in [0, 1], got {a.gamma}, {a.gae_lambda}")
-    if a.dynamic_sampling and a.group_size < 2:
-        errors.append("config.algorithm.dynamic_sampling needs group_size >= 2 (it drops all-equal groups)")
-    if not 0.0 <= config.task.curriculum_ema < 1.0:
-        errors.append(f"config.task.curriculum_ema must be in [0, 1), got {config.task.curriculum_ema}")
-    if len(config.task.names) == 0:
-        errors.append("config.task.names must name at least one task source")
-    if len(config.task.names) != len(config.task.weights):
-        errors.append(f"config.task.weights needs one weight per task name: names {tuple(config.task.names)}, "
-                                    f"weights {tuple(config.task.weights)}")
-    elif any(w < 0 for w in config.task.weights) or sum(config.task.weights) <= 0:
-        errors.append(f"config.task.weights must be >= 0 with a positive sum, got {tuple(config.task.weights)}")
-    batch = config.sampling.prompts_per_step * a.group_size
-    split = config.train.num_minibatches * config.train.num_microbatches
+    if r["collector"] == "pivots" and a.group_size < 2:
+        errors.append(f"config.algorithm.group_size (K fresh samples per kept state) must be > 1 "
+                      f"for the pivots collector, got {a.group_size}")
+    if r["collector"] == "pivots" and raw.task.pool_size < 1:
+        errors.append("config.task.pool_size must be >= 1 for the pivots collector (its candidate "
+                      "states are the demonstration turns of a fixed pool of tasks)")
+    if raw.task.curriculum != "none" and raw.task.pool_size < 1:
+        errors.append(f"config.task.curriculum={raw.task.curriculum!r} needs a fixed task pool: "
+                      f"set config.task.pool_size >= 1")
+    if len(raw.task.names) == 0:
+        errors.append("config.task.names must name at least one task kit")
+    if len(raw.task.names) != len(raw.task.weights):
+        errors.append(f"config.task.weights needs one weight per task name: names "
+                      f"{tuple(raw.task.names)}, weights {tuple(raw.task.weights)}")
+    elif any(w < 0 for w in raw.task.weights) or sum(raw.task.weights) <= 0:
+        errors.append(f"config.task.weights must be >= 0 with a positive sum, got {tuple(raw.task.weights)}")
+    batch = raw.sampling.prompts_per_step * a.group_size
+    split = raw.train.num_minibatches * raw.train.num_microbatches
     if batch % split:
         errors.append(f"rollout batch prompts_per_step*group_size = {batch} must be divisible by "
-                                    f"train.num_minibatches*train.num_microbatches = {split}")
-    if config.kl.mode != "none" and config.kl.coef == 0.0 and not config.kl.adaptive:
-        errors.append("config.kl.mode is set but kl.coef is 0 and kl.adaptive is False: set a coefficient or mode='none'")
-    if config.kl.adaptive and config.kl.mode == "none":
+                      f"train.num_minibatches*train.num_microbatches = {split}")
+    if raw.kl.mode != "none" and raw.kl.coef == 0.0:
+        errors.append("config.kl.mode is set but kl.coef is 0: set the (initial) coefficient β > 0 "
+                      "(adaptive β multiplies it, so it cannot start at 0) or kl.mode='none'")
+    if raw.kl.adaptive and raw.kl.mode == "none":
         errors.append("config.kl.adaptive needs kl.mode 'reward' or 'loss'")
-    if config.sampling.top_p > 1.0:
-        errors.append(f"config.sampling.top_p must be in (0, 1], got {config.sampling.top_p}")
-    if any(k < 1 or k > config.eval.samples_per_task for k in config.eval.pass_k):
+    if r["policy_loss"] == "sequence_clip" and raw.kl.mode == "reward":
+        errors.append("config.kl.mode='reward' does not apply to the sequence_clip objective (its "
+                      "KL is a loss term): use kl.mode 'loss' or 'none'")
+    if raw.eval.num_tasks and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
-                                    f"{config.eval.samples_per_task}], got {tuple(config.eval.pass_k)}")
-    m = config.mesh
+                      f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
+    if raw.model.max_seq_len <= raw.sampling.max_new_tokens + 1:
+        errors.append(f"config.model.max_seq_len ({raw.model.max_seq_len}) must exceed "
+                      f"sampling.max_new_tokens ({raw.sampling.max_new_tokens}) by at least 2")
+    m = raw.mesh
     if m.data == 0 or m.data < -1:
         errors.append(f"config.mesh.data must be -1 (all remaining devices) or >= 1, got {m.data}")
     if m.process_id >= m.num_processes:
         errors.append(f"config.mesh.process_id must be < mesh.num_processes={m.num_processes}, got {m.process_id}")
-    if config.model.num_heads % config.model.num_kv_heads:
-        errors.append(f"config.model.num_heads ({config.model.num_heads}) must be a multiple of "
-                                    f"model.num_kv_heads ({config.model.num_kv_heads})")
-    if config.model.d_model % config.model.num_heads:
-        errors.append(f"config.model.d_model ({config.model.d_model}) must be divisible by "
-                                    f"model.num_heads ({config.model.num_heads})")
+    if raw.sampling.prompts_per_step % m.num_processes:
+        errors.append(f"config.sampling.prompts_per_step ({raw.sampling.prompts_per_step}) must be "
+                      f"divisible by mesh.num_processes ({m.num_processes}): each host samples and "
+                      f"verifies an equal share")
+    if not raw.model.init_from:
+        if raw.model.num_heads % raw.model.num_kv_heads:
+            errors.append(f"config.model.num_heads ({raw.model.num_heads}) must be a multiple of "
+                          f"model.num_kv_heads ({raw.model.num_kv_heads})")
+        if raw.model.d_model % raw.model.num_heads:
+            errors.append(f"config.model.d_model ({raw.model.d_model}) must be divisible by "
+                          f"model.num_heads ({raw.model.num_heads})")
+    ro = raw.rollout
+    if ro.asynchronous and ro.staleness_backpressure:
+        producer = ro.producer_batch or raw.sampling.prompts_per_step
+        if predicted_lag(0, producer, raw.sampling.prompts_per_step) > ro.max_staleness:
+            errors.append(f"config.rollout.staleness_backpressure needs producer_batch <= "
+                          f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "
+                          f"enough), got producer_batch={producer}, prompts_per_step="
+                          f"{raw.sampling.prompts_per_step}, max_staleness={ro.max_staleness}")
+    errors += check_applicability(raw)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     return config
 
 
-def advantage_kind(config) -> str:
-    """The advantage estimator in use: the explicit override or the algorithm's default."""
-    return config.algorithm.advantage or {
-            "grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce", "ppo": "gae"}[config.algorithm.name]
+def predicted_lag(depth: int, producer_batch: int, learn_batch: int) -> int:
+    """Worst-case policy-version lag of a producer batch started now with the published policy.
+
+    The learner consumes the queue in arrival order, `learn_batch` units per step, one version
+    per step. The batch's last unit lands at queue position depth + producer_batch − 1. The
+    learner has either already taken a whole batch it is still training on (its update
+    publishes one more version before its next `get`) or taken k < learn_batch units of its
+    current batch (positions shift by k); either way the lag is at most
+    ⌊(depth + producer_batch − 1) / learn_batch⌋ + 1. Units consumed while the batch is being
+    generated only lower it.
+    """
+    return (depth + producer_batch - 1) // learn_batch + 1
+
+
+# ------------------------------------------------------------------------------ read recording
+class ConfigReads:
+    """A read-only view of a ConfigDict that records the dotted path of every leaf read.
+
+        tracked = ConfigReads(config)
+        run(tracked, workdir)
+        tracked.reads   # {"seed", "model.d_model", ...}
+
+    Sub-configs come back wrapped (reads below them are recorded too); `to_dict()` /
+    `to_json_best_effort()` of a free-form subtree (task.kwargs) count as reading it.
+    Whole-config serialisation (`to_json_best_effort` on the root, for config.json) does not count.
+    """
+
+    def __init__(self, config, prefix: str = "", reads: Optional[set] = None):
+        object.__setattr__(self, "_config", config)
+        object.__setattr__(self, "_prefix", prefix)
+        object.__setattr__(self, "reads", set() if reads is None else reads)
+
+    def _get(self, name):
+        value = self._config[name]
+        path = self._prefix + name
+        if isinstance(value, ml_collections.ConfigDict) and path not in FREE_FORM:
+            return ConfigReads(value, path + ".", self.reads)
+        self.reads.add(path)
+        return value
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self._get(name)
+        except KeyError:
+            raise AttributeError(f"config has no field {self._prefix + name!r}") from None
+
+    def __getitem__(self, name):
+        return self._get(name)
+
+    def __setattr__(self, name, value):
+        raise TypeError(f"config is read-only here (tried to set {self._prefix + name!r})")
+
+    def get(self, name, default=None):
+        return self._get(name) if name in self._config else default
+
+    def __contains__(self, name):
+        return name in self._config
+
+    def keys(self):
+        return self._config.keys()
+
+    def to_dict(self):
+        if self._prefix:
+            self.reads.update(k for k in flatten(self._config, self._prefix))
+        return self._config.to_dict()
+
+    def to_json_best_effort(self, **kw):
+        return self._config.to_json_best_effort(**kw)
+
+    def unwrap(self):
+        return self._config

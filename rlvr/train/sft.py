@@ -1,13 +1,24 @@
-"""Supervised warm-start from task demonstrations (seed 002 §1: SFT initialises format/ability).
+"""Supervised warm start from a task kit's demonstrations (seed 002 §1: SFT initialises format
+and ability before RL).
 
-A demonstration row is `[bos] + prompt + completion + [eos]`; the loss is the token-mean NLL on
-the completion and eos only (`loss_mask`), exact under gradient accumulation (the learner's
-minibatch-wide denominators). Uses the same learner (`make_update`) as RL.
+A demonstration is one token stream with a loss mask (`demo_stream`):
+  * single-turn: `[bos] + prompt + completion + [eos]`, loss on the completion and eos;
+  * multi-turn: `[bos] + prompt + (action + observation)*`, loss on the action tokens only (R1.1:
+    observations are the environment's, never the policy's).
+The loss is the token-mean NLL on the masked tokens, exact under gradient accumulation (the
+learner's minibatch-wide denominators), through the same learner (`make_update`) as RL.
+
+Batches: `pool = 0` draws fresh training tasks every step (seeded by the step); `pool = N` draws
+each step's batch from a fixed pool of N tasks. `cache_dir` keeps the warm-started parameters keyed
+by everything that determines them (experiments share one warm start across arms).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import hashlib
+import json
+import os
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -16,63 +27,45 @@ import optax
 from tqdm.auto import tqdm
 
 from rlvr.algorithms.base import aggregate_exact
+from rlvr.learner import make_update
 from rlvr.models import scoring
-from rlvr.train.learner import make_update
+from rlvr.records.state import create_train_state
+from rlvr.train.collectors import stream_seed
 
 
-def demo_batch(tokenizer, prompts: Sequence[str], completions: Sequence[str], length: int) -> dict:
-    """Right-padded [B, length] arrays: tokens, attention_mask, positions, loss_mask, valid."""
-    b = len(prompts)
-    tokens = np.full((b, length), tokenizer.pad_id, np.int32)
+def demo_stream(kit, task, tokenizer) -> tuple[list[int], list[float]]:
+    """(token ids, loss mask) of the kit's demonstration of `task` (module docstring)."""
+    ids = [tokenizer.bos_id] + list(tokenizer.encode(task.prompt))
+    mask = [0.0] * len(ids)
+    demo = kit.demonstration(task)
+    if kit.multi_turn:
+        for turn in demo:
+            a, o = tokenizer.encode(turn.action), tokenizer.encode(turn.observation)
+            ids += a + o
+            mask += [1.0] * len(a) + [0.0] * len(o)
+    else:
+        c = list(tokenizer.encode(demo)) + [tokenizer.eos_id]
+        ids += c
+        mask += [1.0] * len(c)
+    return ids, mask
+
+
+def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad_id: int) -> dict:
+    """Right-padded (and cut to `length`) [B, length] arrays: tokens, attention_mask, positions,
+    loss_mask, valid."""
+    b = len(streams)
+    tokens = np.full((b, length), pad_id, np.int32)
     loss_mask = np.zeros((b, length), np.float32)
     attn = np.zeros((b, length), bool)
-    for i, (p, c) in enumerate(zip(prompts, completions)):
-        pi = [tokenizer.bos_id] + tokenizer.encode(p)
-        ci = tokenizer.encode(c) + [tokenizer.eos_id]
-        row = (pi + ci)[:length]
-        tokens[i, : len(row)] = row
-        attn[i, : len(row)] = True
-        loss_mask[i, len(pi): len(row)] = 1.0
+    for i, (ids, mask) in enumerate(streams):
+        n = min(len(ids), length)
+        tokens[i, :n] = ids[:n]
+        loss_mask[i, :n] = mask[:n]
+        attn[i, :n] = True
     positions = np.where(attn, np.cumsum(attn, 1) - 1, 0).astype(np.int32)
     return {"tokens": jnp.asarray(tokens), "attention_mask": jnp.asarray(attn),
             "positions": jnp.asarray(positions), "loss_mask": jnp.asarray(loss_mask),
             "valid": jnp.ones((b,), bool)}
-
-
-def run_sft(
-    params,
-    graphdef,
-    rest,
-    *,
-    tokenizer,
-    make_examples: Callable[[int], tuple[list[str], list[str]]],
-    steps: int,
-    learning_rate: float,
-    length: int,
-    num_microbatches: int = 1,
-    seed: int = 0,
-    progress: bool = True,
-    log_fn: Callable[[int, dict], None] | None = None,
-):
-    """Trains `params` for `steps` SFT steps; returns (params, last metrics).
-
-    make_examples(step) -> (prompts, completions) gives each step's demonstrations (seeded by
-    step, so runs are reproducible).
-    """
-    from rlvr.train.state import create_train_state
-
-    opt = optax.adamw(learning_rate, weight_decay=0.0)
-    state = create_train_state(params, opt, seed=seed)
-    update = make_update(graphdef, sft_loss, opt, num_microbatches=num_microbatches, rest=rest,
-                         prefix="sft/")
-    step_fn = jax.jit(lambda s, b: update(s, b, {}, s.rng), donate_argnums=0)
-    metrics = {}
-    for i in tqdm(range(steps), desc="sft", disable=not progress, leave=False):
-        prompts, completions = make_examples(i)
-        state, metrics = step_fn(state, demo_batch(tokenizer, prompts, completions, length))
-        if log_fn is not None and (i % 10 == 0 or i == steps - 1):
-            log_fn(i, jax.device_get(metrics))
-    return state.params, jax.device_get(metrics)
 
 
 def sft_loss(model, mb, aux):
@@ -82,3 +75,52 @@ def sft_loss(model, mb, aux):
                                          attention_mask=mb["attention_mask"], temperature=1.0)
     nll = aggregate_exact(-logprobs, m, "token-mean", aux)
     return nll, {"nll": nll}
+
+
+def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size: int,
+               learning_rate: float, length: int, seed: int, pool: int = 0,
+               num_microbatches: int = 1, progress: bool = True,
+               log_fn: Optional[Callable[[int, dict], None]] = None,
+               cache_dir: Optional[str] = None, cache_spec: Any = None):
+    """Trains `params` for `steps` SFT steps on the kit's demonstrations; returns
+    (params, last metrics). With `cache_dir`, parameters are loaded from / saved to
+    `<cache_dir>/warm_<hash>.npz`, the hash covering `cache_spec` (what determines the result:
+    model, SFT settings, task, seed, code version) and these arguments."""
+    path = None
+    if cache_dir:
+        spec = json.dumps([cache_spec, steps, batch_size, learning_rate, length, seed, pool,
+                           num_microbatches], sort_keys=True, default=str)
+        path = os.path.join(cache_dir, f"warm_{hashlib.sha256(spec.encode()).hexdigest()[:16]}.npz")
+        if os.path.exists(path):
+            leaves, treedef = jax.tree.flatten(params)
+            data = np.load(path)
+            return jax.tree.unflatten(treedef, [jnp.asarray(data[f"p{i}"], x.dtype)
+                                                for i, x in enumerate(leaves)]), {}
+    source = kit.source
+    tasks_pool = list(source.sample(pool, seed=stream_seed(seed, "sft-pool"))) if pool else None
+
+    def tasks_of(i):
+        if tasks_pool is None:
+            return source.sample(batch_size, seed=stream_seed(seed, "sft", i))
+        rng = np.random.default_rng(stream_seed(seed, "sft-draw", i))
+        return [tasks_pool[j] for j in rng.choice(len(tasks_pool), batch_size,
+                                                 replace=len(tasks_pool) < batch_size)]
+
+    opt = optax.adamw(learning_rate, weight_decay=0.0)
+    state = create_train_state(params, opt, seed=seed)
+    update = make_update(graphdef, sft_loss, opt, num_microbatches=num_microbatches, rest=rest,
+                         prefix="sft/")
+    step_fn = jax.jit(lambda s, b: update(s, b, {}, s.rng), donate_argnums=0)
+    metrics = {}
+    for i in tqdm(range(steps), desc="sft", disable=not progress, leave=False):
+        streams = [demo_stream(kit, t, tokenizer) for t in tasks_of(i)]
+        state, metrics = step_fn(state, sft_batch(streams, length, tokenizer.pad_id))
+        if log_fn is not None and (i % 10 == 0 or i == steps - 1):
+            log_fn(i, jax.device_get(metrics))
+    params = state.params
+    if path:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, **{f"p{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(params))})
+        os.replace(tmp, path)
+    return params, jax.device_get(metrics)

@@ -7,8 +7,9 @@ pay for the others (compose pulls in JAX).
 import importlib
 
 _EXPORTS = {
-    "Verdict": "verdict", "DECISIONS": "verdict", "TRIALS": "verdict",
-    "TIMEOUT_CLASSES": "verdict", "env_error": "verdict",
+    "Verdict": "rlvr.records.verdict", "DECISIONS": "rlvr.records.verdict",
+    "TRIALS": "rlvr.records.verdict", "TIMEOUT_CLASSES": "rlvr.records.verdict",
+    "env_error": "rlvr.records.verdict",
     "Verifier": "base", "VerifierProtocol": "base",
     "MathVerifier": "math", "extract_final_answers": "math",
     "CodeVerifier": "code", "CodeTestsError": "code", "parse_code_reference": "code",
@@ -31,7 +32,8 @@ def __getattr__(name):
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module 'rlvr.verifiers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"rlvr.verifiers.{mod}"), name)
+    module = mod if mod.startswith("rlvr.") else f"rlvr.verifiers.{mod}"
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

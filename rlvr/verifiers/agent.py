@@ -33,10 +33,10 @@ import dataclasses
 import json
 from typing import Any, Callable, List, Mapping, Sequence, Union
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.structured import _MISSING, get_path, subset_equal
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 
 @dataclasses.dataclass(frozen=True)

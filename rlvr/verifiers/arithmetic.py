@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 _CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]*)", re.ASCII)
 

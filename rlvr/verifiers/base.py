@@ -17,8 +17,8 @@ import abc
 import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
-from rlvr.tasks.spec import TaskSpec
-from rlvr.verifiers.verdict import Verdict, env_error
+from rlvr.records.task import TaskSpec
+from rlvr.records.verdict import Verdict, env_error
 
 
 @runtime_checkable

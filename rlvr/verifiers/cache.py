@@ -18,8 +18,8 @@ import json
 import threading
 from typing import Any, Optional
 
-from rlvr.tasks.spec import TaskSpec
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.task import TaskSpec
+from rlvr.records.verdict import Verdict
 
 
 def _canon(value: Any) -> Any:

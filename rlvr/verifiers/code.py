@@ -33,11 +33,11 @@ import dataclasses
 import math
 from typing import Any, List, Mapping, Optional, Tuple
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig
 from rlvr.verifiers.sandbox import SandboxLimits, SandboxResult, run_sandboxed
-from rlvr.verifiers.verdict import Verdict, env_error
+from rlvr.records.verdict import Verdict, env_error
 
 
 class CodeTestsError(ValueError):

@@ -3,8 +3,9 @@
 Kinds (`RewardConfig.kind`):
   * "binary"   — r = 1[d = pass] (eq.15).
   * "partial"  — r = Σ_j w_j c_j / Σ_j w_j over the weighted components (eq.16, eq.61).
-  * "weighted" — R = Σ_j w_j c̃_j (eq.64; costs take negative weights), each component first
-                 saturated as c̃ = min(c / c_max, 1) when `scale` names a c_max for it (eq.65).
+  * "weighted" — R = w_pass·1[d = pass] + Σ_j w_j c̃_j (eq.64; costs take negative weights), each
+                 component first saturated as c̃ = min(c / c_max, 1) when `scale` names a c_max
+                 for it (eq.65); `pass_weight` w_pass weighs the decision itself (0 by default).
   * "tiered"   — R = success_reward − Σ λ_j c̃_j if the task succeeded, − Σ μ_j c̃_j otherwise
                  (eq.67): efficiency only counts once the task is solved, so a large cost weight
                  can never make "do nothing" optimal.
@@ -30,7 +31,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 REWARD_KINDS = ("binary", "partial", "weighted", "tiered")
 UNKNOWN_POLICIES = ("fail", "mask")
@@ -64,6 +65,8 @@ class RewardConfig:
       tiers: for kind "tiered": {"success_reward": 1.0, "success_costs": {name: λ},
         "failure_penalties": {name: μ}} (eq.67).
       shaping_gamma: γ of potential-based shaping (eq.63), used by `shaped_rewards` callers.
+      pass_weight: for kind "weighted": the weight of the decision 1[d = pass] (a verifier's
+        correctness without naming a component).
       unknown_policy: "fail" | "mask" — what a decision "unknown" becomes.
       max_env_retries: how many times an env_error sample is re-verified before it is masked.
     """
@@ -75,6 +78,7 @@ class RewardConfig:
     gates: Tuple[str, ...] = ()
     tiers: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     shaping_gamma: float = 1.0
+    pass_weight: float = 0.0
     unknown_policy: str = "fail"
     max_env_retries: int = 2
 
@@ -96,8 +100,14 @@ class RewardConfig:
             if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
                 raise ValueError("RewardConfig.weights for kind 'partial' must be ≥ 0 with a "
                                  f"positive sum, got {self.weights}")
-        if self.kind == "weighted" and not self.weights:
-            raise ValueError("RewardConfig.weights must be non-empty for kind 'weighted'")
+        if not (isinstance(self.pass_weight, (int, float)) and not isinstance(self.pass_weight, bool)
+                and math.isfinite(self.pass_weight)):
+            raise ValueError(f"RewardConfig.pass_weight must be a finite number, got {self.pass_weight!r}")
+        object.__setattr__(self, "pass_weight", float(self.pass_weight))
+        if self.pass_weight and self.kind != "weighted":
+            raise ValueError(f"RewardConfig.pass_weight applies to kind 'weighted' only, got kind {self.kind!r}")
+        if self.kind == "weighted" and not self.weights and not self.pass_weight:
+            raise ValueError("RewardConfig.weights (or pass_weight) must be non-empty for kind 'weighted'")
         if self.clip is not None:
             if (not isinstance(self.clip, (tuple, list)) or len(self.clip) != 2
                     or not float(self.clip[0]) <= float(self.clip[1])):
@@ -134,6 +144,7 @@ class RewardConfig:
             "tiers": {k: (dict(sorted(v.items())) if isinstance(v, Mapping) else v)
                       for k, v in sorted(self.tiers.items())},
             "shaping_gamma": float(self.shaping_gamma),
+            **({"pass_weight": self.pass_weight} if self.pass_weight else {}),
             "unknown_policy": self.unknown_policy,
             "max_env_retries": self.max_env_retries,
         }
@@ -188,7 +199,8 @@ def compose_reward(verdict: Verdict, config: RewardConfig) -> Tuple[float, bool]
         total = sum(config.weights.values())
         r = sum(w * _component(verdict, k, config) for k, w in config.weights.items()) / total
     elif config.kind == "weighted":
-        r = sum(w * _component(verdict, k, config) for k, w in config.weights.items())  # eq.64
+        r = config.pass_weight * float(success) + sum(
+            w * _component(verdict, k, config) for k, w in config.weights.items())  # eq.64
     else:  # tiered, eq.67
         if success:
             r = config.tiers["success_reward"] - sum(

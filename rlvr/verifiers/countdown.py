@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Iterable, Optional
 
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 ALL_OPERATORS = "+-*/"
 _AST_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}

@@ -13,7 +13,12 @@ acceptance for PivotRL (SPEC R2.5, R2.8; seed 002 eq.36, eq.84; seed 000 §2).
   the goal (``ans 17``, ``ans 5+3+9``, ``ans 9+3+5``). Text similarity to a demonstration plays
   no part.
 * `ExactMatchTurnVerifier` accepts only the demonstration's action text (the ablation "functional
-  vs exact-match reward", issue 6).
+  vs exact-match reward").
+
+Both turn verifiers are `Verifier`s over a *turn task* (`rlvr.tasks.kit.turn_task`): the
+parent task whose `environment_snapshot` is the `EnvSnapshot` (as a dict) of the state before
+the action and whose `reference_answer` is the demonstration's action, so their decisions take
+the same path as every other verdict (verification pool, retries, reward composition).
 
 This module is standalone (no generic Goal/Invariant/Minefield verifier existed when it was
 written); its predicates are plain functions over KV states and events.
@@ -32,9 +37,9 @@ from rlvr.envs.kv_store import (
     parse_action,
     validate_state,
 )
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.verdict import Verdict, env_error
+from rlvr.records.verdict import Verdict, env_error
 
 
 # ------------------------------------------------------------------------------ predicates
@@ -145,7 +150,15 @@ class KVOutcomeVerifier(Verifier):
 
 
 # ------------------------------------------------------------------------------ per turn
-class KVFunctionalVerifier:
+def _turn_snapshot(task: TaskSpec) -> EnvSnapshot:
+    snap = task.environment_snapshot
+    if not isinstance(snap, Mapping):
+        raise ValueError(f"task {task.task_id!r} is not a turn task: environment_snapshot is "
+                         f"{type(snap).__name__}, not an EnvSnapshot dict")
+    return EnvSnapshot.from_dict(snap)
+
+
+class KVFunctionalVerifier(Verifier):
     """Per-turn functional verifier R(s, a) = 1[a ∈ M(s)] for PivotRL (R2.8, seed 000 §2).
 
     `verify_turn(snapshot_before, action_text)` restores s (hash-checked) in a fault-free
@@ -203,8 +216,11 @@ class KVFunctionalVerifier:
         """True iff the action is functionally correct at the snapshot's state."""
         return self.verify_turn(snapshot_before, action_text).passed
 
+    def _verify(self, task: TaskSpec, output: str) -> Verdict:
+        return self.verify_turn(_turn_snapshot(task), output)
 
-class ExactMatchTurnVerifier:
+
+class ExactMatchTurnVerifier(Verifier):
     """Accepts only the demonstration's action text (ablation baseline for R2.8).
 
     The demonstration action at a state is `demo_action` when given, else the oracle's action
@@ -235,6 +251,9 @@ class ExactMatchTurnVerifier:
     def accepts(self, snapshot_before: EnvSnapshot, action_text: str,
                 demo_action: Optional[str] = None) -> bool:
         return self.verify_turn(snapshot_before, action_text, demo_action).passed
+
+    def _verify(self, task: TaskSpec, output: str) -> Verdict:
+        return self.verify_turn(_turn_snapshot(task), output, task.reference_answer)
 
 
 __all__ = ["ExactMatchTurnVerifier", "KVFunctionalVerifier", "KVOutcomeVerifier", "goal_reached",

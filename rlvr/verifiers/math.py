@@ -29,10 +29,10 @@ import math as _pymath
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers._subproc import HelperDied, HelperPool, HelperTimeout
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.verdict import Verdict, env_error
+from rlvr.records.verdict import Verdict, env_error
 
 BOXED_POLICIES = ("reject_conflicting", "reject_multiple", "last")
 ISOLATIONS = ("process", "none")

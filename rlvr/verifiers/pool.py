@@ -28,10 +28,10 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers._subproc import kill_process, start_process
 from rlvr.verifiers.cache import RewardCache, cache_key
-from rlvr.verifiers.verdict import TIMEOUT_CLASSES, Verdict, env_error
+from rlvr.records.verdict import TIMEOUT_CLASSES, Verdict, env_error
 
 EXECUTORS = ("process", "thread", "inline")
 __all__ = ["VerificationPool", "Executor", "InlineExecutor", "ThreadExecutor", "ProcessExecutor",

@@ -38,7 +38,7 @@ import numbers
 from typing import Any
 
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 # Scores in (1, 1 + _ROUNDING] come from partial-credit sums that overshoot by float rounding
 # (spell_backward scores "ekilekipsxx" against "ekilekips" as 1.0000000000000002): they are a

@@ -29,10 +29,10 @@ from typing import Any, Callable, Mapping, Optional, Tuple
 
 import jsonschema
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig
-from rlvr.verifiers.verdict import Verdict
+from rlvr.records.verdict import Verdict
 
 CONSTRAINT_KINDS = ("le", "lt", "eq", "ne", "sum_equals")
 _MISSING = object()

@@ -11,8 +11,8 @@ from flax import nnx
 from rlvr.algorithms import AlgorithmSettings, get_algorithm
 from rlvr.core.kl import init_kl_controller
 from rlvr.models import ModelConfig, Transformer, ValueModel
-from rlvr.rollout.batch import RolloutBatch
-from rlvr.train.state import create_train_state, split_model
+from rlvr.records.batch import RolloutBatch
+from rlvr.records.state import create_train_state, split_model
 
 VOCAB = 11
 

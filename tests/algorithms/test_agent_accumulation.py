@@ -1,16 +1,17 @@
-"""Exact gradient accumulation for the agent losses (issue 6): with the learner's minibatch-wide
-aux denominators, the sum over micro-batches of loss and gradient equals the whole-minibatch
-value; observation tokens (loss_mask 0) get exactly zero gradient."""
+"""Exact gradient accumulation for every policy objective and the value loss: with the learner's
+minibatch-wide aux denominators, the sum over micro-batches of loss and gradient equals the
+whole-minibatch value; observation / prompt tokens (loss_mask 0) and invalid rows get exactly
+zero gradient."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr.algorithms.pivotrl import pivotrl_objective
-from rlvr.algorithms.sao import sao_policy_loss, sao_value_loss
-from rlvr.train.agent_grpo_loop import agent_grpo_loss
-from rlvr.train.learner import batch_denominators
+from rlvr.learner import batch_denominators
+from tests.algorithms.helpers import build
 
 
 def _data(b=6, t=10, seed=0):
@@ -21,75 +22,69 @@ def _data(b=6, t=10, seed=0):
     lm[2, 3] = 1.0
     valid = np.ones(b, bool)
     valid[4] = False
+    lm = lm * valid[:, None]  # the learner folds `valid` into the loss mask
     old = rng.normal(-1.0, 0.3, (b, t)).astype(np.float32)
     lp = (old + rng.normal(0, 0.1, (b, t))).astype(np.float32)
     ref = (old + rng.normal(0, 0.1, (b, t))).astype(np.float32)
     return lp, old, ref, lm, valid, rng
 
 
-def _split_sum(f, args, lm, valid, n=2):
-    """Σ over n micro-batches of f(*args_chunk, aux) with the full-batch denominators."""
-    aux = batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.asarray(valid)})
-    b = lm.shape[0]
-    k = b // n
-    return sum(f(*[a[i * k:(i + 1) * k] for a in args], aux) for i in range(n))
+CASES = {  # algorithm, policy objective, settings
+    "clip + kl loss + entropy": ("grpo", dict(kl_mode="loss", entropy_coef=0.01, dual_clip=3.0)),
+    "trust_region (SAO)": ("sao", dict(entropy_coef=0.01)),
+    "sequence_clip + kl (PivotRL)": ("pivotrl", dict(kl_mode="loss")),
+    "clip, seq-mean-token-sum": ("grpo", dict(aggregation="seq-mean-token-sum")),
+}
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("n", [2, 3])
-def test_pivotrl_objective_exact_accumulation(n):
+def test_policy_objective_exact_accumulation(case, n):
+    name, over = CASES[case]
+    algo, _ = build(name, kl_coef=0.1 if over.get("kl_mode") else 0.0, **over)
     lp, old, ref, lm, valid, rng = _data()
-    adv = rng.normal(size=lm.shape[0]).astype(np.float32)
+    b = lm.shape[0]
+    adv = (rng.normal(size=(b, lm.shape[1])) * lm).astype(np.float32) if name == "sao" else \
+        rng.normal(size=b).astype(np.float32)
+    ent = rng.uniform(0.5, 2.0, lm.shape).astype(np.float32)
+    mb = {"loss_mask": lm, "valid": valid, "old_logprobs": old, "advantages": adv, "ref_logprobs": ref}
 
-    def f(lp_, old_, ref_, adv_, lm_, valid_, aux=None):
-        return pivotrl_objective(lp_, old_, adv_, lm_, clip_eps=0.2, ref_logprobs=ref_,
-                                 kl_coef=0.1, valid=valid_, aux=aux)[0]
-
-    args = (lp, old, ref, adv, lm, valid)
-    full, gfull = jax.value_and_grad(f)(*args)
-    lm_valid = lm * valid[:, None]
-    acc = _split_sum(lambda *a: f(*a[:-1], aux=a[-1]), args, lm_valid, valid, n)
-    np.testing.assert_allclose(float(acc), float(full), rtol=1e-5, atol=1e-6)
-    # gradient of the concatenation of micro-batch losses == full-batch gradient
-    aux = batch_denominators({"loss_mask": jnp.asarray(lm_valid), "valid": jnp.asarray(valid)})
-    k = lm.shape[0] // n
-
-    def acc_loss(lp_):
-        return sum(f(lp_[i * k:(i + 1) * k], *[a[i * k:(i + 1) * k] for a in args[1:]], aux=aux)
-                   for i in range(n))
-
-    np.testing.assert_allclose(np.asarray(jax.grad(acc_loss)(lp)), np.asarray(gfull), rtol=1e-5, atol=1e-6)
-    assert np.all(np.asarray(gfull)[lm == 0] == 0)  # observation/prompt tokens: no gradient
-    assert np.all(np.asarray(gfull)[~valid] == 0)
-
-
-@pytest.mark.parametrize("which", ["sao_policy", "sao_value", "agent_grpo"])
-def test_token_losses_exact_accumulation(which):
-    lp, old, ref, lm, valid, rng = _data(seed=1)
-    lm = lm * valid[:, None]  # loops zero the loss mask of invalid rows
-    adv_t = (rng.normal(size=lm.shape) * lm).astype(np.float32)
-    adv_s = rng.normal(size=lm.shape[0]).astype(np.float32)
-    w = rng.uniform(0.5, 1.0, lm.shape[0]).astype(np.float32)
-
-    if which == "sao_policy":
-        def f(x, aux=None, sl=slice(None)):
-            return sao_policy_loss(x, old[sl], adv_t[sl], lm[sl], weights=w[sl], entropy=-x,
-                                   entropy_coef=0.01, aux=aux)[0]
-    elif which == "sao_value":
-        def f(x, aux=None, sl=slice(None)):
-            return sao_value_loss(x, old[sl], ref[sl], lm[sl], clip_eps=0.2, aux=aux)[0]
-    else:
-        def f(x, aux=None, sl=slice(None)):
-            return agent_grpo_loss(x, old[sl], adv_s[sl], lm[sl], clip_eps=0.2, ref_logprobs=ref[sl],
-                                   kl_coef=0.05, aux=aux)[0]
+    def f(x, sl=slice(None), aux=None):
+        part = {k: v[sl] for k, v in mb.items()}
+        aux = dict(aux or batch_denominators({"loss_mask": jnp.asarray(part["loss_mask"]),
+                                              "valid": jnp.asarray(part["valid"])}), kl_coef=0.1)
+        return algo.policy_objective(x[sl], ent[sl], part, aux)[0]
 
     full, gfull = jax.value_and_grad(f)(lp)
     aux = batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.asarray(valid)})
+    k = b // n
 
     def acc(x):
-        return f(x[:3], aux, slice(0, 3)) + f(x[3:], aux, slice(3, None))
+        return sum(f(x, slice(i * k, (i + 1) * k), aux) for i in range(n))
 
     v, g = jax.value_and_grad(acc)(lp)
     np.testing.assert_allclose(float(v), float(full), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(g), np.asarray(gfull), rtol=1e-5, atol=1e-6)
-    assert np.all(np.asarray(gfull)[lm == 0] == 0)  # observation tokens: no policy gradient
+    assert np.all(np.asarray(gfull)[lm == 0] == 0)  # observation / prompt tokens: no gradient
+    assert np.all(np.asarray(gfull)[~valid] == 0)
     assert np.any(np.asarray(gfull)[lm > 0] != 0)
+
+
+def test_value_objective_exact_accumulation():
+    algo, _ = build("ppo", value_clip=0.2, value_coef=0.5)
+    _, old, ref, lm, valid, rng = _data(seed=1)
+    values = (old + rng.normal(0, 0.3, old.shape)).astype(np.float32)
+    mb = {"loss_mask": lm, "old_values": old, "returns": ref}
+
+    def f(x, sl=slice(None), aux=None):
+        part = {k: v[sl] for k, v in mb.items()}
+        aux = aux or batch_denominators({"loss_mask": jnp.asarray(part["loss_mask"]),
+                                         "valid": jnp.asarray(valid[sl])})
+        return algo.critic_objective(x[sl], part, aux)[0]
+
+    full, gfull = jax.value_and_grad(f)(values)
+    aux = batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.asarray(valid)})
+    v, g = jax.value_and_grad(lambda x: f(x, slice(0, 3), aux) + f(x, slice(3, None), aux))(values)
+    np.testing.assert_allclose(float(v), float(full), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(gfull), rtol=1e-5, atol=1e-6)
+    assert np.all(np.asarray(gfull)[lm == 0] == 0)

@@ -1,10 +1,13 @@
-"""SAO pieces: observation tokens get no advantage and no policy gradient (R1.1, R3.4, R5.3)."""
+"""SAO pieces: observation tokens get no advantage and no policy gradient (R1.1, R3.4, R5.3);
+staleness weights scale the loss; the critic learns episode outcomes."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr.algorithms.sao import sao_advantages, sao_policy_loss, terminal_token_rewards
+from rlvr.algorithms.base import last_token_rewards
+from rlvr.core.gae import gae
+from tests.algorithms.helpers import build
 
 
 def _stream():
@@ -14,9 +17,16 @@ def _stream():
     return lm
 
 
+def _aux(lm):
+    from rlvr.learner import batch_denominators
+
+    return dict(batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.ones(lm.shape[0], bool)}),
+                kl_coef=0.0)
+
+
 def test_terminal_reward_on_last_policy_token():
     lm = _stream()
-    tr = np.asarray(terminal_token_rewards(jnp.array([1.0, 2.0]), lm))
+    tr = np.asarray(last_token_rewards(jnp.array([1.0, 2.0]), lm))
     assert tr[0, 13] == 1.0 and tr[1, 9] == 2.0 and tr.sum() == 3.0
 
 
@@ -26,7 +36,8 @@ def test_skip_observation_advantages_match_numpy_reference():
     values = rng.normal(size=lm.shape).astype(np.float32)
     rewards = np.array([1.0, 0.0], np.float32)
     gamma, lam = 0.9, 0.8
-    adv, ret = sao_advantages(rewards, values, lm, gamma=gamma, lam=lam, normalize=False)
+    adv, ret = gae(last_token_rewards(jnp.asarray(rewards), lm), values, lm > 0, gamma=gamma,
+                   lam=lam, skip_observations=True)
     adv = np.asarray(adv)
     ref = np.zeros_like(values)
     for b in range(2):
@@ -44,17 +55,22 @@ def test_skip_observation_advantages_match_numpy_reference():
 
 
 def test_observation_tokens_get_no_policy_gradient():
+    algo, _ = build("sao", clip_low=0.5, clip_high=0.5, normalize_advantages=True)
     lm = _stream()
     rng = np.random.default_rng(1)
     values = rng.normal(size=lm.shape).astype(np.float32)
     behavior = rng.normal(scale=0.1, size=lm.shape).astype(np.float32) * lm
     for skip in (True, False):
-        adv, _ = sao_advantages(jnp.array([1.0, 0.0]), values, lm, skip_observations=skip)
-        assert np.all(np.asarray(adv)[lm == 0] == 0)
+        adv, _ = gae(last_token_rewards(jnp.array([1.0, 0.0]), lm), values, lm > 0, gamma=1.0,
+                     lam=0.95, skip_observations=skip)
+        tb = algo.weight_advantages({"advantages": adv, "loss_mask": lm,
+                                     "sample_weights": jnp.array([1.0, 0.5])})
+        assert np.all(np.asarray(tb["advantages"])[lm == 0] == 0)
+        mb = {"loss_mask": lm, "valid": np.ones(2, bool), "old_logprobs": behavior,
+              "advantages": tb["advantages"]}
 
         def f(lp):
-            return sao_policy_loss(lp, behavior, adv, lm, clip_low=0.5, clip_high=0.5,
-                                   weights=jnp.array([1.0, 0.5]))[0]
+            return algo.policy_objective(lp, jnp.zeros_like(lp), mb, _aux(lm))[0]
 
         lp = jnp.asarray(behavior + 0.01 * rng.normal(size=lm.shape).astype(np.float32))
         g = np.asarray(jax.grad(f)(lp))
@@ -63,32 +79,40 @@ def test_observation_tokens_get_no_policy_gradient():
 
 
 def test_staleness_weight_scales_loss_linearly():
+    algo, _ = build("sao")
     lm = _stream()
-    adv = jnp.asarray(lm)
     lp = jnp.zeros(lm.shape)
-    l1, _ = sao_policy_loss(lp, lp, adv, lm, weights=jnp.array([1.0, 1.0]))
-    l2, _ = sao_policy_loss(lp, lp, adv, lm, weights=jnp.array([0.5, 0.5]))
-    np.testing.assert_allclose(float(l2), 0.5 * float(l1), rtol=1e-6)
+    losses = []
+    for w in (1.0, 0.5):
+        tb = algo.weight_advantages({"advantages": jnp.asarray(lm), "loss_mask": lm,
+                                     "sample_weights": jnp.array([w, w])})
+        mb = {"loss_mask": lm, "valid": np.ones(2, bool), "old_logprobs": lp,
+              "advantages": tb["advantages"]}
+        losses.append(float(algo.policy_objective(lp, jnp.zeros_like(lp), mb, _aux(lm))[0]))
+    np.testing.assert_allclose(losses[1], 0.5 * losses[0], rtol=1e-6)
 
 
 def test_critic_learns_outcomes_on_fixed_kv_rollouts():
     """The SAO critic step (token-aligned values → Skip-Observation GAE returns → value loss) on a
     fixed batch of KV episodes whose outcomes vary (a `del` minefield fails an otherwise correct
-    episode): value loss falls and explained variance rises (issue 6: EV ≈ 0 in the runs was not
-    an alignment / target bug)."""
+    episode): value loss falls and explained variance rises (so EV ≈ 0 in short runs is not an
+    alignment / target bug)."""
+    import dataclasses
+
     from flax import nnx
 
-    from rlvr.algorithms.sao import sao_critic_loss
+    from rlvr.algorithms import AlgorithmSettings, SAO
     from rlvr.algorithms.critic import token_values
-    from rlvr.envs.kv_store import KVStoreEnv
+    from rlvr.core.losses import explained_variance
+    from rlvr.envs.kv_store import ALPHABET, KVStoreEnv
+    from rlvr.learner import make_optimizer, make_update
     from rlvr.models import ModelConfig, ValueModel
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.records.state import create_train_state
     from rlvr.tasks import kv_agent
-    from rlvr.train.agent_setup import make_tokenizer
-    from rlvr.train.learner import make_optimizer, make_update
-    from rlvr.train.state import create_train_state
     from rlvr.verifiers.kv_agent import KVOutcomeVerifier
 
-    tok = make_tokenizer()
+    tok = CharTokenizer(ALPHABET)
     T = 48
     toks, masks, rewards = [], [], []
     for i, task in enumerate(kv_agent.generate(24, seed=5, difficulty="easy")):
@@ -123,17 +147,22 @@ def test_critic_learns_outcomes_on_fixed_kv_rollouts():
     cgraph, cparams, crest = nnx.split(critic, nnx.Param, ...)
     copt = make_optimizer(3e-3, max_grad_norm=1.0)
     state = create_train_state(cparams, copt, seed=0, critic_params=cparams, critic_optimizer=copt)
-    cupdate = jax.jit(make_update(cgraph, sao_critic_loss, copt, params_field="critic_params",
+    sao = SAO(dataclasses.replace(AlgorithmSettings(), name="sao", value_clip=0.0, value_coef=1.0),
+              policy_graphdef=cgraph, optimizer=copt, critic_graphdef=cgraph, critic_rest=crest,
+              critic_optimizer=copt)
+
+    cupdate = jax.jit(make_update(cgraph, sao.critic_loss, copt, params_field="critic_params",
                                   opt_field="critic_opt_state", rest=crest, prefix="critic/"))
     values_of = jax.jit(lambda cp: token_values(nnx.merge(cgraph, cp, crest), bd["tokens"],
                                                 positions=bd["positions"], attention_mask=bd["attention_mask"]))
     losses, evs = [], []
     for step in range(60):  # the loop's critic_step: advantages/targets from the pre-update critic
         vals = values_of(state.critic_params)
-        _, ret = sao_advantages(rewards, vals, lm, gamma=1.0, lam=0.95, valid=bd["valid"])
+        _, ret = gae(last_token_rewards(jnp.asarray(rewards), lm), vals, lm > 0, gamma=1.0, lam=0.95,
+                     skip_observations=True)
+        evs.append(float(explained_variance(vals, ret, lm > 0)))
         state, met = cupdate(state, dict(bd, old_values=vals, returns=ret), {}, jax.random.PRNGKey(step))
         losses.append(float(met["critic/value_loss"]))
-        evs.append(float(met["critic/explained_variance"]))
     # targets: with γ = 1 the return on every action token is the outcome (up to λ-mixing of V)
     assert losses[-1] < 0.3 * losses[0], losses
     assert evs[0] < 0.2 and evs[-1] > 0.5, evs

@@ -11,7 +11,6 @@ from hypothesis import given, settings, strategies as st
 
 from rlvr.core.gae import gae
 
-# `rlvr.core.gae` the attribute is the re-exported function; fetch the module itself.
 gae_mod = importlib.import_module("rlvr.core.gae")
 from tests.core._gen import multiturn_mask
 
@@ -197,3 +196,13 @@ def test_bad_inputs_raise():
         gae(r, r, r, gamma=0.9, lam=0.9, bootstrap_value=np.zeros(3))
     with pytest.raises(ValueError, match=r"\[B, T\]"):
         gae(np.zeros(4), np.zeros(4), np.zeros(4), gamma=0.9, lam=0.9)
+
+
+def test_core_gae_is_the_module_and_its_function_is_gae():
+    import types
+
+    import rlvr.core
+    from rlvr.core import gae as gae_module
+
+    assert isinstance(rlvr.core.gae, types.ModuleType) and gae_module is gae_mod
+    assert rlvr.core.gae.gae is gae

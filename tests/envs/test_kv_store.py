@@ -25,7 +25,7 @@ from rlvr.envs.kv_store import (
     parse_action,
     render_query,
 )
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 
 def make_task(registers=None, query=None, max_turns=5, seed=0):

@@ -1,5 +1,6 @@
 """ModelConfig validation / HF round trip, and tokenizers."""
 
+import numpy as np
 import pytest
 
 from rlvr.models import ModelConfig
@@ -77,3 +78,20 @@ def test_hf_tokenizer_local_folder(tmp_path):
     assert tok.decode([4, 5, 2]) == "hello world"
     with pytest.raises(ValueError, match="not a local folder"):
         HFTokenizer(str(tmp_path / "nope"))
+
+
+def test_dtype_arguments_accept_jax_and_numpy_dtypes(tmp_path):
+    import jax.numpy as jnp
+
+    from rlvr.models import ModelConfig, Transformer, from_pretrained, save_pretrained
+
+    kw = dict(vocab_size=16, hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
+              num_kv_heads=2, head_dim=8, max_position_embeddings=16)
+    by_name = ModelConfig(**kw, dtype="bfloat16", param_dtype="float32")
+    by_dtype = ModelConfig(**kw, dtype=jnp.bfloat16, param_dtype=np.float32)
+    assert by_dtype == by_name and by_dtype.dtype == "bfloat16"
+    with pytest.raises(ValueError, match="ModelConfig.dtype must be one of"):
+        ModelConfig(**kw, dtype=jnp.int8)
+    save_pretrained(Transformer(ModelConfig(**kw), rngs=__import__("flax").nnx.Rngs(0)), str(tmp_path))
+    model = from_pretrained(str(tmp_path), dtype=jnp.bfloat16)
+    assert model.config.dtype == "bfloat16" and model.config.param_dtype == "bfloat16"

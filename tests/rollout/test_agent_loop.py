@@ -53,7 +53,7 @@ def test_stream_masks_turns_and_stop_reasons():
     out = run_episodes(None, _starts(tasks, tok), lambda: KVStoreEnv(fault_prob=0.0),
                        jax.random.PRNGKey(0), tokenizer=tok, sampling=_sampling(),
                        policy=_oracle_policy(tasks, tok), max_turns=8, max_tokens=128)
-    b = out.batch
+    b = out.to_batch()
     for i, (t, e) in enumerate(zip(tasks, out.episodes)):
         turns = kv_agent.demonstrations(t)
         text = kv_agent.render_episode(t, turns)
@@ -70,14 +70,13 @@ def test_stream_masks_turns_and_stop_reasons():
         blp = np.asarray(b.behavior_logprobs[i])
         assert np.all(blp[np.asarray(b.loss_mask[i]) == 0] == 0)
         assert np.all(blp[np.asarray(b.loss_mask[i]) == 1] == -0.5)
-        assert e.stop_reason == "eos" and out.metas[i].stop_reason == "eos"
-        assert out.metas[i].num_turns == len(turns)
+        assert e.stop_reason == "eos" and e.num_turns == len(turns)
     # a max_turns bound cuts episodes
     out2 = run_episodes(None, _starts(tasks, tok), lambda: KVStoreEnv(fault_prob=0.0),
                         jax.random.PRNGKey(0), tokenizer=tok, sampling=_sampling(),
                         policy=_oracle_policy(tasks, tok), max_turns=1, max_tokens=128)
-    assert all(m.stop_reason == "max_turns" for m in out2.metas)
-    assert np.all(np.asarray(out2.batch.truncated))
+    assert all(e.stop_reason == "max_turns" for e in out2.episodes)
+    assert np.all(np.asarray(out2.to_batch().truncated))
 
 
 def test_env_error_is_invalid_not_zero_reward():
@@ -86,8 +85,8 @@ def test_env_error_is_invalid_not_zero_reward():
     out = run_episodes(None, _starts(tasks, tok), lambda: KVStoreEnv(fault_prob=1.0),
                        jax.random.PRNGKey(0), tokenizer=tok, sampling=_sampling(),
                        policy=_oracle_policy(tasks, tok), max_turns=8, max_tokens=128)
-    assert all(m.stop_reason == "env_error" and m.trial == "env_error" for m in out.metas)
-    assert not np.any(np.asarray(out.batch.valid))
+    assert all(e.stop_reason == "env_error" and e.env_error for e in out.episodes)
+    assert not np.any(np.asarray(out.to_batch().valid))
 
 
 def test_restore_continuation_sees_the_original_state():

@@ -15,7 +15,7 @@ from rlvr.tasks.kv_agent import (
     render_episode,
     task_split,
 )
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 SPLITS = ("train", "eval", "unseen")
 

@@ -6,7 +6,7 @@ import pytest
 
 from rlvr.tasks import arithmetic, countdown
 from rlvr.tasks.loader import TaskFileError, load_jsonl, write_jsonl
-from rlvr.tasks.spec import FIELDS, TaskSpec, TaskSpecError
+from rlvr.records.task import FIELDS, TaskSpec, TaskSpecError
 
 GOOD = {"task_id": "t1", "prompt": "1+1=", "task_type": "math", "reference_answer": 2}
 

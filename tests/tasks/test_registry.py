@@ -8,7 +8,7 @@ from rlvr.tasks import shipped
 from rlvr.tasks.registry import (
     JsonlSource, MixtureSource, ProceduralSource, ReasoningGymSource, RoutingVerifier, TaskSource,
     get_task_source)
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 
 
 def test_names_map_to_sources():

@@ -3,8 +3,7 @@
 import collections
 
 from rlvr.tasks import splits
-from rlvr.tasks.registry import MixtureSource, get_task_source
-from rlvr.train.loop import heldout_tasks
+from rlvr.tasks.registry import MixtureSource, get_task_source, heldout_tasks
 
 MIXED = {"num_operands": (2, 3), "num_digits": 1, "operators": "+-"}  # 200 vs 4000 instances
 

@@ -6,8 +6,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from rlvr.train.learner import make_optimizer, make_update
-from rlvr.train.state import create_train_state, split_model
+from rlvr.learner import make_optimizer, make_update
+from rlvr.records.state import create_train_state, split_model
 
 
 class Toy(nnx.Module):

@@ -1,5 +1,6 @@
 """Multi-host with plain jax.distributed: 2 processes × 2 CPU devices on localhost (gloo) give the
-same training metrics as one process with 4 devices (SPEC R6.1; FACTS.md)."""
+same training metrics as one process with 4 devices (SPEC R6.1; FACTS.md), for single-turn GRPO
+and for full-trajectory GRPO on the multi-turn agent kit."""
 
 import os
 import socket
@@ -7,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from rlvr.train.metrics import read_metrics
 
@@ -35,8 +37,9 @@ def _check(p, name):
     return out
 
 
-def test_two_processes_match_one_process(tmp_path):
-    cmd = [sys.executable, "-m", "tests.train.multihost_worker"]
+@pytest.mark.parametrize("kind", ["text", "agent"])
+def test_two_processes_match_one_process(tmp_path, kind):
+    cmd = [sys.executable, "-m", "tests.train.multihost_worker", kind]
     ref = subprocess.run(cmd + [str(tmp_path / "single")], cwd=ROOT, env=_env(4), capture_output=True,
                          text=True, timeout=300)
     assert "DEVICES 4 PROCESSES 1" in _check(ref, "single-process run")

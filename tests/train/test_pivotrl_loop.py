@@ -12,15 +12,15 @@ def test_tiny_pivotrl_through_launch(tmp_path):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", "--config=configs/pivotrl.py", f"--workdir={wd}",
            "--config.train.num_steps=2", "--config.train.sft_steps=2", "--config.eval.num_tasks=2",
-           "--config.eval.samples_per_task=1", "--config.eval.every=2", "--config.pivot.num_tasks=3",
-           "--config.pivot.sft_tasks=8", "--config.pivot.lambda_diff=1.0",
-           "--config.pivot.selection=all", "--config.train.progress=False"]
+           "--config.eval.samples_per_task=1", "--config.eval.pass_k=(1,)", "--config.eval.every=2",
+           "--config.task.pool_size=3", "--config.train.sft_pool=8", "--config.pivot.selection=all",
+           "--config.train.progress=False"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    files = os.listdir(wd)
-    jsonl = [f for f in files if f.endswith(".jsonl")]
-    assert jsonl, files
-    rows = [json.loads(x) for x in open(wd / jsonl[0])]
+    rows = [json.loads(x) for x in open(wd / "metrics.jsonl")]
     assert any("eval/success" in row for row in rows)
     assert all(v == v for row in rows for v in row.values() if isinstance(v, float))
+    pivots = json.load(open(wd / "pivots.json"))
+    assert pivots["selection"] == "all" and all(c["kept"] for c in pivots["candidates"])
+    assert rows[0]["pivot/candidates"] == len(pivots["candidates"]) > 0

@@ -3,15 +3,13 @@
 import jax
 import numpy as np
 
-from rlvr.train import loop
 from rlvr.train.metrics import read_metrics
-from tests.train.tiny import tiny_config
+from tests.train.tiny import run_tiny, tiny_config
 
 
 def _run(workdir, steps, **over):
-    trainer = loop.Trainer(tiny_config(train__num_steps=steps, **over), str(workdir))
-    loop.train(trainer)
-    return trainer.state
+    r, _ = run_tiny(tiny_config(train__num_steps=steps, **over), workdir)
+    return r.state
 
 
 def test_resume_is_bit_for_bit(tmp_path):

@@ -1,4 +1,5 @@
-"""A tiny SAO run completes through launch.py: queue metrics, critic and policy losses, finite."""
+"""A tiny SAO run completes through launch.py: queue metrics, critic and policy losses, finite;
+the staleness back-pressure rule."""
 
 import json
 import os
@@ -7,6 +8,8 @@ import sys
 
 import pytest
 
+from rlvr.train.config import ConfigError, predicted_lag, validate_config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -14,30 +17,29 @@ def test_tiny_sao_through_launch(tmp_path):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", "--config=configs/sao.py", f"--workdir={wd}",
            "--config.train.num_steps=3", "--config.train.sft_steps=2", "--config.eval.num_tasks=2",
-           "--config.eval.samples_per_task=1", "--config.eval.every=3", "--config.sao.num_tasks=8",
-           "--config.sao.sft_tasks=8", "--config.sao.rollout_batch=4", "--config.sao.learn_batch=4",
-           "--config.sao.queue_size=4", "--config.sao.max_staleness=1",
-           "--config.sao.value_pretrain_steps=1", "--config.sao.freeze_attention=True",
-           "--config.train.progress=False"]
+           "--config.eval.samples_per_task=1", "--config.eval.pass_k=(1,)", "--config.eval.every=3",
+           "--config.task.pool_size=8", "--config.train.sft_pool=8", "--config.rollout.producer_batch=4",
+           "--config.sampling.prompts_per_step=4", "--config.rollout.queue_size=4",
+           "--config.rollout.max_staleness=1", "--config.algorithm.critic_warmup_steps=1",
+           "--config.algorithm.critic_freeze_attention=True", "--config.train.progress=False"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    jsonl = [f for f in os.listdir(wd) if f.endswith(".jsonl")]
-    rows = [json.loads(x) for x in open(wd / jsonl[0])]
+    rows = [json.loads(x) for x in open(wd / "metrics.jsonl")]
     steps = [row for row in rows if "queue/depth" in row]
     assert len(steps) == 3
     for row in steps:
         assert row["sample/mean_lag"] <= 1
         assert all(v == v for v in row.values() if isinstance(v, float))
     assert "critic/value_loss" in steps[-1] and "eval/success" in steps[-1]
+    assert steps[0]["policy/frozen"] == 1.0 and steps[0]["policy/version"] == 0.0  # critic warm-up
+    assert steps[-1]["policy/version"] == 2.0
 
 
 def _simulate(rb, lb, ms, gate, seed, ticks=3000):
     """Random interleavings of one producer and the learner (pure Python): returns the largest
     policy-version lag a sample had when the learner took it (what the queue would drop if > ms)."""
     import random
-
-    from rlvr.train.sao_loop import predicted_lag
 
     r = random.Random(seed)
     queue, version, worst = [], 0, 0
@@ -74,12 +76,11 @@ def test_staleness_backpressure_never_produces_stale_work():
 
 def test_staleness_backpressure_config_checked():
     from configs import sao
-    from rlvr.train.sao_loop import validate_sao_config
 
     c = sao.get_config()
-    validate_sao_config(c)
-    c.sao.max_staleness = 0  # no batch could ever be fresh enough: refused up front
-    with pytest.raises(ValueError, match="staleness_backpressure"):
-        validate_sao_config(c)
-    c.sao.staleness_backpressure = False
-    validate_sao_config(c)
+    validate_config(c)
+    c.rollout.max_staleness = 0  # no batch could ever be fresh enough: refused up front
+    with pytest.raises(ConfigError, match="staleness_backpressure"):
+        validate_config(c)
+    c.rollout.staleness_backpressure = False
+    validate_config(c)

@@ -2,7 +2,7 @@
 
 import json
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.agent import (AgentPredicates, AgentVerifier, Goal, Invariant, Minefield,
                                   PolicyRule, ResponseCheck, Transition)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.arithmetic import IntegerAnswerVerifier
 
 V = IntegerAnswerVerifier()

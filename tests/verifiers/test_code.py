@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.code import (CodeTestsError, CodeVerifier, parse_code_reference,
                                  values_equal, stdout_equal)
 from rlvr.verifiers.compose import compose_reward

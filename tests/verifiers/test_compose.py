@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.cache import RewardCache, cache_key
 from rlvr.verifiers.compose import (RewardConfig, compose_reward, compose_rewards,
                                     shaped_rewards)
-from rlvr.verifiers.verdict import TIMEOUT_CLASSES, Verdict, env_error
+from rlvr.records.verdict import TIMEOUT_CLASSES, Verdict, env_error
 
 
 def V(decision, **components):

@@ -4,7 +4,7 @@ import builtins
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.countdown import CountdownVerifier, safe_eval
 
 V = CountdownVerifier()

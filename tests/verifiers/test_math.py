@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.math import MathVerifier, extract_final_answers, find_boxed
 
 

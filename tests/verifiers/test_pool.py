@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.cache import RewardCache
 from rlvr.verifiers.compose import RewardConfig, compose_rewards
 from rlvr.verifiers.pool import TIMEOUT_CLASSES, VerificationPool
-from rlvr.verifiers.verdict import Verdict, env_error
+from rlvr.records.verdict import Verdict, env_error
 
 
 class ScriptedVerifier(Verifier):

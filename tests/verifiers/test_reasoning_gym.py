@@ -4,7 +4,7 @@ import pytest
 
 from rlvr.tasks import reasoning_gym as rg_tasks
 from rlvr.tasks.loader import load_jsonl, write_jsonl
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.reasoning_gym import ReasoningGymVerifier
 
 GENERATORS = ["basic_arithmetic", "chain_sum", "leg_counting"]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rlvr.tasks.spec import TaskSpec
+from rlvr.records.task import TaskSpec
 from rlvr.verifiers.compose import compose_reward
 from rlvr.verifiers.structured import StructuredVerifier
 

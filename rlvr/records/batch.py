@@ -19,8 +19,9 @@ Host-side per-sample metadata (versions, stop reason, sampling params, verdict e
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -46,6 +47,8 @@ class RolloutBatch:
       values: optional float32 [B, T]; critic values at sampling time.
       token_rewards: optional float32 [B, T]; per-token rewards (PPO/SAO), on policy tokens.
       turn_ids: optional int32 [B, T]; index of the action (turn) a token belongs to, -1 elsewhere.
+      sample_weights: optional float32 [B]; per-sample weight on the advantage (e.g. the
+        staleness down-weighting `decay ** lag` of an asynchronous queue); None = all 1.
     """
 
     tokens: jnp.ndarray
@@ -61,6 +64,7 @@ class RolloutBatch:
     values: Optional[jnp.ndarray] = None
     token_rewards: Optional[jnp.ndarray] = None
     turn_ids: Optional[jnp.ndarray] = None
+    sample_weights: Optional[jnp.ndarray] = None
 
     @property
     def batch_size(self) -> int:
@@ -95,6 +99,7 @@ class RolloutBatch:
         values=None,
         token_rewards=None,
         turn_ids=None,
+        sample_weights=None,
     ) -> "RolloutBatch":
         """Builds a batch from host arrays, validating shapes, dtypes and masks.
 
@@ -151,7 +156,57 @@ class RolloutBatch:
             values=per_token("values", values, jnp.float32),
             token_rewards=per_token("token_rewards", token_rewards, jnp.float32),
             turn_ids=per_token("turn_ids", turn_ids, jnp.int32),
+            sample_weights=(None if sample_weights is None else
+                            per_sample("sample_weights", sample_weights, jnp.float32, None)),
         )
+
+    # ------------------------------------------------------------------ host-side reshaping
+    _PER_TOKEN = ("tokens", "attention_mask", "loss_mask", "behavior_logprobs", "positions",
+                  "ref_logprobs", "values", "token_rewards", "turn_ids")
+
+    def take(self, rows) -> "RolloutBatch":
+        """The batch of rows `rows` (int indices or a bool mask [B]), every field alike."""
+        rows = np.asarray(rows)
+        return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[rows]), self)
+
+    def pad_to(self, length: int) -> "RolloutBatch":
+        """Right-padded to `length` tokens (padding: token 0, masks 0, turn id -1)."""
+        t = self.seq_len
+        if length < t:
+            raise ValueError(f"RolloutBatch.pad_to: length {length} < current length {t}")
+        if length == t:
+            return self
+
+        def pad(name, x):
+            if x is None or name not in self._PER_TOKEN:
+                return x
+            fill = -1 if name == "turn_ids" else 0
+            x = np.asarray(x)
+            return jnp.asarray(np.concatenate(
+                [x, np.full((x.shape[0], length - t), fill, x.dtype)], axis=1))
+
+        return self.replace(**{f.name: pad(f.name, getattr(self, f.name))
+                               for f in dataclasses.fields(self)})
+
+    @classmethod
+    def concatenate(cls, batches: Sequence["RolloutBatch"]) -> "RolloutBatch":
+        """Rows of `batches` in order, right-padded to the longest (optional fields must be set
+        in all or none of them)."""
+        batches = list(batches)
+        if not batches:
+            raise ValueError("RolloutBatch.concatenate: no batches")
+        t = max(b.seq_len for b in batches)
+        batches = [b.pad_to(t) for b in batches]
+        out = {}
+        for f in dataclasses.fields(cls):
+            vals = [getattr(b, f.name) for b in batches]
+            present = [v is not None for v in vals]
+            if any(present) and not all(present):
+                raise ValueError(f"RolloutBatch.concatenate: field {f.name!r} is set in some "
+                                 f"batches and None in others")
+            out[f.name] = (jnp.asarray(np.concatenate([np.asarray(v) for v in vals], 0))
+                           if all(present) else None)
+        return cls(**out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +232,13 @@ class SampleMeta:
     evidence: dict = dataclasses.field(default_factory=dict)
     text: str = ""
     extra: dict = dataclasses.field(default_factory=dict)
+    prompt: str = ""
+    reward: float = 0.0
+    valid: bool = True
+
+    def to_json(self) -> dict:
+        """Plain-JSON form (for `samples.jsonl`)."""
+        return dataclasses.asdict(self)
 
     def __post_init__(self):
         if self.stop_reason not in STOP_REASONS:

@@ -1,4 +1,4 @@
-"""The learner: pure, jitted parameter updates with a pluggable loss (issue 5; SPEC R6.1).
+"""The learner: pure, jitted parameter updates with a pluggable loss (SPEC R6.1).
 
 `make_update(...)` returns a pure function
 
@@ -76,15 +76,6 @@ def make_optimizer(
     if max_grad_norm and max_grad_norm > 0:
         return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
     return opt
-
-
-def optimizer_from_config(config, *, learning_rate: Optional[float] = None) -> optax.GradientTransformation:
-    o = config.optimizer
-    return make_optimizer(
-        o.learning_rate if learning_rate is None else learning_rate,
-        name=o.name, schedule=o.schedule, warmup_steps=o.warmup_steps,
-        total_steps=config.train.num_steps * config.train.epochs * config.train.num_minibatches,
-        weight_decay=o.weight_decay, b1=o.b1, b2=o.b2, eps=o.eps, max_grad_norm=o.max_grad_norm)
 
 
 def _tree_all_finite(tree) -> jnp.ndarray:

@@ -1,0 +1,562 @@
+"""Collectors: how a training batch is gathered (DESIGN.md "one loop, many collectors").
+
+The loop asks a collector for `Collected` — a `RolloutBatch` of whole groups (group-major:
+`group_size` rows per task or state), one `SampleMeta` per row (R1.2), the rollout cost it
+took and host statistics — and hands the batch to the learner. Collectors differ in how rows
+are produced, never in what they return:
+
+  * `GroupCollector`: tasks from a `TaskSampler` (fresh or a fixed pool, optional curriculum,
+    R6.4) × `group_size` samples each, produced by an *engine*; optional dynamic sampling (drop
+    all-equal groups and refill within a round budget).
+  * `rlvr.train.pivots.PivotCollector`: PivotRL's probed turn states × K local samples.
+  * `AsyncCollector`: a rollout thread around any collector, a bounded queue with a staleness
+    bound and back-pressure (R5.1, R6.2); each row records the policy version that sampled it.
+
+Engines turn (tasks, group size, keys) into judged rows:
+  * `TextEngine`: single-turn — prompt → completion → outcome verifier;
+  * `EpisodeEngine`: multi-turn — episodes in the kit's environment (`rlvr.rollout.agent_loop`)
+    → outcome verifier on the final state; episodes that end in an environment fault are re-run
+    (fresh environment randomness, `reward.max_retries` times) and then masked;
+  * `TurnEngine` (PivotRL): one action per (prefix, restored state) → turn verifier.
+Every decision goes through a `rlvr.train.judge.Judge` (the one reward path).
+
+Randomness: the keys of step s are derived from (seed, s) and sliced per process, so a
+multi-host run samples exactly the rows of the single-process run, and a resumed run repeats
+them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import jax
+import numpy as np
+
+from rlvr.core.curriculum import learning_progress_weights, variance_weights
+from rlvr.envs.base import retry_seed
+from rlvr.records.batch import RolloutBatch, SampleMeta
+from rlvr.records.task import TaskSpec
+from rlvr.records.verdict import env_error
+from rlvr.rollout.agent_loop import EpisodeStart, episodes_to_batch, run_episodes, sample_turn
+from rlvr.rollout.queue import QueueClosed, SampleQueue
+from rlvr.rollout.sampler import SamplingParams, pad_prompts, per_sample_keys, sample
+from rlvr.train.judge import Judge
+
+
+def stream_seed(*parts) -> int:
+    """A stable int seed for a named stream, e.g. stream_seed(seed, "train", step)."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") % (2**62)
+
+
+# ----------------------------------------------------------------------------- records
+@dataclasses.dataclass(frozen=True)
+class RolloutCost:
+    """What producing a batch cost: policy calls (`turns`: one per single-turn sample, one per
+    multi-turn action), tokens the policy generated and prompt tokens it read (prefill)."""
+
+    turns: int = 0
+    sampled_tokens: int = 0
+    prompt_tokens: int = 0
+
+    def __add__(self, other: "RolloutCost") -> "RolloutCost":
+        return RolloutCost(self.turns + other.turns, self.sampled_tokens + other.sampled_tokens,
+                           self.prompt_tokens + other.prompt_tokens)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Collected:
+    """A batch of whole groups: rows group-major, `group_size` rows per group.
+
+    batch: RolloutBatch [num_groups · group_size, T]; samples: one SampleMeta per row; tasks:
+    the TaskSpec of each row; cost: what producing it took (discarded rounds and probes
+    included); stats: host metrics of the collection (time split, rounds, queue or pivot
+    statistics).
+    """
+
+    batch: RolloutBatch
+    samples: tuple
+    tasks: tuple
+    group_size: int
+    cost: RolloutCost = RolloutCost()
+    stats: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        n = self.batch.batch_size
+        if n != len(self.samples) or n != len(self.tasks) or n % self.group_size:
+            raise ValueError(f"Collected: {n} rows, {len(self.samples)} samples, {len(self.tasks)} "
+                             f"tasks, group_size {self.group_size}")
+
+    @property
+    def num_groups(self) -> int:
+        return self.batch.batch_size // self.group_size
+
+    def groups(self, idx: Sequence[int]) -> "Collected":
+        """The groups `idx` (rows of each, in order); cost and stats stay with the original."""
+        g = self.group_size
+        rows = [i * g + j for i in idx for j in range(g)]
+        return Collected(self.batch.take(rows), tuple(self.samples[r] for r in rows),
+                         tuple(self.tasks[r] for r in rows), g)
+
+    @staticmethod
+    def concatenate(parts: Sequence["Collected"], *, cost: RolloutCost = None,
+                    stats: Mapping[str, float] = None) -> "Collected":
+        parts = list(parts)
+        if not parts:
+            raise ValueError("Collected.concatenate: nothing to concatenate")
+        return Collected(RolloutBatch.concatenate([p.batch for p in parts]),
+                         tuple(s for p in parts for s in p.samples),
+                         tuple(t for p in parts for t in p.tasks), parts[0].group_size,
+                         cost if cost is not None else sum((p.cost for p in parts), RolloutCost()),
+                         dict(stats or {}))
+
+
+def make_samples(tasks: Sequence[TaskSpec], outputs: Sequence[str], judgement, *,
+                 stop_reasons: Sequence[str], policy_versions, sampling: SamplingParams,
+                 environment_version: str, prompts: Sequence[str], num_turns=None,
+                 extra: Optional[Sequence[dict]] = None) -> tuple:
+    """One SampleMeta per row (R1.2) from the judged rows."""
+    n = len(outputs)
+    versions = np.broadcast_to(np.asarray(policy_versions, np.int64), (n,))
+    turns = np.ones(n, int) if num_turns is None else np.asarray(num_turns)
+    sp = sampling.to_dict()
+    return tuple(
+        SampleMeta(task_id=t.task_id, policy_version=int(versions[i]),
+                   verifier_version=v.verifier_version, environment_version=environment_version,
+                   reward_config_hash=judgement.reward_config_hashes[i], sampling_params=sp,
+                   stop_reason=stop_reasons[i], num_turns=int(turns[i]), decision=v.decision,
+                   trial=v.trial, components=dict(v.components), evidence=dict(v.evidence),
+                   text=outputs[i], prompt=prompts[i], reward=float(judgement.rewards[i]),
+                   valid=bool(judgement.valid[i]), extra=dict(extra[i]) if extra else {})
+        for i, (t, v) in enumerate(zip(tasks, judgement.verdicts)))
+
+
+# ----------------------------------------------------------------------------- task sampling
+class TaskSampler:
+    """Training tasks per step: fresh draws from the source, or draws from a fixed pool,
+    optionally weighted by a curriculum over the pool (R6.4: eq.41 variance, eq.42 learning
+    progress). Deterministic in (seed, step); the curriculum statistics are `state_dict()`.
+    """
+
+    def __init__(self, source, *, seed: int, pool_size: int = 0, curriculum: str = "none",
+                 alpha: float = 1.0, ema: float = 0.5, floor: float = 0.05):
+        self.source, self.seed, self.curriculum = source, seed, curriculum
+        self.alpha, self.ema, self.floor = alpha, ema, floor
+        self.pool: list = []
+        if pool_size:
+            try:
+                self.pool = list(source.sample(pool_size, seed=stream_seed(seed, "pool")))
+            except ValueError as e:
+                raise ValueError(f"config.task.pool_size={pool_size}: the task source cannot give "
+                                 f"that many distinct training tasks ({e})") from None
+        self._index = {t.task_id: i for i, t in enumerate(self.pool)}
+        self.p = np.full(len(self.pool), 0.5)
+        self.p_prev = np.full(len(self.pool), 0.5)
+
+    def weights(self) -> np.ndarray:
+        if self.curriculum == "variance":
+            w = variance_weights(self.p, alpha=self.alpha, floor=self.floor)
+        elif self.curriculum == "learning_progress":
+            w = learning_progress_weights(self.p, self.p_prev, floor=self.floor)
+        else:
+            return np.full(len(self.pool), 1.0 / len(self.pool))
+        w = np.asarray(w, np.float64)
+        return w / w.sum()
+
+    def draw(self, tag, n: int) -> list[TaskSpec]:
+        """The n training tasks of step `tag` (an int or a string such as "7/refill/1")."""
+        if not self.pool:
+            return list(self.source.sample(n, seed=stream_seed(self.seed, "train", tag)))
+        rng = np.random.default_rng(stream_seed(self.seed, "pool-draw", tag))
+        if self.curriculum == "none":
+            idx = rng.choice(len(self.pool), size=n, replace=len(self.pool) < n)
+        else:
+            idx = rng.choice(len(self.pool), size=n, replace=True, p=self.weights())
+        return [self.pool[i] for i in idx]
+
+    def update(self, task_ids: Sequence[str], success: Sequence[float]) -> None:
+        """EMA of per-task success on the pool (the curriculum's p_x)."""
+        if self.curriculum == "none":
+            return
+        self.p_prev = self.p.copy()
+        for tid, s in zip(task_ids, success):
+            i = self._index.get(tid)
+            if i is not None:
+                self.p[i] = self.ema * self.p[i] + (1 - self.ema) * s
+
+    def state_dict(self) -> dict:
+        return {"p": self.p.tolist(), "p_prev": self.p_prev.tolist()} if self.pool else {}
+
+    def load_state_dict(self, d: dict) -> None:
+        if d:
+            self.p, self.p_prev = np.asarray(d["p"], float), np.asarray(d["p_prev"], float)
+
+
+# ----------------------------------------------------------------------------- engines
+class TextEngine:
+    """Single-turn rows: [bos] + prompt → completion (sampler) → outcome verifier (`Judge`)."""
+
+    def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, prompt_len: int,
+                 prompt_bucket: int = 0, environment_version: str = ""):
+        self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
+        self.prompt_len, self.prompt_bucket = prompt_len, prompt_bucket
+        self.environment_version = environment_version
+
+    def encode(self, task: TaskSpec) -> list[int]:
+        ids = [self.tokenizer.bos_id] + list(self.tokenizer.encode(task.prompt))
+        if len(ids) > self.prompt_len:
+            raise ValueError(f"prompt of task {task.task_id!r} has {len(ids)} tokens > "
+                             f"model.max_seq_len - sampling.max_new_tokens = {self.prompt_len}")
+        return ids
+
+    def run(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
+            sampling: SamplingParams, policy_version: int) -> Collected:
+        ids = [self.encode(t) for t in tasks for _ in range(group_size)]
+        # allowed padded lengths: multiples of prompt_bucket, capped at the longest prompt
+        step = self.prompt_bucket or self.prompt_len
+        buckets = tuple(range(step, self.prompt_len, step)) + (self.prompt_len,)
+        tokens, mask = pad_prompts(ids, self.tokenizer.pad_id, bucket=buckets)
+        t0 = time.perf_counter()
+        out = jax.device_get(sample(self.model_of(params), tokens, mask, keys, sampling,
+                                    pad_id=self.tokenizer.pad_id))
+        t1 = time.perf_counter()
+        texts = [self.tokenizer.decode(c) for c in out.completions(tokens.shape[1])]
+        rows = [t for t in tasks for _ in range(group_size)]
+        j = self.judge.judge(rows, texts)
+        t2 = time.perf_counter()
+        batch = RolloutBatch.create(
+            tokens=out.tokens, loss_mask=out.loss_mask, behavior_logprobs=out.behavior_logprobs,
+            rewards=j.rewards, attention_mask=out.attention_mask, valid=j.valid,
+            truncated=out.truncated, positions=out.positions,
+            policy_version=np.full(len(rows), policy_version, np.int32))
+        truncated = np.asarray(out.truncated)
+        samples = make_samples(rows, texts, j, stop_reasons=["max_length" if x else "eos" for x in truncated],
+                               policy_versions=policy_version, sampling=sampling,
+                               environment_version=self.environment_version,
+                               prompts=[t.prompt for t in rows])
+        cost = RolloutCost(turns=len(rows), sampled_tokens=int(np.asarray(out.lengths).sum()),
+                           prompt_tokens=int(sum(len(i) for i in ids)))
+        return Collected(batch, samples, tuple(rows), group_size, cost,
+                         {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
+
+
+class EpisodeEngine:
+    """Multi-turn rows: `group_size` episodes per task from its initial state in the kit's
+    environment, judged by the outcome verifier on the authoritative final state."""
+
+    def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, kit, max_turns: int,
+                 max_tokens: int, prompt_bucket: int = 0, max_env_retries: int = 2):
+        self.model_of, self.tokenizer, self.judge, self.kit = model_of, tokenizer, judge, kit
+        self.max_turns, self.max_tokens, self.prompt_bucket = max_turns, max_tokens, prompt_bucket
+        self.max_env_retries = max_env_retries
+        self.environment_version = kit.environment_version()
+
+    def start(self, task: TaskSpec, attempt: int = 0) -> EpisodeStart:
+        return EpisodeStart(task=task, prefix_tokens=tuple([self.tokenizer.bos_id] + self.tokenizer.encode(task.prompt)),
+                            seed=retry_seed(task.random_seed, attempt))
+
+    def episodes(self, params, starts: Sequence[EpisodeStart], keys, sampling: SamplingParams):
+        return run_episodes(self.model_of(params), starts, self.kit.env_factory, keys,
+                            tokenizer=self.tokenizer, sampling=sampling,
+                            terminator=self.kit.action_terminator, max_turns=self.max_turns,
+                            max_tokens=self.max_tokens, seq_bucket=self.max_tokens,
+                            prompt_bucket=self.prompt_bucket)
+
+    def sample_episodes(self, params, rows: Sequence[TaskSpec], keys, sampling: SamplingParams):
+        """One episode per row (no judging); episodes that end in an environment fault are
+        re-run with fresh environment randomness up to `max_env_retries` times.
+        Returns (episodes, cost, seconds spent generating and stepping environments)."""
+        keys = per_sample_keys(keys, len(rows))
+        out = self.episodes(params, [self.start(t) for t in rows], keys, sampling)
+        episodes, stats = list(out.episodes), dict(out.stats)
+        cost = RolloutCost(int(stats["rollout/turns"]), int(stats["rollout/action_tokens"]),
+                           int(stats["rollout/prompt_tokens"]))
+        t_gen = stats["time/generate_s"] + stats["time/env_s"]
+        for attempt in range(1, self.max_env_retries + 1):
+            bad = [i for i, e in enumerate(episodes) if e.env_error is not None]
+            if not bad:
+                break
+            retry_keys = jax.vmap(lambda k: jax.random.fold_in(k, 10_000 + attempt))(keys[np.array(bad)])
+            again = self.episodes(params, [self.start(rows[i], attempt) for i in bad], retry_keys, sampling)
+            for i, e in zip(bad, again.episodes):
+                episodes[i] = e
+            s = again.stats
+            cost = cost + RolloutCost(int(s["rollout/turns"]), int(s["rollout/action_tokens"]),
+                                      int(s["rollout/prompt_tokens"]))
+            t_gen += s["time/generate_s"] + s["time/env_s"]
+        return episodes, cost, t_gen
+
+    def run(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
+            sampling: SamplingParams, policy_version: int) -> Collected:
+        rows = [t for t in tasks for _ in range(group_size)]
+        episodes, cost, t_gen = self.sample_episodes(params, rows, keys, sampling)
+        t1 = time.perf_counter()
+        faulted = [e.env_error is not None for e in episodes]
+        outputs = [self.kit.episode_output(e.env) for e in episodes]
+        judged = self.judge.judge([r for r, f in zip(rows, faulted) if not f],
+                                  [o for o, f in zip(outputs, faulted) if not f])
+        verdicts, it = [], iter(judged.verdicts)
+        for e, f in zip(episodes, faulted):
+            verdicts.append(env_error(f"environment fault: {e.env_error}", timeout_class="tool_call")
+                            if f else next(it))
+        j = self.judge.compose(rows, verdicts)
+        batch = episodes_to_batch(episodes, pad_id=self.tokenizer.pad_id, seq_bucket=self.max_tokens,
+                                  rewards=j.rewards, valid=j.valid, policy_version=policy_version)
+        texts = [self.tokenizer.decode(e.tokens) for e in episodes]
+        samples = make_samples(rows, texts, j, stop_reasons=[e.stop_reason for e in episodes],
+                               policy_versions=policy_version, sampling=sampling,
+                               environment_version=self.environment_version,
+                               prompts=[t.prompt for t in rows],
+                               num_turns=[e.num_turns for e in episodes])
+        return Collected(batch, samples, tuple(rows), group_size, cost,
+                         {"time/generate_s": t_gen, "time/verify_s": time.perf_counter() - t1,
+                          "rollout/turns_per_episode": float(np.mean([e.num_turns for e in episodes]))})
+
+
+class TurnEngine:
+    """One action per (prefix, state) row, judged by a turn verifier (PivotRL probes and local
+    samples): `run(params, prefixes, turn_tasks, keys, sampling)`."""
+
+    def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, terminator: str,
+                 max_tokens: int, prompt_bucket: int = 0, environment_version: str = "",
+                 policy: Optional[Callable] = None):
+        self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
+        self.policy = policy  # optional scripted replacement of `sample_turn` (tests)
+        term = tokenizer.encode(terminator)
+        if len(term) != 1:
+            raise ValueError(f"TurnEngine: the action terminator {terminator!r} must be one token")
+        self.terminator_id = term[0]
+        self.max_tokens, self.prompt_bucket = max_tokens, prompt_bucket
+        self.environment_version = environment_version
+
+    def sampling(self, sampling: SamplingParams) -> SamplingParams:
+        stops = tuple(sorted(set(sampling.stop_token_ids) | {self.terminator_id, self.tokenizer.eos_id}))
+        return dataclasses.replace(sampling, stop_token_ids=stops)
+
+    def run(self, params, prefixes: Sequence[Sequence[int]], tasks: Sequence[TaskSpec], keys,
+            sampling: SamplingParams, policy_version: int, group_size: int) -> Collected:
+        sampling = self.sampling(sampling)
+        t0 = time.perf_counter()
+        keys = per_sample_keys(keys, len(prefixes))
+        if self.policy is not None:
+            ts = self.policy(prefixes, keys, sampling, tokenizer=self.tokenizer,
+                             terminator_id=self.terminator_id, prompt_bucket=self.prompt_bucket)
+        else:
+            ts = sample_turn(self.model_of(params), prefixes, keys, sampling,
+                             tokenizer=self.tokenizer, terminator_id=self.terminator_id,
+                             prompt_bucket=self.prompt_bucket,
+                             max_prompt_len=self.max_tokens - sampling.max_new_tokens)
+        t1 = time.perf_counter()
+        j = self.judge.judge(tasks, ts.texts)
+        t2 = time.perf_counter()
+        batch = RolloutBatch.create(
+            tokens=ts.tokens, attention_mask=ts.attention_mask, positions=ts.positions,
+            loss_mask=ts.loss_mask, behavior_logprobs=ts.behavior_logprobs, rewards=j.rewards,
+            valid=j.valid, truncated=np.asarray(ts.truncated),
+            policy_version=np.full(len(prefixes), policy_version, np.int32))
+        stop = ["max_length" if tr else ("eos" if e else "stop_token")
+                for tr, e in zip(ts.truncated, ts.eos)]
+        samples = make_samples(tasks, ts.texts, j, stop_reasons=stop, policy_versions=policy_version,
+                               sampling=sampling, environment_version=self.environment_version,
+                               prompts=[self.tokenizer.decode(p) for p in prefixes])
+        cost = RolloutCost(len(prefixes), int(sum(len(a) for a in ts.action_ids)),
+                           int(sum(len(p) for p in prefixes)))
+        return Collected(batch, samples, tuple(tasks), group_size, cost,
+                         {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
+
+
+# ----------------------------------------------------------------------------- collectors
+class GroupCollector:
+    """`prompts_per_step` tasks × `group_size` rows from an engine, with dynamic sampling.
+
+    Multi-host: every process draws the same global task list and keys and keeps its
+    contiguous share (`process_index` of `num_processes`), so the global batch is the one a
+    single process would collect.
+    """
+
+    def __init__(self, engine, sampler: TaskSampler, *, group_size: int, prompts_per_step: int,
+                 sampling: SamplingParams, seed: int, dynamic_sampling: bool = False,
+                 max_rounds: int = 0, process_index: int = 0, num_processes: int = 1):
+        self.engine, self.sampler = engine, sampler
+        self.group_size, self.prompts_per_step, self.sampling = group_size, prompts_per_step, sampling
+        self.rollout_key = jax.random.PRNGKey(seed + 17)
+        self.dynamic_sampling, self.max_rounds = dynamic_sampling, max_rounds
+        self.process_index, self.num_processes = process_index, num_processes
+
+    def collect(self, params, step, policy_version: int, num_groups: Optional[int] = None) -> Collected:
+        n = num_groups or self.prompts_per_step
+        g = self.group_size
+        k = n // self.num_processes
+        local = slice(self.process_index * k, (self.process_index + 1) * k)
+        key = jax.random.fold_in(self.rollout_key, step if isinstance(step, int) else stream_seed(step) % 2**31)
+        rounds = 1 + (self.max_rounds if self.dynamic_sampling else 0)
+        kept, spare, cost = [], [], RolloutCost()
+        times = {"time/generate_s": 0.0, "time/verify_s": 0.0}
+        r = 0
+        for r in range(rounds):
+            tasks = self.sampler.draw(step if r == 0 else f"{step}/refill/{r}", n)[local]
+            keys = per_sample_keys(jax.random.fold_in(key, r), n * g)[local.start * g:local.stop * g]
+            got = self.engine.run(params, tasks, g, keys, self.sampling, policy_version)
+            cost = cost + got.cost
+            for t in times:
+                times[t] += got.stats.get(t, 0.0)
+            rewards = np.asarray(got.batch.rewards).reshape(-1, g)
+            valid = np.asarray(got.batch.valid).reshape(-1, g)
+            for i in range(got.num_groups):
+                rv = rewards[i][valid[i]]
+                equal = len(rv) == 0 or np.all(rv == rv[0])
+                if self.dynamic_sampling and equal:
+                    spare.append(got.groups([i]))
+                elif len(kept) < k:
+                    kept.append(got.groups([i]))
+            if len(kept) >= k:
+                break
+        filled = len(kept)
+        kept += spare[:k - filled]  # budget exhausted: pad with zero-advantage groups
+        stats = {**times, "sampling/rounds": float(r + 1), "sampling/kept_group_frac": filled / k}
+        return Collected.concatenate(kept, cost=cost, stats=stats)
+
+    def observe(self, collected: Collected) -> None:
+        """Curriculum update from a step's (global) samples."""
+        g = collected.group_size
+        s = collected.samples
+        ids = [s[i * g].task_id for i in range(collected.num_groups)]
+        succ = [float(np.mean([x.decision == "pass" and x.trial == "valid" for x in s[i * g:(i + 1) * g]]))
+                for i in range(collected.num_groups)]
+        self.sampler.update(ids, succ)
+
+    def state_dict(self) -> dict:
+        return {"sampler": self.sampler.state_dict()}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.sampler.load_state_dict(d.get("sampler", {}))
+
+    def close(self) -> None:
+        pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _Published:
+    version: int
+    params: Any
+
+
+class AsyncCollector:
+    """A rollout thread around `inner` (any collector) feeding a bounded `SampleQueue`.
+
+    The thread repeatedly collects `producer_batch` groups with the latest published policy and
+    puts each group into the queue tagged with that policy's version; `collect` takes
+    `prompts_per_step` groups in arrival order (R5.1: each sample trains on arrival, no group
+    barrier). Groups whose version lag exceeds `max_staleness` are dropped by the queue; the rest
+    get weight `staleness_decay ** lag` (`RolloutBatch.sample_weights`). With `backpressure` the
+    thread waits while a batch it would start now could arrive staler than `max_staleness`
+    (`rlvr.train.config.predicted_lag`). The learner `publish`es new parameters after each step.
+    Not bit-reproducible across runs: arrival order depends on timing.
+    """
+
+    def __init__(self, inner, *, prompts_per_step: int, producer_batch: int, queue_size: int,
+                 max_staleness: int, staleness_decay: float, backpressure: bool,
+                 timeout_s: float = 600.0):
+        from rlvr.train.config import predicted_lag
+
+        self.inner = inner
+        self.learn_batch = prompts_per_step
+        self.producer_batch = producer_batch or prompts_per_step
+        self.max_staleness, self.backpressure = max_staleness, backpressure
+        self.timeout_s = timeout_s
+        self._lag = predicted_lag
+        self.queue = SampleQueue(queue_size, max_staleness, staleness_decay)
+        self._lock = threading.Lock()
+        self._published: Optional[_Published] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+        self._times = {"time/generate_s": 0.0, "time/verify_s": 0.0, "time/producer_gate_wait_s": 0.0}
+        self._cost = RolloutCost()
+
+    def publish(self, params, version: int) -> None:
+        with self._lock:
+            self._published = _Published(int(version), params)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._produce, daemon=True, name="rlvr-rollout")
+            self._thread.start()
+
+    def _produce(self) -> None:
+        calls = 0
+        try:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                while (self.backpressure and not self._stop.is_set() and self._lag(
+                        len(self.queue), self.producer_batch, self.learn_batch) > self.max_staleness):
+                    time.sleep(0.002)
+                waited = time.monotonic() - t0
+                if self._stop.is_set():
+                    break
+                with self._lock:
+                    pub = self._published
+                got = self.inner.collect(pub.params, f"async/{calls}", pub.version,
+                                         num_groups=self.producer_batch)
+                calls += 1
+                with self._lock:
+                    self._cost = self._cost + got.cost
+                    self._times["time/producer_gate_wait_s"] += waited
+                    for k in ("time/generate_s", "time/verify_s"):
+                        self._times[k] += got.stats.get(k, 0.0)
+                for i in range(got.num_groups):
+                    if not self.queue.put(got.groups([i]), policy_version=pub.version):
+                        return
+        except BaseException as e:  # noqa: BLE001 — surfaced to the learner by `collect`
+            with self._lock:
+                self._error = e
+        finally:
+            self.queue.close()
+
+    def collect(self, params, step, policy_version: int, num_groups: Optional[int] = None) -> Collected:
+        if self._published is None:
+            self.publish(params, policy_version)
+        got = self.queue.get_batch(num_groups or self.learn_batch, policy_version, timeout=self.timeout_s)
+        with self._lock:
+            err, cost, times = self._error, self._cost, dict(self._times)
+            self._cost = RolloutCost()
+            self._times = dict.fromkeys(self._times, 0.0)
+        if err is not None:
+            raise RuntimeError(f"the rollout thread failed: {type(err).__name__}: {err}") from err
+        if len(got) < (num_groups or self.learn_batch):
+            raise RuntimeError(f"the rollout queue delivered {len(got)} of "
+                               f"{num_groups or self.learn_batch} groups within {self.timeout_s} s")
+        parts = []
+        for q in got:
+            c = q.payload
+            b = c.batch.replace(policy_version=np.full(c.batch.batch_size, q.policy_version, np.int32),
+                                sample_weights=np.full(c.batch.batch_size, q.weight, np.float32))
+            parts.append(dataclasses.replace(c, batch=b))
+        stats = {**times, **self.queue.stats(), "sample/mean_lag": float(np.mean([q.lag for q in got]))}
+        return Collected.concatenate(parts, cost=cost, stats=stats)
+
+    def observe(self, collected: Collected) -> None:
+        pass  # the inner collector's curriculum runs in the thread's draws only
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, d: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self.queue.close()
+        try:  # drain so a producer blocked on a full queue can exit
+            while self.queue.get(10**9, timeout=0) is not None:
+                pass
+        except QueueClosed:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+        self.inner.close()

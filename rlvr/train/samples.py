@@ -1,0 +1,106 @@
+"""Host-side per-sample monitoring: the R7.2 metrics of a batch's `SampleMeta`s and the
+`samples.jsonl` audit log (SPEC R1.2, R7.2, R7.3; seed 002 §7.4, §9.3, §10.3).
+
+`sample_metrics(collected)` is the same set for every algorithm and collector:
+  verify/pass_rate, verify/unknown_rate, verify/env_error_rate, verify/masked_count,
+  verify/masked_frac; sampling/unique_ratio (distinct outputs per group); stop/<reason>_frac
+  (eos, max_length, max_turns, timeout, env_error, ...); sample/turns (mean actions per sample);
+  reward/component_<name>_mean and reward/corr_<name> (each verdict component's correlation with
+  the reward); reward/hidden_mean (the hidden check, R7.3, where one exists).
+Group outcome fractions, reward and advantage statistics and lengths come from the learner
+step (`Algorithm.batch_metrics`).
+
+`write_samples(path, step, collected, n, seed)` appends n records — half the highest-reward
+samples (the tail a reward-hacking audit reads first, R7.3), half drawn at random — each the
+full `SampleMeta` (prompt, output, verdict evidence, reward, versions) plus the step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable, Optional
+
+import numpy as np
+
+# per-process metrics every host computes: mean (rates) or sum (counts) over hosts
+GLOBAL_MEAN = ("verify/unknown_rate", "verify/env_error_rate", "verify/pass_rate",
+               "verify/masked_frac", "sampling/unique_ratio")
+GLOBAL_SUM = ("verify/masked_count",)
+
+
+def sample_metrics(collected, hidden: Optional[Callable] = None) -> dict:
+    """R7.2 host metrics of one collected batch (module docstring)."""
+    s = collected.samples
+    g = collected.group_size
+    valid = np.array([x.valid for x in s])
+    out = {
+        "verify/pass_rate": float(np.mean([x.decision == "pass" and x.trial == "valid" for x in s])),
+        "verify/unknown_rate": float(np.mean([x.decision == "unknown" and x.trial == "valid" for x in s])),
+        "verify/env_error_rate": float(np.mean([x.trial == "env_error" for x in s])),
+        "verify/masked_count": float(np.sum(~valid)),
+        "verify/masked_frac": float(np.mean(~valid)),
+        "sampling/unique_ratio": float(np.mean([len({x.text for x in s[i:i + g]}) / g
+                                                for i in range(0, len(s), g)])),
+        "sample/turns": float(np.mean([x.num_turns for x in s])),
+    }
+    reasons = sorted({x.stop_reason for x in s})
+    for r in reasons:
+        out[f"stop/{r}_frac"] = float(np.mean([x.stop_reason == r for x in s]))
+    rewards = np.array([x.reward for x in s])
+    for k in sorted({k for x in s for k in x.components}):
+        c = np.array([float(x.components.get(k, 0.0)) for x in s])
+        out[f"reward/component_{k}_mean"] = float(c.mean())
+        if c.std() > 0 and rewards.std() > 0:
+            out[f"reward/corr_{k}"] = float(np.corrcoef(c, rewards)[0, 1])
+    if hidden is not None:
+        h = np.array([hidden(t, x.text) for t, x in zip(collected.tasks, s)])
+        if np.all(np.isfinite(h)):
+            out["reward/hidden_mean"] = float(h.mean())
+    return out
+
+
+def global_sample_metrics(m: dict, num_processes: int) -> dict:
+    """Multi-host: the per-process sample metrics every process has, combined (equal shares: the
+    mean of per-host means is the global mean; counts are summed). Others stay process 0's."""
+    if num_processes == 1:
+        return m
+    from jax.experimental import multihost_utils
+
+    keys = GLOBAL_MEAN + GLOBAL_SUM
+    local = np.array([m.get(k, 0.0) for k in keys], np.float64)
+    allv = np.asarray(multihost_utils.process_allgather(local)).reshape(num_processes, len(keys))
+    m = dict(m)
+    for j, k in enumerate(keys):
+        m[k] = float(allv[:, j].mean() if k in GLOBAL_MEAN else allv[:, j].sum())
+    return m
+
+
+def _json_safe(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, (str, int, bool)) or v is None or isinstance(v, float):
+        return v
+    return repr(v)
+
+
+def write_samples(path: str, step: int, collected, n: int, seed: int) -> int:
+    """Appends up to n records of `collected` (half top reward, half random) to `path`."""
+    s = collected.samples
+    if not s:
+        return 0
+    order = np.argsort([-x.reward for x in s], kind="stable")
+    top = list(order[: (n + 1) // 2])
+    rest = [i for i in range(len(s)) if i not in set(top)]
+    rng = np.random.default_rng([seed, step])
+    extra = list(rng.choice(rest, size=min(n - len(top), len(rest)), replace=False)) if rest else []
+    with open(path, "a", encoding="utf-8") as f:
+        for tag, idx in (("top_reward", top), ("random", extra)):
+            for i in idx:
+                f.write(json.dumps(_json_safe({"step": int(step), "selected": tag,
+                                               **s[int(i)].to_json()})) + "\n")
+    return len(top) + len(extra)

@@ -1,0 +1,340 @@
+"""Builds a run's components from its config: the one place config meets the library.
+
+`build_run(config, workdir)` → `Run`: the task kit, tokenizer, policy (random init or a Hugging
+Face checkpoint), mesh and shardings, optimiser, algorithm (settings read from the fields that
+apply to it), critic, the collector the algorithm asks for (groups / pivots, optionally
+asynchronous), the held-out evaluator and the jitted learner step. `rlvr.train.loop` drives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rlvr.algorithms import AlgorithmSettings, get_algorithm
+from rlvr.core.kl import init_kl_controller
+from rlvr.learner import jit_step, make_optimizer
+from rlvr.models import ModelConfig, Transformer, ValueModel
+from rlvr.models.tokenizer import CharTokenizer
+from rlvr.models.value import trainable_filter
+from rlvr.records.state import create_train_state, split_model
+from rlvr.rollout.sampler import SamplingParams
+from rlvr.tasks.kit import build_kit
+from rlvr.tasks.registry import heldout_tasks
+from rlvr.train import collectors as col
+from rlvr.train.config import ConfigError, check_applicability, inapplicable, resolved
+from rlvr.train.evaluate import Evaluator, exact_hidden_check
+from rlvr.train.judge import Judge, reward_config_from
+from rlvr.train.pivots import PivotCollector, PivotSettings
+
+
+# ------------------------------------------------------------------------------- readers
+def algorithm_settings(config) -> AlgorithmSettings:
+    """AlgorithmSettings from the config fields that apply to the algorithm (others keep the
+    dataclass defaults and are never read)."""
+    a = config.algorithm
+    skip = inapplicable(config)
+    names = {f.name for f in dataclasses.fields(AlgorithmSettings)}
+    kw = {k: a[k] for k in a.keys() if k in names and f"algorithm.{k}" not in skip}
+    kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
+              epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
+              num_microbatches=config.train.num_microbatches)
+    if config.kl.mode != "none":
+        kw["kl_estimator"] = config.kl.estimator
+    return AlgorithmSettings(**kw)
+
+
+def optimizer_from_config(config, *, learning_rate: Optional[float] = None):
+    """The optax optimiser of `config.optimizer` (clipping, schedule, name and its knobs)."""
+    o = config.optimizer
+    kw = {}
+    if o.name != "sgd":
+        kw.update(b1=o.b1, b2=o.b2, eps=o.eps)
+    if o.name == "adamw":
+        kw["weight_decay"] = o.weight_decay
+    return make_optimizer(
+        o.learning_rate if learning_rate is None else learning_rate, name=o.name,
+        schedule=o.schedule, warmup_steps=o.warmup_steps,
+        total_steps=config.train.num_steps * config.train.epochs * config.train.num_minibatches,
+        max_grad_norm=o.max_grad_norm, **kw)
+
+
+def build_tokenizer(config, kit):
+    if config.tokenizer.kind == "char":
+        if kit.alphabet is None:
+            raise ConfigError(f"config.tokenizer.kind='char' needs a task kit with an alphabet; "
+                              f"{kit.name!r} has none")
+        return CharTokenizer(kit.alphabet)
+    raise ConfigError(f"config.tokenizer.kind={config.tokenizer.kind!r} is not supported")
+
+
+def build_policy(config, vocab_size: int) -> Transformer:
+    """Random init of `config.model`'s shape, or the checkpoint `model.init_from`."""
+    m = config.model
+    if m.init_from:
+        from rlvr.models import from_pretrained
+
+        policy = from_pretrained(m.init_from, dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat)
+        cfg = dataclasses.replace(policy.config, attention_impl=m.attention)
+        return policy if cfg == policy.config else _with_config(policy, cfg)
+    cfg = ModelConfig(vocab_size=m.vocab_size or vocab_size, hidden_size=m.d_model,
+                      intermediate_size=m.d_ff, num_layers=m.num_layers, num_heads=m.num_heads,
+                      num_kv_heads=m.num_kv_heads, head_dim=m.d_model // m.num_heads,
+                      max_position_embeddings=m.max_seq_len, dtype=m.dtype,
+                      param_dtype=m.param_dtype, attention_impl=m.attention)
+    if cfg.vocab_size < vocab_size:
+        raise ConfigError(f"config.model.vocab_size ({cfg.vocab_size}) is smaller than the "
+                          f"tokenizer's vocabulary ({vocab_size})")
+    return Transformer(cfg, rngs=nnx.Rngs(config.seed), remat=m.remat)
+
+
+def _with_config(policy: Transformer, cfg: ModelConfig) -> Transformer:
+    fresh = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), remat=policy.model.remat))
+    nnx.update(fresh, nnx.state(policy))
+    return fresh
+
+
+# ------------------------------------------------------------------------------- the run
+@dataclasses.dataclass
+class Run:
+    """The components of one training run (built by `build_run`).
+
+    Everything the loop needs: config and workdir, the task kit and tokenizer, the policy's
+    graph (`graphdef`, `rest`) and initial parameters, mesh shardings, the algorithm and its
+    jitted step, the collector, the evaluator and the judges (closed by `close`).
+    """
+
+    config: Any
+    workdir: str
+    kit: Any
+    tokenizer: Any
+    graphdef: Any
+    rest: Any
+    init_params: Any
+    critic_params: Any
+    critic_optimizer: Any
+    optimizer: Any
+    algorithm: Any
+    mesh: Any
+    batch_sharding: Any
+    replicated: Any
+    collector: Any
+    evaluator: Optional[Evaluator]
+    judges: tuple
+    needs_ref: bool
+    asynchronous: bool
+    hidden: Any = None
+    process_index: int = 0
+    num_processes: int = 1
+    step_fn: Any = None
+    state_sharding: Any = None
+    state: Any = None  # the final TrainState, set by the loop
+
+    @property
+    def is_main(self) -> bool:
+        return self.process_index == 0
+
+    def model_of(self, params) -> Transformer:
+        return nnx.merge(self.graphdef, params, self.rest)
+
+    def sampling_params(self, params):
+        """Parameters this process samples with: as they are on one process; multi-host, a
+        replicated copy of which this process takes its own (no cross-host traffic while
+        sampling)."""
+        if self.num_processes == 1:
+            return params
+        full = jax.jit(lambda x: x, out_shardings=self.replicated)(params)
+        return jax.tree.map(lambda x: x.addressable_data(0), full)
+
+    def init_state(self, params):
+        """The TrainState of (warm-started) `params`: optimiser, critic, reference copy (KL or
+        PivotRL's probe), KL controller; placed on the mesh, with the jitted step built for it."""
+        c = self.config
+        ctrl = None
+        if c.kl.mode != "none":
+            ctrl = init_kl_controller(c.kl.coef, target=c.kl.target if c.kl.adaptive else None,
+                                      horizon=c.kl.horizon if c.kl.adaptive else 10.0)
+        state = create_train_state(
+            params, self.optimizer, seed=c.seed, ref_params=params if self.needs_ref else None,
+            critic_params=self.critic_params, critic_optimizer=self.critic_optimizer,
+            kl_controller=ctrl, extras=self.algorithm.init_extras())
+
+        def pick(x):
+            sh = getattr(x, "sharding", None)
+            if isinstance(sh, jax.sharding.NamedSharding) and sh.mesh == self.mesh:
+                return sh
+            return self.replicated
+
+        self.state_sharding = jax.tree.map(pick, state)
+        state = jax.device_put(state, self.state_sharding)
+        self.step_fn = jit_step(self.algorithm.train_step, state_sharding=self.state_sharding,
+                                batch_sharding=self.batch_sharding, donate=not self.asynchronous)
+        return state
+
+    def learn(self, state, batch):
+        """One jitted learner step on the global batch. Multi-host: each process contributes its
+        local rows (`jax.make_array_from_process_local_data`) to one array over the global mesh."""
+        if self.num_processes > 1:
+            batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(
+                self.batch_sharding, np.asarray(x)), batch)
+        else:
+            batch = jax.device_put(batch, self.batch_sharding)
+        return self.step_fn(state, batch)
+
+    def close(self) -> None:
+        self.collector.close()
+        for j in self.judges:
+            j.close()
+
+
+def build_run(config, workdir: str) -> Run:
+    """All components of a run (module docstring). `config` is validated by the caller."""
+    c = config
+    if c.mesh.distributed:
+        from rlvr.parallel import initialize_distributed
+
+        initialize_distributed(c.mesh.coordinator or None, c.mesh.num_processes, c.mesh.process_id,
+                               cpu_collectives=True)
+    process_index, num_processes = jax.process_index(), jax.process_count()
+    try:
+        kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"config.task (names {tuple(c.task.names)}, kwargs "
+                          f"{c.task.kwargs.to_dict()}): {e}") from None
+    errors = check_applicability(c, multi_turn=kit.multi_turn)
+    r = resolved(c)
+    if r["collector"] == "pivots" and not kit.multi_turn:
+        errors.append(f"the pivots collector ({c.algorithm.name}) needs a multi-turn task kit; "
+                      f"{kit.name!r} is single-turn")
+    if r["collector"] == "pivots" and not kit.turn_verifiers:
+        errors.append(f"task kit {kit.name!r} has no turn verifier (needed by the pivots collector)")
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    tokenizer = build_tokenizer(c, kit)
+    policy = build_policy(c, tokenizer.vocab_size)
+
+    # mesh and shardings
+    from rlvr.parallel import batch_sharding, make_mesh, param_shardings
+
+    m = c.mesh
+    n = jax.device_count()
+    mesh = make_mesh(m.data if m.data > 0 else n // (m.fsdp * m.tensor), m.fsdp, m.tensor)
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    rows = c.sampling.prompts_per_step * c.algorithm.group_size
+    if rows % shards:
+        raise ConfigError(f"the batch must split evenly over the mesh's {shards} data shards "
+                          f"(mesh.data × mesh.fsdp): prompts_per_step × group_size = {rows} rows; "
+                          f"change sampling.prompts_per_step or mesh.data")
+    graphdef, params, rest = split_model(policy)
+    params = jax.device_put(params, param_shardings(params, mesh))
+
+    # algorithm, optimiser, critic
+    cls = r["cls"]
+    optimizer = optimizer_from_config(c)
+    kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer)
+    critic_params = critic_opt = None
+    if cls.uses_critic:
+        a = c.algorithm
+        critic = ValueModel.from_policy(policy, rngs=nnx.Rngs(c.seed + 1))
+        cg, critic_params, cr = nnx.split(critic, trainable_filter(a.critic_freeze_attention), ...)
+        critic_opt = optimizer_from_config(c, learning_rate=a.critic_learning_rate)
+        kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt)
+        critic_params = jax.device_put(critic_params, param_shardings(critic_params, mesh))
+    algorithm = cls(algorithm_settings(c), **kw)
+
+    # sampling, judges, engines
+    s = c.sampling
+    sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                              max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,))
+    reward_config = reward_config_from(c)
+    judge_kw = dict(executor=c.reward.executor, cache=c.reward.cache,
+                    env_version=kit.environment_version())
+    if c.reward.executor != "inline":
+        judge_kw.update(num_workers=c.reward.num_workers, timeout_s=c.reward.timeout_s)
+    pivots = r["collector"] == "pivots"
+    if pivots:
+        pv = c.pivot
+        turn_verifier = kit.turn_verifiers[pv.reward]
+    judges = [Judge(turn_verifier if pivots else kit.verifier, reward_config, **judge_kw)]
+    if c.eval.num_tasks:
+        judges.append(Judge(kit.verifier, reward_config, **judge_kw))
+
+    model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
+    T = c.model.max_seq_len
+    bucket = c.rollout.prompt_bucket
+
+    def engine(judge):
+        if kit.multi_turn:
+            return col.EpisodeEngine(model_of=model_of, tokenizer=tokenizer, judge=judge, kit=kit,
+                                     max_turns=c.rollout.max_turns, max_tokens=T,
+                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries)
+        return col.TextEngine(model_of=model_of, tokenizer=tokenizer, judge=judge,
+                              prompt_len=T - s.max_new_tokens, prompt_bucket=bucket)
+
+    t = c.task
+    sampler_kw = {}
+    if r["collector"] == "groups" and t.curriculum != "none":
+        sampler_kw = dict(curriculum=t.curriculum, ema=t.curriculum_ema, floor=t.curriculum_floor)
+        if t.curriculum == "variance":
+            sampler_kw["alpha"] = t.curriculum_alpha
+    sampler = col.TaskSampler(kit.source, seed=c.seed, pool_size=t.pool_size, **sampler_kw)
+    a = c.algorithm
+    if pivots:
+        turn_engine = col.TurnEngine(model_of=model_of, tokenizer=tokenizer, judge=judges[0],
+                                     terminator=kit.action_terminator, max_tokens=T,
+                                     prompt_bucket=bucket,
+                                     environment_version=kit.environment_version())
+        settings = dict(candidates=pv.candidates, selection=pv.selection, hint=pv.hint,
+                        reprofile_every=pv.reprofile_every)
+        if pv.selection in ("filter", "variance"):
+            settings["m"] = pv.m
+        if pv.selection == "filter":
+            settings["lambda_diff"] = pv.lambda_diff
+        if pv.selection == "random":
+            settings["random_fraction"] = pv.random_fraction
+        if pv.hint:
+            settings["hint_fraction"] = pv.hint_fraction
+        collector = PivotCollector(
+            turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool,
+            settings=PivotSettings(**settings), group_size=a.group_size,
+            prompts_per_step=s.prompts_per_step, sampling=sampling, seed=c.seed, workdir=workdir,
+            episode_engine=engine(judges[0]) if pv.candidates == "demo+rollout" else None,
+            process_index=process_index, num_processes=num_processes)
+    else:
+        ds = {}
+        if a.dynamic_sampling:
+            ds = dict(dynamic_sampling=True, max_rounds=a.dynamic_sampling_max_rounds)
+        collector = col.GroupCollector(
+            engine(judges[0]), sampler, group_size=a.group_size, prompts_per_step=s.prompts_per_step,
+            sampling=sampling, seed=c.seed, process_index=process_index,
+            num_processes=num_processes, **ds)
+    ro = c.rollout
+    if ro.asynchronous:
+        collector = col.AsyncCollector(
+            collector, prompts_per_step=s.prompts_per_step, producer_batch=ro.producer_batch,
+            queue_size=ro.queue_size, max_staleness=ro.max_staleness,
+            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure)
+
+    hidden = kit.hidden_verifier
+    hidden_fn = ((lambda task, out: float(hidden.verify(task, out).passed)) if hidden is not None
+                 else (None if kit.multi_turn else exact_hidden_check))
+    evaluator = None
+    if c.eval.num_tasks:
+        e = c.eval
+        evaluator = Evaluator(
+            engine(judges[1]), heldout_tasks(kit.source, e.num_tasks, e.seed),
+            samples_per_task=e.samples_per_task, sampling=dataclasses.replace(sampling, temperature=e.temperature),
+            pass_k=e.pass_k, seed=e.seed, hidden=hidden_fn)
+
+    return Run(config=c, workdir=workdir, kit=kit, tokenizer=tokenizer, graphdef=graphdef,
+               rest=rest, init_params=params, critic_params=critic_params,
+               critic_optimizer=critic_opt, optimizer=optimizer, algorithm=algorithm, mesh=mesh,
+               batch_sharding=batch_sharding(mesh, 1), replicated=replicated, collector=collector,
+               evaluator=evaluator, judges=tuple(judges),
+               needs_ref=c.kl.mode != "none" or pivots, asynchronous=ro.asynchronous,
+               hidden=hidden_fn, process_index=process_index, num_processes=num_processes)
