@@ -36,7 +36,8 @@ from typing import Any, List, Mapping, Optional, Tuple
 from rlvr.tasks.spec import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig
-from rlvr.verifiers.sandbox import SandboxLimits, SandboxResult, run_sandboxed
+from rlvr.verifiers.sandbox import (FILESYSTEMS, SandboxLimits, SandboxResult, require_sandbox,
+                                    run_sandboxed)
 from rlvr.verifiers.verdict import Verdict, env_error
 
 
@@ -149,21 +150,31 @@ class CodeVerifier(Verifier):
         "time_s" (cpu and wall) and "memory_mb".
       max_source_chars: longer programs fail without running.
       strip_markdown: take the last ```python fenced block of the output if there is one.
-      drop_privileges, use_netns, private_tmp: passed to run_sandboxed (defaults: root → fresh
-        uid; own network namespace; private /tmp).
+      drop_privileges, use_netns, filesystem: passed to run_sandboxed (defaults: root → fresh
+        uid; own network namespace; bwrap's minimal read-only root).
+
+    Raises:
+      SandboxUnavailable (rlvr.verifiers.sandbox) at construction when filesystem="minimal" and
+        bubblewrap is missing or cannot start a sandbox here; the message names the install
+        command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
     version = "code-1"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
-                 use_netns: bool = True, private_tmp: bool = True):
+                 use_netns: bool = True, filesystem: str = "minimal"):
+        if filesystem not in FILESYSTEMS:
+            raise ValueError(f"CodeVerifier.filesystem must be one of {FILESYSTEMS}, got "
+                             f"{filesystem!r}")
+        if filesystem == "minimal":
+            require_sandbox(drop_privileges=drop_privileges, use_netns=use_netns)
         self.limits = limits
         self.max_source_chars = int(max_source_chars)
         self.strip_markdown = strip_markdown
         self.drop_privileges = drop_privileges
         self.use_netns = use_netns
-        self.private_tmp = private_tmp
+        self.filesystem = filesystem
 
     @staticmethod
     def default_reward_config() -> RewardConfig:
@@ -201,10 +212,10 @@ class CodeVerifier(Verifier):
             return [run_sandboxed(source, mode="function", entry_point=ref.entry_point,
                                   calls=calls, tests=list(tests), limits=limits,
                                   drop_privileges=self.drop_privileges, use_netns=self.use_netns,
-                                  private_tmp=self.private_tmp)]
+                                  filesystem=self.filesystem)]
         return [run_sandboxed(source, mode="stdio", stdin=t["stdin"], tests=[t], limits=limits,
                               drop_privileges=self.drop_privileges, use_netns=self.use_netns,
-                                  private_tmp=self.private_tmp)
+                              filesystem=self.filesystem)
                 for t in tests]
 
     def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):
