@@ -50,8 +50,8 @@ def planted():
 
 
 def test_candidate_cannot_open_world_readable_host_files(planted):
-    targets = [str(p) for p in planted] + [str(CHECKOUT / "README.md"),
-                                           str(CHECKOUT / "rlvr" / "tasks" / "data" / "examples.jsonl"),
+    shipped = CHECKOUT / "rlvr" / "tasks" / "data" / "examples.jsonl"
+    targets = [str(p) for p in planted] + [str(CHECKOUT / "README.md"), str(shipped),
                                            "/etc/passwd", "/etc/hostname"]
     src = ("def f():\n"
            "    got = {}\n"
@@ -129,7 +129,8 @@ def test_checkout_is_not_in_the_sandbox():
            "            continue\n"
            "        for root, dirs, files in os.walk('/' + top):\n"
            "            names.update(files)\n"
-           f"    return [n for n in {sorted(ours)!r} if n in names] + [os.path.exists({str(CHECKOUT)!r})]\n")
+           f"    found = [n for n in {sorted(ours)!r} if n in names]\n"
+           f"    return found + [os.path.exists({str(CHECKOUT)!r})]\n")
     _, got = _call(src)
     assert got == [False]
 
