@@ -336,10 +336,12 @@ def restore_run(setup: AgentRunSetup, state, rng: Optional[np.random.Generator] 
     (state, None, Budget(), setup.key)."""
     if not setup.resuming:
         return state, None, Budget(), setup.key
-    from rlvr.train.metrics import truncate_after
+    from rlvr.train.metrics import MetricWriter
 
     state, host, start_step = setup.ckpt.restore(state)
-    truncate_after(setup.workdir, start_step)
+    # drop metric rows and TensorBoard events after the restored step (the loop then appends)
+    MetricWriter(setup.workdir, resume_step=start_step,
+                 tensorboard=os.path.isdir(os.path.join(setup.workdir, "tb"))).close()
     if rng is not None:
         set_rng_state(rng, host["rng"])
     return state, host, Budget(**host["budget"]), key_from_list(host["key"])

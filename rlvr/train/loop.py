@@ -58,7 +58,7 @@ from rlvr.tasks.spec import TaskSpec
 from rlvr.train.checkpoint import Checkpointer
 from rlvr.train.config import validate_config
 from rlvr.train.learner import jit_step, optimizer_from_config
-from rlvr.train.metrics import MetricWriter, truncate_after
+from rlvr.train.metrics import MetricWriter
 from rlvr.train.sft import run_sft
 from rlvr.train.state import create_train_state, split_model
 from rlvr.verifiers.compose import RewardConfig, compose_rewards
@@ -536,7 +536,6 @@ def train(trainer: Trainer) -> dict:
     workdir = trainer.workdir
     os.makedirs(workdir, exist_ok=True)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=c.checkpoint.max_to_keep)
-    writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=trainer.is_main)
     if trainer.is_main:
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(c.to_json_best_effort(indent=2))
@@ -547,10 +546,13 @@ def train(trainer: Trainer) -> dict:
     state = trainer._make_state(trainer._init_params)
     if latest is not None:
         state, host, start = ckpt.restore(state)
+    # rows (and TensorBoard events) after the restored step are dropped; a fresh run starts over
+    writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=trainer.is_main,
+                          resume_step=start if latest is not None else -1)
+    if latest is not None:
         if trainer.curriculum is not None and "curriculum" in host:
             trainer.curriculum.p = np.asarray(host["curriculum"]["p"])
             trainer.curriculum.p_prev = np.asarray(host["curriculum"]["p_prev"])
-        truncate_after(workdir, start)
         before = host.get("before", {})
     else:
         t0 = time.perf_counter()
