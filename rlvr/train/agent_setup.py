@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import Optional
 
 import jax
@@ -234,8 +235,11 @@ class AgentCheckpoint:
         return None if self.ckpt is None else self.ckpt.latest_step()
 
     def restore(self, state_like):
-        """(state, host, step) from the latest checkpoint."""
-        return self.ckpt.restore(state_like)
+        """(state, host, step) from the newest checkpoint that loads (skipped ones reported)."""
+        state, host, step, problems = self.ckpt.restore_latest(state_like)
+        for p in problems:
+            print(f"skipped {p}", file=sys.stderr)
+        return state, host, step
 
     def maybe_save(self, step: int, state, host: dict, *, last: bool) -> None:
         if self.ckpt is not None and (last or (self.every and step % self.every == 0)):

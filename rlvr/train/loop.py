@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from typing import Any, Sequence
 
@@ -544,8 +545,10 @@ def train(trainer: Trainer) -> dict:
     start = 0
     latest = ckpt.latest_step() if c.checkpoint.resume else None
     state = trainer._make_state(trainer._init_params)
-    if latest is not None:
-        state, host, start = ckpt.restore(state)
+    if latest is not None:  # the newest checkpoint that loads; unreadable newer ones reported
+        state, host, start, problems = ckpt.restore_latest(state)
+        for p in problems:
+            print(f"skipped {p}", file=sys.stderr)
     # rows (and TensorBoard events) after the restored step are dropped; a fresh run starts over
     writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=trainer.is_main,
                           resume_step=start if latest is not None else -1)
