@@ -5,7 +5,9 @@ install it with `python -m rlvr.verifiers.sandbox --install`):
   * file system: a minimal read-only root built from nothing: the interpreter at
     /python/bin/pythonX.Y, its standard library at /python/lib/pythonX.Y (site-packages hidden
     by an empty read-only tmpfs), the shared libraries they link (found with `ldd`, bound
-    one file at a time at their host paths) and nothing else of the host: no project
+    one file at a time: at their host paths when they live in the loader's default
+    directories, else under /python/lib with LD_LIBRARY_PATH, e.g. a pyenv build's shared
+    libpython) and nothing else of the host: no project
     checkout, no dataset files, no home directories, no /etc. The candidate's own empty,
     writable working directory is /sandbox (a fresh host directory, mode 0700, holding only
     solution.py); /tmp and /dev/shm are fresh size-capped tmpfs; /dev is bwrap's minimal one

@@ -92,8 +92,10 @@ def test_no_loadable_checkpoint_stops_with_every_report(tmp_path):
     assert "step 2" in msg and "step 1" in msg and "can be loaded" in msg
     assert (tmp_path / "2").exists()  # nothing is moved when nothing loads
     ck.close()
+    empty = Checkpointer(str(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError):
-        Checkpointer(str(tmp_path / "empty")).restore_latest(_state(0))
+        empty.restore_latest(_state(0))
+    empty.close()
 
 
 SAVER = textwrap.dedent("""
