@@ -175,15 +175,15 @@ def get_config() -> ml_collections.ConfigDict:
     c.reward.unknown_as = "fail"    # fail | mask: how an `unknown` decision enters training.
     c.reward.clip = 0.0             # clip composed reward to [-clip, clip]; 0 = off (eq.65).
     c.reward.cache = False          # reward cache keyed by task, output, versions, reward config (R2.7).
-    # Verification runs through rlvr.verifiers.pool.VerificationPool with this executor:
-    # inline (in the trainer's thread), thread (a thread pool; calls past timeout_s are
-    # abandoned) or process (worker processes, killed and replaced past timeout_s: use it for
-    # untrusted or slow verifiers).
+    # Verification runs through rlvr.verifiers.pool.VerificationPool with this executor; each
+    # enforces timeout_s: inline (one call at a time on a watchdog thread; a call past the limit
+    # is abandoned and the next runs on a fresh thread — cheap, the default), thread (a thread
+    # pool; calls past timeout_s are abandoned) or process (worker processes, killed and
+    # replaced past timeout_s: use it for verifiers that may hang for good or burn CPU).
     c.reward.executor = "inline"
     c.reward.num_workers = 2        # thread / process executors: pool workers (≥ 1).
-    c.reward.timeout_s = 5.0        # thread / process executors: per-verification time limit;
-                                    # past it → env_error.
-    c.reward.max_retries = 2        # env_error retries before the sample is masked (R2.1).
+    c.reward.timeout_s = 5.0        # per-call limit, every executor: past it → env_error, retried, masked.
+    c.reward.max_retries = 2        # env_error retries (by the pool) before the sample is masked (R2.1).
 
     # ---------------------------------------------------------------- eval (R7.1, R7.3)
     c.eval = ml_collections.ConfigDict()

@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any, Mapping, Optional
 
+from rlvr.records.code_tests import CodeTestsError, parse_code_reference
+
 TASK_TYPES = ("math", "code", "structured", "agent", "text")
 
 # JSON field order (R6.5, seed 002 §4.1); the first three are required in a JSON record.
@@ -68,6 +70,8 @@ def validate_record(record: Any) -> list[tuple[str, str]]:
 
     Returns every problem as (field, message); an empty list means the record is valid.
     Unknown fields are errors (a typo such as "reference_anwser" must not silently vanish).
+    A code task's reference_answer must be the tests record of `rlvr.records.code_tests` (the
+    field is reported as its path, e.g. "reference_answer.public_tests[0].args").
     """
     if not isinstance(record, Mapping):
         return [("<record>", f"expected a JSON object, got {type(record).__name__}")]
@@ -102,6 +106,12 @@ def validate_record(record: Any) -> list[tuple[str, str]]:
             problem = _json_problem(record[key], key)
             if problem:
                 errors.append((key, problem))
+    if record.get("task_type") == "code" and not any(f == "reference_answer" for f, _ in errors):
+        # the tests the CodeVerifier runs: a malformed test fails here, not at verification
+        try:
+            parse_code_reference(record.get("reference_answer"))
+        except CodeTestsError as e:
+            errors.append((e.field, e.message))
     return errors
 
 

@@ -12,8 +12,8 @@ arguments go to the source (difficulty=... for the procedural ones, generator co
 reasoning-gym, verifier=... for JSONL).
 
 Every generated task carries `public_metadata["source"]`; `RoutingVerifier` (the verifier of a
-JSONL source or a mixture) picks the verifier by that name; JSONL math tasks without a known
-source go to the math verifier (rlvr.verifiers.math.MathVerifier).
+JSONL source or a mixture) picks the verifier by that name; JSONL tasks without a known source
+go to their task_type's default verifier (`rlvr.verifiers.routing`: code, math, structured).
 """
 
 from __future__ import annotations
@@ -82,10 +82,13 @@ class RoutingVerifier:
 
     @classmethod
     def for_tasks(cls, tasks: Sequence[TaskSpec]) -> "RoutingVerifier":
-        """Routes for every source in `tasks`; math-typed tasks without a known source go to
-        the math verifier (rlvr.verifiers.math.MathVerifier)."""
+        """Routes for every source in `tasks`; a task without a known source goes to its
+        task_type's default verifier (`rlvr.verifiers.routing`: code → CodeVerifier, math →
+        MathVerifier, structured → StructuredVerifier)."""
+        from rlvr.verifiers.routing import DEFAULT_VERIFIERS, default_verifier_for_task_type
+
         routes: dict[str, Any] = {}
-        need_math = False
+        by_type: dict[str, Any] = {}
         for t in tasks:
             source = t.public_metadata.get("source")
             if source in routes:
@@ -93,13 +96,8 @@ class RoutingVerifier:
             v = verifier_for_source(source)
             if v is not None:
                 routes[source] = v
-            elif t.task_type == "math":
-                need_math = True
-        by_type = {}
-        if need_math:
-            from rlvr.verifiers.math import MathVerifier
-
-            by_type["math"] = MathVerifier()
+            elif t.task_type in DEFAULT_VERIFIERS and t.task_type not in by_type:
+                by_type[t.task_type] = default_verifier_for_task_type(t.task_type)
         return cls(routes, by_type)
 
     def verifier_for(self, task: TaskSpec):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -40,7 +41,7 @@ from tqdm.auto import tqdm
 from rlvr.train.checkpoint import Checkpointer
 from rlvr.train.collectors import RolloutCost
 from rlvr.train.config import validate_config
-from rlvr.train.metrics import MetricWriter, read_metrics, truncate_after
+from rlvr.train.metrics import MetricWriter, read_metrics
 from rlvr.train.samples import global_sample_metrics, sample_metrics, write_samples
 from rlvr.train.setup import Run, build_run
 from rlvr.train.sft import warm_start
@@ -86,8 +87,10 @@ def _start(r: Run, ckpt, warm_cache):
     """(state, host, start step, resumed?): the latest checkpoint, or a fresh warm start."""
     c = r.config
     latest = ckpt.latest_step() if (ckpt is not None and c.checkpoint.resume) else None
-    if latest is not None:
-        state, host, start = ckpt.restore(r.init_state(r.init_params))
+    if latest is not None:  # the newest checkpoint that loads; unreadable newer ones reported
+        state, host, start, problems = ckpt.restore_latest(r.init_state(r.init_params))
+        for p in problems:
+            print(f"skipped {p}", file=sys.stderr)
         r.collector.load_state_dict(host.get("collector", {}))
         if hasattr(r.collector, "prepare"):
             r.collector.prepare(state.ref_params, restored=host.get("collector"))
@@ -120,9 +123,9 @@ def train(r: Run, *, warm_cache: str | None = None) -> dict:
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(c.to_json_best_effort(indent=2))
     state, host, start, resumed = _start(r, ckpt, warm_cache)
-    if resumed and r.is_main:
-        truncate_after(workdir, start)
-    writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=r.is_main)
+    # rows (and TensorBoard events) after the restored step are dropped; a fresh run starts over
+    writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=r.is_main,
+                          resume_step=start if resumed else -1)
     if not resumed:
         writer.write(0, host.pop("first"))
         if ckpt is not None:

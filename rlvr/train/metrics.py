@@ -5,9 +5,15 @@ Each call to `write(step, metrics)` appends one JSON line `{"step": s, "time": t
 (tensorboardX) under `<workdir>/tb`. Values are converted to Python floats; non-scalars are
 dropped. Only process 0 writes in multi-host runs (pass `enabled=False` elsewhere).
 
-`read_metrics(workdir)` reads the JSONL back (plotting, tests, resume checks). On resume, lines
-with step > the restored step are dropped first (`truncate_after`) so the file never holds two
-histories for one step.
+Resuming is the writer's job: `MetricWriter(workdir, resume_step=s)` first drops every row with
+step > s (rows a killed run wrote after its last checkpoint; the file is rewritten to a temporary
+file and atomically renamed over the old one) and tells TensorBoard to discard events after s
+(tensorboardX `purge_step=s + 1`), then appends. Resuming any number of times leaves one history:
+one row per written step. Each write opens the file by name (append mode), so no write can land
+in a file that has been replaced. A last line that is not complete JSON (a write cut by a crash)
+is dropped on resume and skipped by `read_metrics`.
+
+`read_metrics(workdir)` reads the JSONL back (plotting, tests, resume checks).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -34,22 +40,90 @@ def _scalar(v: Any):
     return x
 
 
-class MetricWriter:
-    """Writes scalar metrics to JSONL (+ TensorBoard). Use as a context manager or call close()."""
+def _parses(line) -> bool:
+    try:
+        json.loads(line)
+        return True
+    except ValueError:
+        return False
 
-    def __init__(self, workdir: str, *, tensorboard: bool = True, enabled: bool = True):
+
+def _drop_rows_after(path: str, step: int) -> int:
+    """Rewrites `path` without the rows whose step > `step` (and without a torn last line);
+    returns the number of rows dropped. Kept lines are copied byte for byte."""
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    last = lines.pop()  # text after the last newline
+    kept, dropped = [], 0
+    if last.strip():
+        if _parses(last):
+            lines.append(last)
+        else:  # a write cut short
+            dropped += 1
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row_step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: line {lineno} is not a metrics row ({e}); fix or remove "
+                             "it before resuming") from e
+        if row_step <= step:
+            kept.append(line)
+        else:
+            dropped += 1
+    if dropped:
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in kept))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    return dropped
+
+
+class MetricWriter:
+    """Writes scalar metrics to JSONL (+ TensorBoard). Use as a context manager or call close().
+
+    Args:
+      workdir: run directory (metrics.jsonl and tb/ live there).
+      tensorboard: also write TensorBoard events.
+      enabled: False on every process but 0 (nothing is written).
+      resume_step: the step the run continues from (its restored checkpoint): rows and
+        TensorBoard events with a larger step are discarded before anything is written; -1
+        when a run starts from scratch (every earlier row is discarded); None keeps what is
+        there and appends.
+    """
+
+    def __init__(self, workdir: str, *, tensorboard: bool = True, enabled: bool = True,
+                 resume_step: Optional[int] = None):
+        if resume_step is not None and (isinstance(resume_step, bool) or
+                                        not isinstance(resume_step, (int, np.integer)) or
+                                        resume_step < -1):
+            raise ValueError(f"MetricWriter.resume_step must be None or an int ≥ -1, got "
+                             f"{resume_step!r}")
         self.workdir = workdir
         self.enabled = enabled
+        self.path = os.path.join(workdir, METRICS_FILE)
+        self.dropped_rows = 0
         self._tb = None
-        self._f = None
+        self._open = enabled
         if not enabled:
             return
         os.makedirs(workdir, exist_ok=True)
-        self._f = open(os.path.join(workdir, METRICS_FILE), "a", encoding="utf-8")
+        if resume_step is not None:
+            self.dropped_rows = _drop_rows_after(self.path, int(resume_step))
         if tensorboard:
             from tensorboardX import SummaryWriter
 
-            self._tb = SummaryWriter(os.path.join(workdir, "tb"))
+            purge = None if resume_step is None else int(resume_step) + 1
+            # tensorboardX names event files by the second; a suffix in nanoseconds keeps a
+            # writer opened within the same second (a quick relaunch) from overwriting the
+            # previous file, and keeps the files in creation order for TensorBoard
+            self._tb = SummaryWriter(os.path.join(workdir, "tb"), purge_step=purge,
+                                     filename_suffix=f".{time.time_ns()}")
 
     def write(self, step: int, metrics: Mapping[str, Any]) -> dict:
         """Writes the scalar entries of `metrics` at `step`; returns the dict written."""
@@ -60,10 +134,12 @@ class MetricWriter:
                 row[k] = x
         if not self.enabled:
             return row
+        if not self._open:
+            raise ValueError(f"MetricWriter({self.workdir!r}) is closed")
         line = {"step": int(step), "time": time.time()}
         line.update({k: (x if math.isfinite(x) else str(x)) for k, x in row.items()})
-        self._f.write(json.dumps(line) + "\n")
-        self._f.flush()
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
         if self._tb is not None:
             for k, x in row.items():
                 self._tb.add_scalar(k, x, int(step))
@@ -71,9 +147,7 @@ class MetricWriter:
         return row
 
     def close(self):
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        self._open = False
         if self._tb is not None:
             self._tb.close()
             self._tb = None
@@ -86,34 +160,22 @@ class MetricWriter:
 
 
 def read_metrics(workdir: str) -> list[dict]:
-    """All rows of `<workdir>/metrics.jsonl` (strings 'nan'/'inf' turned back into floats)."""
+    """All rows of `<workdir>/metrics.jsonl` (strings 'nan'/'inf' turned back into floats). A
+    last line that is not complete JSON (being written, or cut by a crash) is skipped."""
     path = os.path.join(workdir, METRICS_FILE)
     rows = []
     if not os.path.exists(path):
         return rows
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            row = json.loads(line)
-            rows.append({k: (float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else v)
-                         for k, v in row.items()})
+        text = f.read()
+    lines = text.split("\n")
+    if not _parses(lines[-1]):
+        lines.pop()  # "" after the final newline, or an unfinished line
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        row = json.loads(line)
+        rows.append({k: (float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else v)
+                     for k, v in row.items()})
     return rows
-
-
-def truncate_after(workdir: str, step: int) -> None:
-    """Drops metric rows with step > `step` (called on resume, before writing resumes)."""
-    path = os.path.join(workdir, METRICS_FILE)
-    if not os.path.exists(path):
-        return
-    rows = read_metrics(workdir)
-    kept = [r for r in rows if r.get("step", 0) <= step]
-    if len(kept) == len(rows):
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in kept:
-            f.write(json.dumps({k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
-                                for k, v in r.items()}) + "\n")
-    os.replace(tmp, path)

@@ -23,6 +23,8 @@ _EXPORTS = {
     "RewardCache": "cache", "cache_key": "cache",
     "VerificationPool": "pool", "Executor": "pool", "InlineExecutor": "pool",
     "ThreadExecutor": "pool", "ProcessExecutor": "pool",
+    "default_verifier_for_task_type": "routing", "default_verifier_class": "routing",
+    "DEFAULT_VERIFIERS": "routing",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,14 +1,15 @@
 """Sandbox harness: the trusted first half of a sandboxed run (see rlvr/verifiers/sandbox.py).
 
-Started as `python -I -S _sandbox_harness.py CTRL_FD RESULT_FD` by the parent, with the
-privileges of the parent. Before any candidate code exists in this process it:
+Started as `python -I -S -B -c <this file> CTRL_FD RESULT_FD` by the parent — inside bwrap's
+minimal root and namespaces, or directly for filesystem="host". Before any candidate code
+exists in this process it:
   1. reads the control message (JSON) from CTRL_FD and closes it;
-  2. enters new network (no interfaces but a down loopback), mount (fresh tmpfs over /tmp …)
-     and pid namespaces where the kernel allows; without a network namespace the audit hook
-     that refuses socket creation is the only network block;
-  3. (pid namespace) forks the namespace's init, which forks the candidate process; in it:
-     sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size, processes,
-     open files, core dumps), and drops to the per-run uid/gid when one is given;
+  2. changes to the working directory and forks: the parent stays as the run's supervisor
+     (inside bwrap it is pid 1 of the pid namespace): it waits for the candidate, reaps
+     orphans and exits like the candidate (128 + signal for a signal);
+  3. in the child: sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size,
+     processes, open files, core dumps), drops to the per-run uid/gid when one is given and
+     installs the audit hook that refuses socket creation;
   4. writes {"kind": "ready"} to RESULT_FD — everything after this line is the candidate's doing.
 Then it loads solution.py from the working directory and either calls the entry point on each
 test input (function mode; every result is written as one JSON line to RESULT_FD — expected
@@ -30,55 +31,15 @@ def _send(fd, obj):
         data = data[n:]
 
 
-def _private_tmp(libc, size_mb):
-    """New mount namespace; fresh tmpfs over the world-writable directories, so nothing the
-    candidate writes outside its working directory reaches the host (and the private tests
-    directory under /tmp is not even visible). The working directory stays reachable as cwd."""
-    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
-        return False
-    if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
-        return False
-    opts = f"size={int(size_mb)}m,mode=1777".encode()
-    ok = True
-    for d in (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock"):
-        if os.path.isdir(d):
-            ok = libc.mount(b"tmpfs", d, b"tmpfs", 0x2 | 0x4, opts) == 0 and ok  # NOSUID|NODEV
-    return ok
-
-
-def _namespaces(ctrl):
-    """Network, mount and pid namespaces (best effort; each needs CAP_SYS_ADMIN)."""
-    net, fs, pid = "audit", "shared", "shared"
+def _confine(ctrl, res_fd):
+    """Limits, privilege drop and the socket audit hook of the candidate process."""
     lim = ctrl["limits"]
-    os.chdir(ctrl["workdir"])
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        if ctrl.get("netns", True) and libc.unshare(0x40000000) == 0:  # CLONE_NEWNET
-            net = "netns"
-        if ctrl.get("private_tmp", True) and _private_tmp(libc, 2 * lim["max_file_mb"] + 1):
-            fs = "private_tmp"
-        if ctrl.get("pidns", True) and libc.unshare(0x20000000) == 0:  # CLONE_NEWPID
-            pid = "pidns"  # applies to the children forked from now on
-    except Exception:  # noqa: BLE001
-        libc = None
-    return libc, net, fs, pid
-
-
-def _mount_proc(libc):
-    """In the new pid namespace: a /proc that shows only this namespace's processes."""
-    try:
-        return libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None) == 0
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _confine(ctrl, res_fd, libc):
-    """Limits, privilege drop and the socket audit hook of the candidate process."""
-    lim = ctrl["limits"]
-    if libc is not None:
-        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    except Exception:  # noqa: BLE001 — bwrap sets it too; without ctypes we go on
+        pass
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (int(lim["cpu_s"]), int(lim["cpu_s"]) + 1))
@@ -89,19 +50,14 @@ def _confine(ctrl, res_fd, libc):
     if uid is not None:
         os.setgroups([])
         os.setgid(int(ctrl["gid"]))
-        os.setuid(int(uid))
+        os.setuid(int(uid))  # from root to a fresh uid: every capability is gone
         # per-uid count: this run's uid is unique, so the limit is this run's process tree
         resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["max_processes"]),) * 2)
     elif os.getuid() != 0:
-        # shared uid: allow what the user already runs plus max_processes (root ignores it)
-        mine = 0
-        for name in os.listdir("/proc"):
-            try:
-                if name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.getuid():
-                    mine += 1
-            except OSError:
-                pass
-        resource.setrlimit(resource.RLIMIT_NPROC, (mine + int(lim["max_processes"]),) * 2)
+        # shared uid: allow what the user already runs (counted by the parent on the host)
+        # plus max_processes (root ignores the limit)
+        resource.setrlimit(resource.RLIMIT_NPROC,
+                           (int(ctrl.get("nproc_base", 0)) + int(lim["max_processes"]),) * 2)
     blocked_events = ("socket.__new__", "socket.connect", "socket.bind", "socket.sendto",
                       "socket.getaddrinfo")
 
@@ -121,14 +77,16 @@ def _jsonable(value):
     return value
 
 
-def _wait_status(pid):
+def _wait_for(pid):
+    """Waits for `pid`, reaping every other child on the way (as the namespace's pid 1, the
+    candidate's orphans come here); returns pid's wait status."""
     while True:
         try:
-            return os.waitpid(pid, 0)[1]
-        except InterruptedError:
-            continue
+            done, status = os.wait()
         except ChildProcessError:
             return 0
+        if done == pid:
+            return status
 
 
 def _exit_like(status):
@@ -148,26 +106,25 @@ def main():
     os.close(ctrl_fd)
     ctrl = json.loads(b"".join(chunks))
     try:
-        libc, net, fs, pidns = _namespaces(ctrl)
-        if pidns == "pidns":
-            # this process (outside) waits for the namespace's init; the init waits for the
-            # candidate. When the init exits the kernel kills and reaps everything left in the
-            # namespace: no escaped daemons, no zombies.
-            init = os.fork()
-            if init:
-                os.close(res_fd)
-                _exit_like(_wait_status(init))
-            if fs == "private_tmp":
-                _mount_proc(libc)
-            cand = os.fork()
-            if cand:
-                os.close(res_fd)
-                _exit_like(_wait_status(cand))
-        _confine(ctrl, res_fd, libc)
+        os.chdir(ctrl["workdir"])
+        cand = os.fork()
+        if cand:
+            # supervisor (pid 1 of the run's pid namespace inside bwrap): waits for the
+            # candidate and exits like it; its exit makes the kernel end whatever is left in
+            # the namespace, and its parent's wait4 accounts the candidate's CPU and memory.
+            os.close(res_fd)
+            try:
+                import ctypes
+
+                ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace attach
+            except Exception:  # noqa: BLE001
+                pass
+            _exit_like(_wait_for(cand))
+        _confine(ctrl, res_fd)
     except Exception as e:  # noqa: BLE001 — sandbox fault, reported as such
         _send(res_fd, {"kind": "sandbox_error", "error": f"{type(e).__name__}: {e}"})
         os._exit(3)
-    _send(res_fd, {"kind": "ready", "net": net, "fs": fs, "pid": pidns, "uid": os.getuid()})
+    _send(res_fd, {"kind": "ready", "uid": os.getuid()})
 
     # ---- candidate territory from here on -------------------------------------------------
     try:

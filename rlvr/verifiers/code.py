@@ -1,8 +1,8 @@
 """Code verifier: candidate programs against public and hidden tests in the sandbox
 (SPEC R2.3, seed 002 §3.2 eq.29-30, §9.2).
 
-`task.reference_answer` (validated by `parse_code_reference`, errors raise `CodeTestsError`
-naming the field):
+`task.reference_answer` (validated by `rlvr.records.code_tests.parse_code_reference` — also when a
+task file is loaded — errors raise `CodeTestsError` naming the field):
 
     {
       "entry_point": "add",              # function mode: call add(*args, **kwargs) per test
@@ -31,85 +31,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Optional
 
+# CodeTestsError and parse_code_reference stay importable from here (rlvr.verifiers exports them)
+from rlvr.records.code_tests import CodeReference, CodeTestsError, parse_code_reference  # noqa: F401
 from rlvr.records.task import TaskSpec
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig
-from rlvr.verifiers.sandbox import SandboxLimits, SandboxResult, run_sandboxed
+from rlvr.verifiers.sandbox import (FILESYSTEMS, SandboxLimits, SandboxResult, require_sandbox,
+                                    run_sandboxed)
 from rlvr.records.verdict import Verdict, env_error
-
-
-class CodeTestsError(ValueError):
-    """`task.reference_answer` is not a valid code-test record; the message names the field."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CodeReference:
-    entry_point: Optional[str]
-    public_tests: Tuple[Mapping[str, Any], ...]
-    hidden_tests: Tuple[Mapping[str, Any], ...]
-    float_tol: float = 1e-9
-
-    @property
-    def mode(self) -> str:
-        return "function" if self.entry_point else "stdio"
-
-
-def _check_test(t: Any, where: str, mode: str) -> dict:
-    if not isinstance(t, Mapping):
-        raise CodeTestsError(f"{where} must be an object, got {type(t).__name__}")
-    w = t.get("weight", 1.0)
-    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (w >= 0 and math.isfinite(w)):
-        raise CodeTestsError(f"{where}.weight must be a finite number ≥ 0, got {w!r}")
-    if mode == "function":
-        bad = set(t) - {"args", "kwargs", "expected", "weight"}
-        if bad:
-            raise CodeTestsError(f"{where} has unknown field(s) {sorted(bad)}; allowed args, "
-                                 "kwargs, expected, weight")
-        if "expected" not in t:
-            raise CodeTestsError(f"{where}.expected is missing")
-        if not isinstance(t.get("args", []), list):
-            raise CodeTestsError(f"{where}.args must be a list, got {t.get('args')!r}")
-        if not isinstance(t.get("kwargs", {}), Mapping):
-            raise CodeTestsError(f"{where}.kwargs must be an object, got {t.get('kwargs')!r}")
-    else:
-        bad = set(t) - {"stdin", "stdout", "weight"}
-        if bad:
-            raise CodeTestsError(f"{where} has unknown field(s) {sorted(bad)}; allowed stdin, "
-                                 "stdout, weight")
-        for k in ("stdin", "stdout"):
-            if not isinstance(t.get(k), str):
-                raise CodeTestsError(f"{where}.{k} must be a string, got {t.get(k)!r}")
-    return dict(t)
-
-
-def parse_code_reference(ref: Any) -> CodeReference:
-    """Validates a code task's `reference_answer`; raises CodeTestsError naming the field."""
-    if not isinstance(ref, Mapping):
-        raise CodeTestsError(f"reference_answer must be an object with public_tests / "
-                             f"hidden_tests / entry_point, got {type(ref).__name__}")
-    bad = set(ref) - {"entry_point", "public_tests", "hidden_tests", "float_tol"}
-    if bad:
-        raise CodeTestsError(f"reference_answer has unknown field(s) {sorted(bad)}")
-    ep = ref.get("entry_point")
-    if ep is not None and not (isinstance(ep, str) and ep.isidentifier()):
-        raise CodeTestsError(f"reference_answer.entry_point must be an identifier or null, "
-                             f"got {ep!r}")
-    mode = "function" if ep else "stdio"
-    tests = {}
-    for key in ("public_tests", "hidden_tests"):
-        v = ref.get(key, [])
-        if not isinstance(v, list):
-            raise CodeTestsError(f"reference_answer.{key} must be a list, got {type(v).__name__}")
-        tests[key] = tuple(_check_test(t, f"reference_answer.{key}[{i}]", mode)
-                           for i, t in enumerate(v))
-    if not tests["public_tests"] and not tests["hidden_tests"]:
-        raise CodeTestsError("reference_answer has no tests (public_tests and hidden_tests empty)")
-    tol = ref.get("float_tol", 1e-9)
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
-        raise CodeTestsError(f"reference_answer.float_tol must be in [0, 1), got {tol!r}")
-    return CodeReference(ep, tests["public_tests"], tests["hidden_tests"], float(tol))
 
 
 def values_equal(got: Any, expected: Any, tol: float) -> bool:
@@ -149,21 +80,31 @@ class CodeVerifier(Verifier):
         "time_s" (cpu and wall) and "memory_mb".
       max_source_chars: longer programs fail without running.
       strip_markdown: take the last ```python fenced block of the output if there is one.
-      drop_privileges, use_netns, private_tmp: passed to run_sandboxed (defaults: root → fresh
-        uid; own network namespace; private /tmp).
+      drop_privileges, use_netns, filesystem: passed to run_sandboxed (defaults: root → fresh
+        uid; own network namespace; bwrap's minimal read-only root).
+
+    Raises:
+      SandboxUnavailable (rlvr.verifiers.sandbox) at construction when filesystem="minimal" and
+        bubblewrap is missing or cannot start a sandbox here; the message names the install
+        command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
     version = "code-1"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
-                 use_netns: bool = True, private_tmp: bool = True):
+                 use_netns: bool = True, filesystem: str = "minimal"):
+        if filesystem not in FILESYSTEMS:
+            raise ValueError(f"CodeVerifier.filesystem must be one of {FILESYSTEMS}, got "
+                             f"{filesystem!r}")
+        if filesystem == "minimal":
+            require_sandbox(drop_privileges=drop_privileges, use_netns=use_netns)
         self.limits = limits
         self.max_source_chars = int(max_source_chars)
         self.strip_markdown = strip_markdown
         self.drop_privileges = drop_privileges
         self.use_netns = use_netns
-        self.private_tmp = private_tmp
+        self.filesystem = filesystem
 
     @staticmethod
     def default_reward_config() -> RewardConfig:
@@ -201,10 +142,10 @@ class CodeVerifier(Verifier):
             return [run_sandboxed(source, mode="function", entry_point=ref.entry_point,
                                   calls=calls, tests=list(tests), limits=limits,
                                   drop_privileges=self.drop_privileges, use_netns=self.use_netns,
-                                  private_tmp=self.private_tmp)]
+                                  filesystem=self.filesystem)]
         return [run_sandboxed(source, mode="stdio", stdin=t["stdin"], tests=[t], limits=limits,
                               drop_privileges=self.drop_privileges, use_netns=self.use_netns,
-                                  private_tmp=self.private_tmp)
+                              filesystem=self.filesystem)
                 for t in tests]
 
     def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):

@@ -11,9 +11,10 @@ Pipeline for one output:
   4. traps rejected before any symbolic work: NaN, and infinities unless the gold has one; an
      answer longer than `max_answer_chars`.
   5. equivalence with math-verify, gold parsed first (its README's advice), with
-     `parsing_timeout=None, timeout_seconds=None`: the time limit is ours — the call runs in a
-     persistent helper process killed after `timeout_s` (works from threads and processes).
-     A verifier timeout is decision "unknown" with evidence timeout_class "verifier_service".
+     `parsing_timeout=None, timeout_seconds=None`: the time limit is ours — steps 2-6 all run
+     in a persistent helper process killed after `timeout_s` (works from threads and
+     processes), and every extraction step is linear in the output's length. A verifier
+     timeout is decision "unknown" with evidence timeout_class "verifier_service".
   6. several boxed answers (`boxed_policy`): "reject_conflicting" (default) passes only if every
      boxed answer is equivalent to the gold — hedging "\\boxed{1} or \\boxed{2}" fails;
      "reject_multiple" fails any output with more than one; "last" grades the last one only.
@@ -42,47 +43,78 @@ _PLAIN_NUMBER_LINE = re.compile(
     r"^\s*(?:\$\s*)?(?:\\\(\s*)?(" + _NUMBER + r"|" + r"[-+]?\d+\s*/\s*\d+" + r")\s*(?:\\\))?"
     r"(?:\s*\$)?\s*\.?\s*$")
 _ANSWER_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is|:|=)\s*:?", re.IGNORECASE)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 _NAN = re.compile(r"(?<![a-zA-Z])nan(?![a-zA-Z])|\\mathrm\{nan\}|not\s+a\s+number",
                   re.IGNORECASE)
 _INF = re.compile(r"\\infty|\\infin|(?<![a-zA-Z\\])inf(?:inity)?(?![a-zA-Z])|∞", re.IGNORECASE)
 
 
+_BOX_OR_BRACE = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
+
+
 def find_boxed(text: str) -> List[str]:
-    """Contents of every `\\boxed{…}` / `\\fbox{…}` with balanced braces, in order."""
-    out = []
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            out.append(text[m.end():i - 1].strip())
+    """Contents of every `\\boxed{…}` / `\\fbox{…}` with balanced braces, in order of their
+    start (an unclosed one is skipped). One pass with a stack of open braces: linear time."""
+    stack: List[int] = []  # for each open brace: the content start if it opens a box, else -1
+    found: List[Tuple[int, str]] = []
+    for m in _BOX_OR_BRACE.finditer(text):
+        tok = m.group()
+        if tok == "}":
+            if stack:
+                start = stack.pop()
+                if start >= 0:
+                    found.append((start, text[start:m.start()].strip()))
+        else:
+            stack.append(m.end() if len(tok) > 1 else -1)
+    found.sort(key=lambda x: x[0])
+    return [c for _, c in found]
+
+
+def _blocks(text: str, open_tag: str, close_tag: str):
+    """(open_start, content_start, content_end, close_end) of each `<tag>…</tag>` block, left to
+    right without overlap, each open tag paired with the first close tag after it (as the
+    regex `<tag>.*?</tag>` would, but in linear time); an open tag with no close tag after it
+    ends the list, reported as (open_start, content_start, None, None)."""
+    opens = [m.span() for m in re.finditer(re.escape(open_tag), text, re.IGNORECASE)]
+    closes = [m.span() for m in re.finditer(re.escape(close_tag), text, re.IGNORECASE)]
+    out, ci, pos = [], 0, 0
+    for o_start, o_end in opens:
+        if o_start < pos:
+            continue
+        while ci < len(closes) and closes[ci][0] < o_end:
+            ci += 1
+        if ci == len(closes):
+            out.append((o_start, o_end, None, None))
+            break
+        out.append((o_start, o_end, closes[ci][0], closes[ci][1]))
+        pos = closes[ci][1]
     return out
 
 
 def strip_reasoning(text: str, tags: Sequence[str] = ("think",)) -> str:
+    """Removes `<tag>…</tag>` blocks; an unclosed reasoning block swallows the rest (nothing
+    after it is a final slot). Linear time."""
     for tag in tags:
-        text = re.sub(rf"<{tag}>.*?</{tag}>", " ", text, flags=re.IGNORECASE | re.DOTALL)
-        # an unclosed reasoning block swallows the rest: nothing after it is a final slot
-        text = re.sub(rf"<{tag}>.*\Z", " ", text, flags=re.IGNORECASE | re.DOTALL)
+        pieces, pos = [], 0
+        for o_start, _, _, c_end in _blocks(text, f"<{tag}>", f"</{tag}>"):
+            pieces.append(text[pos:o_start])
+            pieces.append(" ")
+            pos = len(text) if c_end is None else c_end
+        pieces.append(text[pos:])
+        text = "".join(pieces)
     return text
 
 
 def extract_final_answers(text: str, *, allow_plain_number: bool = True,
                           reasoning_tags: Sequence[str] = ("think",)) -> Tuple[List[str], str]:
-    """Candidate final answers and the slot they came from.
+    """Candidate final answers and the slot they came from (linear time in len(text)).
 
     Returns (answers, slot) with slot ∈ {"answer_tag", "boxed", "marker", "plain_number",
     "none"}; `answers` has more than one element only for several boxed answers.
     """
     text = strip_reasoning(text, reasoning_tags)
-    tags = _ANSWER_TAG.findall(text)
+    tags = [b for b in _blocks(text, "<answer>", "</answer>") if b[2] is not None]
     if tags:
-        inner = tags[-1]
+        inner = text[tags[-1][1]:tags[-1][2]]
         boxed = find_boxed(inner)
         return (boxed, "answer_tag") if boxed else ([inner.strip()], "answer_tag")
     boxed = find_boxed(text)
@@ -118,10 +150,8 @@ def _warmup():
     import math_verify  # noqa: F401
 
 
-def _equivalence(req):
-    """(gold, [answers], float_rounding, numeric_precision, strict) → (list[bool], gold_repr,
-    [answer_repr]). Runs in the helper process (or inline)."""
-    gold, answers, float_rounding, numeric_precision, strict = req
+def _equivalence(gold, answers, float_rounding, numeric_precision, strict):
+    """→ (list[bool], gold_repr, [answer_repr]) with math-verify."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     from math_verify import parse, verify
     import sympy
@@ -140,6 +170,36 @@ def _equivalence(req):
         results.append(bool(ok))
         reprs.append(str(parsed[0])[:200] if parsed else None)
     return results, (str(gold_parsed[0])[:200] if gold_parsed else None), reprs
+
+
+def _check(req: dict) -> dict:
+    """Steps 2-6 of the pipeline for one output: extraction, traps, equivalence. Runs in the
+    helper process, so the time limit covers all of it (or inline for isolation="none").
+
+    Returns {"ev": evidence, "fail": (reason, format) } for an early fail, else {"ev",
+    "results", "gold_repr", "reprs"}.
+    """
+    answers, slot = extract_final_answers(req["output"],
+                                          allow_plain_number=req["allow_plain_number"],
+                                          reasoning_tags=req["reasoning_tags"])
+    if not answers:
+        return {"ev": {}, "fail": ("no_final_answer", 0.0)}
+    ev = {"slot": slot, "extracted": [a[:200] for a in answers]}
+    if any(not a for a in answers):
+        return {"ev": ev, "fail": ("empty_answer", 0.0)}
+    if any(len(a) > req["max_answer_chars"] for a in answers):
+        return {"ev": ev, "fail": ("answer_too_long", 1.0)}
+    if len(answers) > 1 and req["boxed_policy"] == "reject_multiple":
+        return {"ev": ev, "fail": ("multiple_boxed", 1.0)}
+    if req["boxed_policy"] == "last":
+        answers = answers[-1:]
+    if any(_NAN.search(a) for a in answers):
+        return {"ev": ev, "fail": ("nan_answer", 1.0)}
+    if not _INF.search(req["gold"]) and any(_INF.search(a) for a in answers):
+        return {"ev": ev, "fail": ("infinite_answer", 1.0)}
+    results, gold_repr, reprs = _equivalence(req["gold"], answers, req["float_rounding"],
+                                             req["numeric_precision"], req["strict"])
+    return {"ev": ev, "results": results, "gold_repr": gold_repr, "reprs": reprs}
 
 
 class MathVerifier(Verifier):
@@ -210,41 +270,31 @@ class MathVerifier(Verifier):
         gold = str(gold)
         if len(output) > self.max_output_chars:
             return self._fail("output_too_long", 0.0, chars=len(output))
-        answers, slot = extract_final_answers(output, allow_plain_number=self.allow_plain_number,
-                                              reasoning_tags=self.reasoning_tags)
-        if not answers:
-            return self._fail("no_final_answer", 0.0)
-        ev = {"slot": slot, "extracted": [a[:200] for a in answers]}
-        if any(not a for a in answers):
-            return self._fail("empty_answer", 0.0, **ev)
-        if any(len(a) > self.max_answer_chars for a in answers):
-            return self._fail("answer_too_long", 1.0, **ev)
-        if len(answers) > 1 and self.boxed_policy == "reject_multiple":
-            return self._fail("multiple_boxed", 1.0, **ev)
-        if self.boxed_policy == "last":
-            answers = answers[-1:]
-        if any(_NAN.search(a) for a in answers):
-            return self._fail("nan_answer", 1.0, **ev)
-        if not _INF.search(gold) and any(_INF.search(a) for a in answers):
-            return self._fail("infinite_answer", 1.0, **ev)
-        req = (gold, answers, self.float_rounding, self.numeric_precision, self.strict)
+        req = {"output": output, "gold": gold, "allow_plain_number": self.allow_plain_number,
+               "reasoning_tags": self.reasoning_tags, "max_answer_chars": self.max_answer_chars,
+               "boxed_policy": self.boxed_policy, "float_rounding": self.float_rounding,
+               "numeric_precision": self.numeric_precision, "strict": self.strict}
         if self.isolation == "none":
-            results, gold_repr, reprs = _equivalence(req)
+            out = _check(req)
         else:
             if self._pool is None:
-                self._pool = HelperPool(_equivalence, warmup=_warmup,
-                                        max_helpers=self.max_helpers)
+                self._pool = HelperPool(_check, warmup=_warmup, max_helpers=self.max_helpers)
             try:
-                results, gold_repr, reprs = self._pool.call(req, self.timeout_s)
+                out = self._pool.call(req, self.timeout_s)
             except HelperTimeout:
                 return Verdict(decision="unknown", components={"format": 1.0},
-                               evidence={**ev, "reason": "verifier_timeout",
+                               evidence={"reason": "verifier_timeout",
                                          "timeout_class": "verifier_service",
                                          "timeout_s": self.timeout_s},
                                verifier_version=self.version)
             except HelperDied as e:
                 return env_error(f"math helper died: {e}", verifier_version=self.version,
                                  timeout_class="environment_init" if "start" in str(e) else None)
+        ev = out["ev"]
+        if "fail" in out:
+            reason, fmt = out["fail"]
+            return self._fail(reason, fmt, **ev)
+        results, gold_repr, reprs = out["results"], out["gold_repr"], out["reprs"]
         ev.update(parsed=reprs, gold_parsed=gold_repr, per_answer=results)
         if gold_repr is None:
             raise ValueError(f"MathVerifier: gold {gold!r} of task {task.task_id!r} did not parse")

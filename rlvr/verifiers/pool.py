@@ -3,10 +3,16 @@ R2.7, R6.2, R6.3; seed 002 §9.1-9.2).
 
 `VerificationPool(verifier, num_workers=, timeout_s=, max_env_retries=, cache=, executor=)`
   * runs `verifier.verify` behind a small `Executor` interface: "process" (default; worker
-    processes that are killed and replaced on timeout or crash), "thread", or "inline". A cluster
-    engine (e.g. Ray) plugs in by implementing `Executor.run`; nothing else changes.
-  * per-call timeout: a call that runs past `timeout_s` is a "verifier_service" timeout
-    (R6.3) → env_error; a worker that dies mid-call → env_error ("infrastructure").
+    processes that are killed and replaced on timeout or crash), "thread", or "inline" (one
+    call at a time on a watchdog thread). A cluster engine (e.g. Ray) plugs in by implementing
+    `Executor.run`; nothing else changes.
+  * per-call timeout, enforced by every executor: a call that runs past `timeout_s` is a
+    "verifier_service" timeout (R6.3) → env_error; a worker that dies mid-call → env_error
+    ("infrastructure"). "process" kills the call; "thread" and "inline" abandon it (a Python
+    thread cannot be killed) and carry on with a fresh thread, so no verifier call can stall a
+    training step by more than `timeout_s`. The training loop's default, `reward.executor =
+    "inline"` (configs/base.py), therefore keeps the step bounded without the cost of worker
+    processes; choose "process" for verifiers that may hang for good or burn CPU.
   * env_error verdicts (from the verifier itself, a timeout or a crash) are retried up to
     `max_env_retries` times, then returned as env_error — compose_reward masks them (valid
     False); they never become reward 0.
@@ -74,12 +80,68 @@ def _call_verifier(verifier, task, output) -> Outcome:
                        seconds=time.monotonic() - t0)
 
 
+class _WatchdogThread:
+    """One daemon thread that runs calls handed to it; the caller waits for each with a
+    deadline. A daemon thread never holds up interpreter exit, even if a call never returns."""
+
+    def __init__(self):
+        self._jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+        threading.Thread(target=self._loop, daemon=True, name="rlvr-verify-watchdog").start()
+
+    def _loop(self):
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            fn, args, box = item
+            try:
+                box.put(fn(*args))
+            except BaseException as e:  # noqa: BLE001 — e.g. SystemExit from a verifier
+                box.put(Outcome("error", detail=f"{type(e).__name__}: {e}"[:300]))
+
+    def call(self, fn, args, timeout_s: float):
+        """fn(*args) on the thread; raises queue.Empty when no answer came within timeout_s."""
+        box: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._jobs.put((fn, args, box))
+        return box.get(timeout=timeout_s)
+
+    def retire(self):
+        """The thread ends after its current call (if that ever returns)."""
+        self._jobs.put(None)
+
+
 class InlineExecutor(Executor):
-    """Calls the verifier in the caller's thread; the timeout is not enforced (only the
-    verifier's own limits apply). For debugging and for verifiers that bound their own time."""
+    """One call at a time, in order, each bounded by `timeout_s`: the call runs on a watchdog
+    thread while the caller waits with a deadline. A call past it is reported as "timeout"
+    (an env_error of class "verifier_service", retried then masked by the pool) and abandoned:
+    a Python thread cannot be killed, so it runs on in the background while a fresh thread
+    takes the next call (counted in `restarts`). Verifiers therefore must tolerate a second
+    call while an abandoned one is still running; for verifiers that can hang for good or
+    burn CPU, use "process", whose workers are killed."""
+
+    def __init__(self):
+        self._watchdog: Optional[_WatchdogThread] = None
 
     def run(self, jobs, timeout_s):
-        return [_call_verifier(self.verifier, t, o) for t, o in jobs]
+        out = []
+        for t, o in jobs:
+            if self._watchdog is None:
+                self._watchdog = _WatchdogThread()
+            t0 = time.monotonic()
+            try:
+                out.append(self._watchdog.call(_call_verifier, (self.verifier, t, o), timeout_s))
+            except queue.Empty:
+                out.append(Outcome("timeout", detail=f"> {timeout_s}s",
+                                   seconds=time.monotonic() - t0))
+                self._watchdog.retire()
+                self._watchdog = None
+                self.restarts += 1
+        return out
+
+    def close(self):
+        if self._watchdog is not None:
+            self._watchdog.retire()
+            self._watchdog = None
 
 
 class ThreadExecutor(Executor):

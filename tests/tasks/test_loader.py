@@ -95,3 +95,49 @@ def test_bad_utf8_and_empty_file(tmp_path):
     empty.write_text("\n  \n")
     with pytest.raises(TaskFileError, match="no records"):
         load_jsonl(empty)
+
+
+CODE = {"task_id": "c1", "prompt": "write add(a, b)", "task_type": "code",
+        "reference_answer": {"entry_point": "add",
+                             "public_tests": [{"args": [1, 2], "expected": 3}],
+                             "hidden_tests": [{"args": [2, 2], "expected": 4}]}}
+
+
+def _code(task_id, **ref):
+    return {**CODE, "task_id": task_id, "reference_answer": {**CODE["reference_answer"], **ref}}
+
+
+def test_code_task_tests_checked_at_load_with_line_and_field(tmp_path):
+    lines = [
+        json.dumps(CODE),                                                             # 1 ok
+        json.dumps(_code("c2", public_tests=[{"args": 1, "expected": 3}])),           # 2
+        json.dumps(_code("c3", hidden_tests=[{"args": [1]}])),                        # 3
+        json.dumps({**CODE, "task_id": "c4", "reference_answer": None}),              # 4
+        json.dumps(_code("c5", entry_point=None, public_tests=[{"stdin": "1"}],
+                         hidden_tests=[])),                                           # 5
+        json.dumps(_code("c6", public_tests=[], hidden_tests=[])),                    # 6
+        json.dumps(_code("c7", float_tol=2)),                                         # 7
+        json.dumps(_code("c8", public_tests=[{"args": [1], "kwargs": [], "expected": 1}])),  # 8
+        json.dumps({**CODE, "task_id": "c9", "task_type": "math", "reference_answer": 3}),  # 9 ok
+    ]
+    path = tmp_path / "code.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskFileError) as e:
+        load_jsonl(path)
+    got = {(err.line, err.field) for err in e.value.errors}
+    assert got == {
+        (2, "reference_answer.public_tests[0].args"),
+        (3, "reference_answer.hidden_tests[0].expected"),
+        (4, "reference_answer"),
+        (5, "reference_answer.public_tests[0].stdout"),
+        (6, "reference_answer"),
+        (7, "reference_answer.float_tol"),
+        (8, "reference_answer.public_tests[0].kwargs"),
+    }
+    msg = str(e.value)
+    assert "line 2: reference_answer.public_tests[0].args: must be a list, got 1" in msg
+    with pytest.raises(TaskSpecError, match=r"public_tests\[0\]\.args"):
+        TaskSpec.from_json(json.loads(lines[1]))
+    good = tmp_path / "good.jsonl"
+    good.write_text(lines[0] + "\n" + lines[-1] + "\n")
+    assert [t.task_id for t in load_jsonl(good)] == ["c1", "c9"]

@@ -124,3 +124,39 @@ def test_routing_math_tasks_use_math_verifier():
     assert "type:math=" in src.verifier.version
     assert src.verifier.verify(t, r"so the answer is \boxed{0.75}").passed
     assert not src.verifier.verify(t, r"\boxed{2/3}").passed
+
+
+def test_default_verifier_per_task_type():
+    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.math import MathVerifier
+    from rlvr.verifiers.routing import default_verifier_for_task_type
+    from rlvr.verifiers.structured import StructuredVerifier
+
+    assert type(default_verifier_for_task_type("code")) is CodeVerifier
+    assert type(default_verifier_for_task_type("math")) is MathVerifier
+    assert type(default_verifier_for_task_type("structured")) is StructuredVerifier
+    for no_default in ("agent", "text", "poem"):
+        with pytest.raises(ValueError, match="code, math, structured"):
+            default_verifier_for_task_type(no_default)
+
+
+def test_jsonl_code_tasks_get_the_code_verifier(tmp_path):
+    import json
+
+    ref = {"entry_point": "add", "public_tests": [{"args": [1, 2], "expected": 3}],
+           "hidden_tests": [{"args": [5, 5], "expected": 10}]}
+    records = [{"task_id": "add", "prompt": "write add(a, b)", "task_type": "code",
+                "reference_answer": ref},
+               {"task_id": "cfg", "prompt": "emit {\"a\": 1}", "task_type": "structured",
+                "reference_answer": {"expected": {"a": 1}}, "public_metadata": {"source": "mine"}}]
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    src = get_task_source(f"jsonl:{path}")
+    assert "type:code=code-1" in src.verifier.version
+    tasks = {t.task_id: t for t in src.tasks}
+    add, cfg = tasks["add"], tasks["cfg"]
+    good = src.verifier.verify(add, "def add(a, b):\n    return a + b\n")
+    bad = src.verifier.verify(add, "def add(a, b):\n    return a - b\n")
+    assert (good.trial, good.decision) == ("valid", "pass"), good.evidence
+    assert (bad.trial, bad.decision) == ("valid", "fail"), bad.evidence
+    assert src.verifier.verify(cfg, '{"a": 1}').decision == "pass"  # unknown source → by type

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_config
@@ -26,3 +27,38 @@ def test_resume_is_bit_for_bit(tmp_path):
         for k in ("reward/mean", "policy/loss", "eval/success"):
             if k in ra[step]:
                 np.testing.assert_allclose(ra[step][k], rb[step][k], rtol=1e-5, atol=1e-6)
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.slow  # three short runs, ~40 s on 2 shared cores
+def test_metrics_after_a_kill_between_checkpoints(tmp_path, monkeypatch):
+    """Killed after step 3's metrics row was written but before its checkpoint committed
+    (checkpoints every 2): the relaunch resumes from 2, and metrics.jsonl ends up exactly as an
+    uninterrupted run's — one row per step, equal values."""
+    straight = tmp_path / "a"
+    _run(straight, 5)
+    save = loop.Checkpointer.save
+
+    def dies_at_3(self, step, *a, **k):
+        if step == 3:
+            raise _Killed
+        return save(self, step, *a, **k)
+
+    monkeypatch.setattr(loop.Checkpointer, "save", dies_at_3)
+    with pytest.raises(_Killed):
+        _run(tmp_path / "b", 3)
+    assert 3 in {r["step"] for r in read_metrics(tmp_path / "b")}  # row written, no checkpoint
+    monkeypatch.setattr(loop.Checkpointer, "save", save)
+    _run(tmp_path / "b", 5)
+    ra, rb = read_metrics(straight), read_metrics(tmp_path / "b")
+    assert [r["step"] for r in rb] == [r["step"] for r in ra]
+    assert [r["step"] for r in rb if r["step"] > 0] == [1, 2, 3, 4, 5]
+    for a, b in zip(ra, rb):
+        keys = {k for k in a if not k.startswith(("time", "throughput/"))}
+        assert keys == {k for k in b if not k.startswith(("time", "throughput/"))}
+        for k in keys:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{k} at step {a['step']}")

@@ -185,8 +185,9 @@ def test_tests_file_unreachable_and_hash_checked():
            "    return 0\n")
     v = V.verify(ADD_TASK, src)
     assert v.decision == "fail"
-    # without privilege drop and private /tmp the rewrite succeeds: the hash check catches it
-    weak = CodeVerifier(limits=LIMITS, drop_privileges=False, private_tmp=False)
+    # without privilege drop and without the minimal root the rewrite succeeds: the hash check
+    # catches it
+    weak = CodeVerifier(limits=LIMITS, drop_privileges=False, filesystem="host")
     v2 = weak.verify(ADD_TASK, src)
     assert v2.decision == "fail" and v2.evidence.get("tests_tampered") is True
 
@@ -242,7 +243,7 @@ def test_escaped_daemon_killed_and_host_processes_invisible():
     assert r.status == "ok"
     uid = r.isolation["uid"]
     assert _uid_pids(uid) == []  # the setsid'ed grandchild is gone too
-    if r.isolation.get("pid") == "pidns" and r.isolation.get("fs") == "private_tmp":
+    if r.isolation.get("pid") == "pidns" and r.isolation.get("fs") == "minimal":
         visible = r.results[0]["value"]  # its own namespace: init, itself, its children
         assert 1 in visible and len(visible) <= 5, visible
 

@@ -118,3 +118,73 @@ def test_extraction_helpers():
 def test_bad_gold_is_env_error(mv):
     v = mv.verify(task(None), "\\boxed{1}")
     assert v.trial == "env_error"
+
+
+PATHOLOGICAL = {  # each 32,000 characters (the default max_output_chars): no final answer
+    "unclosed_fbox": "\\fbox{" * 5333 + "ab",
+    "unclosed_boxed_nested": ("\\boxed{{" * 4000)[:32_000],
+    "unclosed_answer_tags": "<answer>" * 4000,
+    "unclosed_think_tags": "x<think>" * 4000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_pathological_output_gets_a_verdict(mv, name):
+    out = PATHOLOGICAL[name]
+    assert len(out) == 32_000
+    v = mv.verify(task("4"), out)
+    assert v.trial == "valid" and v.decision == "fail", v.evidence
+    assert v.evidence["reason"] == "no_final_answer"
+    # the same flood with a closed box at the end: the box is found, except after an unclosed
+    # <think>, which swallows the rest of the output
+    v2 = mv.verify(task("4"), out[:31_000] + " \\boxed{4}")
+    if name == "unclosed_think_tags":
+        assert v2.decision == "fail" and v2.evidence["reason"] == "no_final_answer"
+    else:
+        assert v2.decision == "pass", v2.evidence
+
+
+def _line_events(fn, *args):
+    """Python line events executed by fn(*args): a machine-independent operation count."""
+    import sys
+
+    n = [0]
+
+    def tracer(frame, event, arg):
+        if event == "line":
+            n[0] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return n[0]
+
+
+@pytest.mark.parametrize("unit", ["\\fbox{", "\\boxed{{", "{", "<answer>", "x<think>",
+                                  "\\boxed{1} ", "<answer>1</answer>"])
+def test_extraction_work_grows_linearly(unit):
+    # doubling the input at most doubles the work (+ a constant): quadratic scanning of
+    # unclosed boxes would quadruple it
+    small = _line_events(extract_final_answers, unit * 1000)
+    large = _line_events(extract_final_answers, unit * 2000)
+    assert large <= 2.2 * small + 50, (small, large)
+
+
+def test_extraction_runs_inside_the_time_limit(monkeypatch):
+    import rlvr.verifiers.math as vm
+
+    def not_here(*a, **k):
+        raise AssertionError("extraction ran in the calling process")
+
+    monkeypatch.setattr(vm, "extract_final_answers", not_here)
+    inline = MathVerifier(isolation="none")
+    assert inline.verify(task("4"), "\\boxed{4}").trial == "env_error"  # the patch bites inline
+    helper = MathVerifier(timeout_s=10.0)
+    try:  # in the helper process (a fresh interpreter) extraction is the real one
+        v = helper.verify(task("4"), PATHOLOGICAL["unclosed_fbox"][:31_000] + "\\boxed{4}")
+        assert v.decision == "pass" and v.evidence["slot"] == "boxed", v.evidence
+    finally:
+        helper.close()

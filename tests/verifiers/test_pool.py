@@ -128,3 +128,53 @@ def test_pool_argument_validation():
         VerificationPool(ScriptedVerifier(), num_workers=0)
     with pytest.raises(ValueError, match="outputs"):
         VerificationPool(ScriptedVerifier(), executor="inline").verify_batch([T], [])
+
+
+class HangingVerifier(Verifier):
+    """"hang" sleeps `hang_s` and then marks itself finished; anything else passes at once."""
+
+    version = "hanging-1"
+
+    def __init__(self, hang_s):
+        self.hang_s = hang_s
+        self.finished = threading.Event()
+
+    def _verify(self, task, output):
+        if output == "hang":
+            time.sleep(self.hang_s)
+            self.finished.set()
+        return Verdict("pass")
+
+
+def test_inline_executor_enforces_the_timeout():
+    from configs.base import get_config
+
+    assert get_config().reward.executor == "inline"  # the training loop's default
+    v = HangingVerifier(hang_s=15.0)
+    with VerificationPool(v, executor="inline", timeout_s=0.3, max_env_retries=1) as p:
+        vs = p.verify_batch([T] * 3, ["ok", "hang", "ok"])
+        # returned while the hung call is still sleeping: the step was not stalled by it
+        assert not v.finished.is_set()
+        s = p.stats()
+    assert [x.decision for x in (vs[0], vs[2])] == ["pass", "pass"]
+    assert vs[1].trial == "env_error" and vs[1].evidence["timeout_class"] == "verifier_service"
+    assert vs[1].evidence["attempts"] == 2  # retried once, then masked
+    assert compose_rewards(vs, RewardConfig())[1].tolist() == [True, False, True]
+    assert s["timeouts"]["verifier_service"] == 2 and s["env_error"] == 1
+    assert s["retries"] == 1 and s["worker_restarts"] == 2
+
+
+def test_inline_executor_keeps_order_and_survives_base_exceptions():
+    class Exits(Verifier):
+        version = "exits-1"
+
+        def _verify(self, task, output):
+            if output == "exit":
+                raise SystemExit(3)
+            return Verdict("pass" if output == "pass" else "fail")
+
+    with VerificationPool(Exits(), executor="inline", timeout_s=5.0, max_env_retries=0) as p:
+        vs = p.verify_batch([T] * 4, ["pass", "exit", "fail", "pass"])
+    assert [v.decision for v in vs] == ["pass", "unknown", "fail", "pass"]
+    assert vs[1].trial == "env_error" and "SystemExit" in vs[1].evidence["reason"]
+    assert p.stats()["timeouts"]["verifier_service"] == 0
