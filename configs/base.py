@@ -84,7 +84,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.gamma = 1.0         # critic: discount γ of GAE (eq.68).
     c.algorithm.gae_lambda = 1.0    # critic: λ of GAE (eq.69).
     c.algorithm.skip_observations = True  # critic: Skip-Observation GAE (R3.4); False = naive token GAE.
-    c.algorithm.value_coef = 0.5    # critic: c_v of eq.72 (weight of the value loss).
+    c.algorithm.value_coef = 0.5    # critic: c_v of eq.72 (weight of the value loss). The critic has
+                                    # its own optimiser, so under Adam (scale-invariant) c_v acts
+                                    # only through clipping and ε: tune critic_learning_rate.
     c.algorithm.value_clip = 0.2    # critic: value-loss clipping range; 0 = off.
     c.algorithm.critic_warmup_steps = 0  # critic: first N steps train only the critic (value
                                     # pre-training on the warm policy's rollouts, R5.4).

@@ -153,7 +153,7 @@ def _bound_error(key, value) -> Optional[str]:
 def resolved(config) -> dict[str, Any]:
     """The algorithm-dependent choices a config resolves to: algorithm class, advantage,
     policy loss and collector (the class defaults where the config leaves them empty)."""
-    c = _raw(config)
+    c = config
     cls = get_algorithm(c.algorithm.name)
     return {"cls": cls,
             "advantage": c.algorithm.advantage or cls.default_advantage,
@@ -224,6 +224,20 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
             na(["pivot.random_fraction"], f"pivot.selection is {p.selection!r}, not 'random'")
         if not p.hint:
             na(["pivot.hint_fraction"], "pivot.hint is empty")
+    if not strict_only:
+        out.update({k: v for k, v in _inactive(c).items() if k not in out})
+    return out
+
+
+def _inactive(c) -> dict[str, str]:
+    """{field: why}: refinements of features this config switches off (kl, optimizer knobs of
+    another optimizer, SFT, executor workers, evaluation, checkpoints, sample logs, multi-host)."""
+    out: dict[str, str] = {}
+
+    def na(fields, why):
+        for f in fields:
+            out.setdefault(f, why)
+
     if c.kl.mode == "none":
         na(["kl.estimator", "kl.coef", "kl.adaptive"], "kl.mode is 'none'")
     if not c.kl.adaptive or c.kl.mode == "none":
@@ -235,7 +249,7 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     if c.train.sft_steps == 0:
         na(["train.sft_batch_size", "train.sft_learning_rate", "train.sft_pool"], "train.sft_steps is 0")
     if c.reward.executor == "inline":
-        na(["reward.num_workers", "reward.timeout_s"], "reward.executor is 'inline'")
+        na(["reward.num_workers"], "reward.executor is 'inline'")
     if c.eval.num_tasks == 0:
         na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed"],
            "eval.num_tasks is 0")
@@ -311,11 +325,20 @@ def validate_config(config) -> ml_collections.ConfigDict:
     if errors:  # cross-field checks assume well-typed values
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
+    if raw.algorithm.name not in registered_algorithms():
+        raise ConfigError(f"invalid config:\n  config.algorithm.name must be a registered "
+                          f"algorithm {registered_algorithms()}, got {raw.algorithm.name!r}")
+    errors = _consistency_errors(raw) + _shape_errors(raw) + check_applicability(raw)
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    return config
+
+
+def _consistency_errors(raw) -> list[str]:
+    """Cross-field rules of a well-typed config (each message names the fields)."""
+    errors: list[str] = []
     a = raw.algorithm
     known = registered_algorithms()
-    if a.name not in known:
-        raise ConfigError(f"invalid config:\n  config.algorithm.name must be a registered "
-                          f"algorithm {known}, got {a.name!r}")
     r = resolved(raw)
     critic = r["cls"].uses_critic
     adv = r["advantage"]
@@ -363,6 +386,20 @@ def validate_config(config) -> ml_collections.ConfigDict:
     if raw.eval.num_tasks and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
+    ro = raw.rollout
+    if ro.asynchronous and ro.staleness_backpressure:
+        producer = ro.producer_batch or raw.sampling.prompts_per_step
+        if predicted_lag(0, producer, raw.sampling.prompts_per_step) > ro.max_staleness:
+            errors.append(f"config.rollout.staleness_backpressure needs producer_batch <= "
+                          f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "
+                          f"enough), got producer_batch={producer}, prompts_per_step="
+                          f"{raw.sampling.prompts_per_step}, max_staleness={ro.max_staleness}")
+    return errors
+
+
+def _shape_errors(raw) -> list[str]:
+    """Rules on the model, the mesh and the batch's split over processes."""
+    errors: list[str] = []
     if raw.model.max_seq_len <= raw.sampling.max_new_tokens + 1:
         errors.append(f"config.model.max_seq_len ({raw.model.max_seq_len}) must exceed "
                       f"sampling.max_new_tokens ({raw.sampling.max_new_tokens}) by at least 2")
@@ -382,18 +419,7 @@ def validate_config(config) -> ml_collections.ConfigDict:
         if raw.model.d_model % raw.model.num_heads:
             errors.append(f"config.model.d_model ({raw.model.d_model}) must be divisible by "
                           f"model.num_heads ({raw.model.num_heads})")
-    ro = raw.rollout
-    if ro.asynchronous and ro.staleness_backpressure:
-        producer = ro.producer_batch or raw.sampling.prompts_per_step
-        if predicted_lag(0, producer, raw.sampling.prompts_per_step) > ro.max_staleness:
-            errors.append(f"config.rollout.staleness_backpressure needs producer_batch <= "
-                          f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "
-                          f"enough), got producer_batch={producer}, prompts_per_step="
-                          f"{raw.sampling.prompts_per_step}, max_staleness={ro.max_staleness}")
-    errors += check_applicability(raw)
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    return config
+    return errors
 
 
 def predicted_lag(depth: int, producer_batch: int, learn_batch: int) -> int:

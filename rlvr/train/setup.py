@@ -191,50 +191,48 @@ class Run:
             j.close()
 
 
-def build_run(config, workdir: str) -> Run:
-    """All components of a run (module docstring). `config` is validated by the caller."""
-    c = config
-    if c.mesh.distributed:
-        from rlvr.parallel import initialize_distributed
-
-        initialize_distributed(c.mesh.coordinator or None, c.mesh.num_processes, c.mesh.process_id,
-                               cpu_collectives=True)
-    process_index, num_processes = jax.process_index(), jax.process_count()
+def build_kit_checked(c):
+    """The task kit of `config.task`, and the kit-dependent config checks (ConfigError)."""
     try:
         kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
     except (ValueError, TypeError) as e:
         raise ConfigError(f"config.task (names {tuple(c.task.names)}, kwargs "
                           f"{c.task.kwargs.to_dict()}): {e}") from None
     errors = check_applicability(c, multi_turn=kit.multi_turn)
-    r = resolved(c)
-    if r["collector"] == "pivots" and not kit.multi_turn:
-        errors.append(f"the pivots collector ({c.algorithm.name}) needs a multi-turn task kit; "
-                      f"{kit.name!r} is single-turn")
-    if r["collector"] == "pivots" and not kit.turn_verifiers:
-        errors.append(f"task kit {kit.name!r} has no turn verifier (needed by the pivots collector)")
+    if resolved(c)["collector"] == "pivots":
+        if not kit.multi_turn:
+            errors.append(f"the pivots collector ({c.algorithm.name}) needs a multi-turn task kit; "
+                          f"{kit.name!r} is single-turn")
+        elif not kit.turn_verifiers:
+            errors.append(f"task kit {kit.name!r} has no turn verifier (the pivots collector needs one)")
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    tokenizer = build_tokenizer(c, kit)
-    policy = build_policy(c, tokenizer.vocab_size)
+    return kit
 
-    # mesh and shardings
-    from rlvr.parallel import batch_sharding, make_mesh, param_shardings
+
+def build_mesh(c):
+    """(mesh, replicated sharding); the batch must split evenly over its data shards."""
+    from rlvr.parallel import make_mesh
 
     m = c.mesh
-    n = jax.device_count()
-    mesh = make_mesh(m.data if m.data > 0 else n // (m.fsdp * m.tensor), m.fsdp, m.tensor)
-    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    mesh = make_mesh(m.data if m.data > 0 else jax.device_count() // (m.fsdp * m.tensor), m.fsdp,
+                     m.tensor)
     shards = mesh.shape["data"] * mesh.shape["fsdp"]
     rows = c.sampling.prompts_per_step * c.algorithm.group_size
     if rows % shards:
         raise ConfigError(f"the batch must split evenly over the mesh's {shards} data shards "
                           f"(mesh.data × mesh.fsdp): prompts_per_step × group_size = {rows} rows; "
                           f"change sampling.prompts_per_step or mesh.data")
+    return mesh, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+
+def build_algorithm(c, policy, mesh):
+    """(algorithm, policy graphdef / params / rest, optimiser, critic params and optimiser)."""
+    from rlvr.parallel import param_shardings
+
+    cls = resolved(c)["cls"]
     graphdef, params, rest = split_model(policy)
     params = jax.device_put(params, param_shardings(params, mesh))
-
-    # algorithm, optimiser, critic
-    cls = r["cls"]
     optimizer = optimizer_from_config(c)
     kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer)
     critic_params = critic_opt = None
@@ -246,79 +244,106 @@ def build_run(config, workdir: str) -> Run:
         kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt)
         critic_params = jax.device_put(critic_params, param_shardings(critic_params, mesh))
     algorithm = cls(algorithm_settings(c), **kw)
+    return algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt
 
-    # sampling, judges, engines
-    s = c.sampling
-    sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                              max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,))
-    reward_config = reward_config_from(c)
-    judge_kw = dict(executor=c.reward.executor, cache=c.reward.cache,
-                    env_version=kit.environment_version())
-    if c.reward.executor != "inline":
-        judge_kw.update(num_workers=c.reward.num_workers, timeout_s=c.reward.timeout_s)
-    pivots = r["collector"] == "pivots"
-    if pivots:
-        pv = c.pivot
-        turn_verifier = kit.turn_verifiers[pv.reward]
-    judges = [Judge(turn_verifier if pivots else kit.verifier, reward_config, **judge_kw)]
-    if c.eval.num_tasks:
-        judges.append(Judge(kit.verifier, reward_config, **judge_kw))
 
-    model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
-    T = c.model.max_seq_len
-    bucket = c.rollout.prompt_bucket
+def _pivot_settings(pv) -> PivotSettings:
+    """PivotSettings from the `pivot` fields that are active for its selection."""
+    kw = dict(candidates=pv.candidates, selection=pv.selection, hint=pv.hint,
+              reprofile_every=pv.reprofile_every)
+    if pv.selection in ("filter", "variance"):
+        kw["m"] = pv.m
+    if pv.selection == "filter":
+        kw["lambda_diff"] = pv.lambda_diff
+    if pv.selection == "random":
+        kw["random_fraction"] = pv.random_fraction
+    if pv.hint:
+        kw["hint_fraction"] = pv.hint_fraction
+    return PivotSettings(**kw)
 
-    def engine(judge):
-        if kit.multi_turn:
-            return col.EpisodeEngine(model_of=model_of, tokenizer=tokenizer, judge=judge, kit=kit,
-                                     max_turns=c.rollout.max_turns, max_tokens=T,
-                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries)
-        return col.TextEngine(model_of=model_of, tokenizer=tokenizer, judge=judge,
-                              prompt_len=T - s.max_new_tokens, prompt_bucket=bucket)
 
-    t = c.task
+def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process_index, num_processes):
+    """The collector the algorithm asks for (groups or pivots), optionally asynchronous."""
+    a, t, s, ro = c.algorithm, c.task, c.sampling, c.rollout
+    groups = resolved(c)["collector"] == "groups"
     sampler_kw = {}
-    if r["collector"] == "groups" and t.curriculum != "none":
+    if groups and t.curriculum != "none":
         sampler_kw = dict(curriculum=t.curriculum, ema=t.curriculum_ema, floor=t.curriculum_floor)
         if t.curriculum == "variance":
             sampler_kw["alpha"] = t.curriculum_alpha
     sampler = col.TaskSampler(kit.source, seed=c.seed, pool_size=t.pool_size, **sampler_kw)
-    a = c.algorithm
-    if pivots:
-        turn_engine = col.TurnEngine(model_of=model_of, tokenizer=tokenizer, judge=judges[0],
-                                     terminator=kit.action_terminator, max_tokens=T,
-                                     prompt_bucket=bucket,
-                                     environment_version=kit.environment_version())
-        settings = dict(candidates=pv.candidates, selection=pv.selection, hint=pv.hint,
-                        reprofile_every=pv.reprofile_every)
-        if pv.selection in ("filter", "variance"):
-            settings["m"] = pv.m
-        if pv.selection == "filter":
-            settings["lambda_diff"] = pv.lambda_diff
-        if pv.selection == "random":
-            settings["random_fraction"] = pv.random_fraction
-        if pv.hint:
-            settings["hint_fraction"] = pv.hint_fraction
-        collector = PivotCollector(
-            turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool,
-            settings=PivotSettings(**settings), group_size=a.group_size,
-            prompts_per_step=s.prompts_per_step, sampling=sampling, seed=c.seed, workdir=workdir,
-            episode_engine=engine(judges[0]) if pv.candidates == "demo+rollout" else None,
-            process_index=process_index, num_processes=num_processes)
+    common = dict(group_size=a.group_size, prompts_per_step=s.prompts_per_step, sampling=sampling,
+                  seed=c.seed, process_index=process_index, num_processes=num_processes)
+    if groups:
+        ds = dict(dynamic_sampling=True, max_rounds=a.dynamic_sampling_max_rounds) if a.dynamic_sampling else {}
+        collector = col.GroupCollector(engine(judge), sampler, **common, **ds)
     else:
-        ds = {}
-        if a.dynamic_sampling:
-            ds = dict(dynamic_sampling=True, max_rounds=a.dynamic_sampling_max_rounds)
-        collector = col.GroupCollector(
-            engine(judges[0]), sampler, group_size=a.group_size, prompts_per_step=s.prompts_per_step,
-            sampling=sampling, seed=c.seed, process_index=process_index,
-            num_processes=num_processes, **ds)
-    ro = c.rollout
+        pv = c.pivot
+        turn_engine = col.TurnEngine(model_of=engine.model_of, tokenizer=tokenizer, judge=judge,
+                                     terminator=kit.action_terminator, max_tokens=c.model.max_seq_len,
+                                     prompt_bucket=ro.prompt_bucket,
+                                     environment_version=kit.environment_version())
+        collector = PivotCollector(
+            turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
+            workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
+            **common)
     if ro.asynchronous:
         collector = col.AsyncCollector(
             collector, prompts_per_step=s.prompts_per_step, producer_batch=ro.producer_batch,
             queue_size=ro.queue_size, max_staleness=ro.max_staleness,
             staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure)
+    return collector
+
+
+class _Engines:
+    """Builds the engine of the kit (single-turn text or multi-turn episodes) for a judge."""
+
+    def __init__(self, c, kit, tokenizer, graphdef, rest):
+        self.c, self.kit, self.tokenizer = c, kit, tokenizer
+        self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
+
+    def __call__(self, judge):
+        c, kit = self.c, self.kit
+        T, bucket = c.model.max_seq_len, c.rollout.prompt_bucket
+        if kit.multi_turn:
+            return col.EpisodeEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
+                                     kit=kit, max_turns=c.rollout.max_turns, max_tokens=T,
+                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries)
+        return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
+                              prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket)
+
+
+def build_run(config, workdir: str) -> Run:
+    """All components of a run (module docstring). `config` is validated by the caller."""
+    c = config
+    if c.mesh.distributed:
+        from rlvr.parallel import initialize_distributed
+
+        initialize_distributed(c.mesh.coordinator or None, c.mesh.num_processes, c.mesh.process_id,
+                               cpu_collectives=True)
+    process_index, num_processes = jax.process_index(), jax.process_count()
+    kit = build_kit_checked(c)
+    tokenizer = build_tokenizer(c, kit)
+    policy = build_policy(c, tokenizer.vocab_size)
+    mesh, replicated = build_mesh(c)
+    algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt = \
+        build_algorithm(c, policy, mesh)
+
+    s = c.sampling
+    sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                              max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,))
+    judge_kw = dict(executor=c.reward.executor, cache=c.reward.cache,
+                    env_version=kit.environment_version())
+    if c.reward.executor != "inline":
+        judge_kw["num_workers"] = c.reward.num_workers
+    judge_kw["timeout_s"] = c.reward.timeout_s
+    pivots = resolved(c)["collector"] == "pivots"
+    reward_config = reward_config_from(c)
+    verifier = kit.turn_verifiers[c.pivot.reward] if pivots else kit.verifier
+    judges = [Judge(verifier, reward_config, **judge_kw)]
+    engine = _Engines(c, kit, tokenizer, graphdef, rest)
+    collector = build_collector(c, kit, tokenizer, engine, judges[0], sampling, workdir,
+                                process_index, num_processes)
 
     hidden = kit.hidden_verifier
     hidden_fn = ((lambda task, out: float(hidden.verify(task, out).passed)) if hidden is not None
@@ -326,15 +351,19 @@ def build_run(config, workdir: str) -> Run:
     evaluator = None
     if c.eval.num_tasks:
         e = c.eval
+        judges.append(Judge(kit.verifier, reward_config, **judge_kw))
         evaluator = Evaluator(
             engine(judges[1]), heldout_tasks(kit.source, e.num_tasks, e.seed),
-            samples_per_task=e.samples_per_task, sampling=dataclasses.replace(sampling, temperature=e.temperature),
+            samples_per_task=e.samples_per_task,
+            sampling=dataclasses.replace(sampling, temperature=e.temperature),
             pass_k=e.pass_k, seed=e.seed, hidden=hidden_fn)
+
+    from rlvr.parallel import batch_sharding
 
     return Run(config=c, workdir=workdir, kit=kit, tokenizer=tokenizer, graphdef=graphdef,
                rest=rest, init_params=params, critic_params=critic_params,
                critic_optimizer=critic_opt, optimizer=optimizer, algorithm=algorithm, mesh=mesh,
                batch_sharding=batch_sharding(mesh, 1), replicated=replicated, collector=collector,
                evaluator=evaluator, judges=tuple(judges),
-               needs_ref=c.kl.mode != "none" or pivots, asynchronous=ro.asynchronous,
+               needs_ref=c.kl.mode != "none" or pivots, asynchronous=c.rollout.asynchronous,
                hidden=hidden_fn, process_index=process_index, num_processes=num_processes)

@@ -37,7 +37,8 @@ def fixed_batch(b=8, t=10, prompt=3, seed=0, rewards=None):
                                behavior_logprobs=behav, rewards=rewards, attention_mask=attn)
 
 
-def build(name, *, lr=1e-2, kl_mode="none", kl_coef=0.0, seed=0, optimizer=None, **overrides):
+def build(name, *, lr=1e-2, kl_mode="none", kl_coef=0.0, seed=0, optimizer=None,
+          critic_optimizer=None, **overrides):
     cfg = tiny_config()
     policy = Transformer(cfg, rngs=nnx.Rngs(seed))
     graphdef, params, rest = split_model(policy)
@@ -51,7 +52,7 @@ def build(name, *, lr=1e-2, kl_mode="none", kl_coef=0.0, seed=0, optimizer=None,
     if cls.uses_critic:
         critic = ValueModel.from_policy(policy, rngs=nnx.Rngs(seed + 1))
         cg, critic_params, cr = split_model(critic)
-        critic_opt = optax.adam(lr)
+        critic_opt = critic_optimizer or optax.adam(lr)
         kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt)
     algo = cls(settings, **kw)
     ctrl = init_kl_controller(kl_coef) if kl_mode != "none" else None

@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from rlvr.train import loop
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_config
 
