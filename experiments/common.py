@@ -1,9 +1,11 @@
-"""Shared plumbing of the issue-6 ablations: configs, seeds, tables, plots.
+"""Shared plumbing of the PivotRL / SAO ablations: configs, seeds, tables, plots.
 
-Every ablation script builds arms as (name, loop module, config), runs each arm for each seed
-in-process (one at a time), shares one SFT warm-start per seed across arms and scripts (cached
-under `experiments/results/.cache`, keyed by model/SFT config + seed), and writes
-`experiments/results/<name>.md` (command, settings, mean ± std table over seeds) and `<name>.png`.
+Every ablation script builds arms as (name, make_config(seed)), runs each arm for each seed
+in-process through the one training loop (`rlvr.train.loop.run`), one at a time, shares one SFT
+warm start per seed across arms and scripts (cached under `experiments/results/.cache`, keyed by
+the model / task / SFT settings, seed and code version), and writes
+`experiments/results/<name>.md` (command, settings, mean ± std table over seeds, which arms came
+from the cache) and `<name>.png`.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def _sweep_config(module: str, seed: int):
     c.eval.num_tasks = 32
     c.eval.samples_per_task = 2
     c.checkpoint.every = -1  # sweeps: no checkpoints
-    c.checkpoint.resume = False
+    c.logging.plot = False
     return c
 
 
@@ -66,12 +68,16 @@ def base_sao_config(seed: int):
     return _sweep_config("sao", seed)
 
 
-def _run_cached(module, config, wd):
-    """module.run(config) unless an identical (loop, config) ran before: results are cached in
-    results/.cache/run_<hash>.json so arms shared by several scripts run once."""
+def _run_cached(config, wd):
+    """loop.run(config) unless an identical (config, code version) ran before: results are cached
+    in results/.cache/run_<hash>.json so arms shared by several scripts run once."""
     import hashlib
 
-    spec = json.dumps({"loop": module.__name__, "config": config.to_dict()}, sort_keys=True, default=str)
+    from rlvr.train import loop
+    from rlvr.train.metrics import read_metrics
+    from rlvr.version import code_version
+
+    spec = json.dumps({"config": config.to_dict(), "code": code_version()}, sort_keys=True, default=str)
     path = os.path.join(CACHE, "run_" + hashlib.sha1(spec.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -79,8 +85,10 @@ def _run_cached(module, config, wd):
         res["cached"] = True
         return res
     t0 = time.time()
-    res = module.run(config, wd, progress=False, warm_cache=CACHE)
+    res = loop.run(config, wd, warm_cache=CACHE)
     res["wall_s"] = time.time() - t0
+    rows = read_metrics(wd)
+    res["pivot_stats"] = {k: v for k, v in rows[0].items() if k.startswith("pivot/")} if rows else {}
     os.makedirs(CACHE, exist_ok=True)
     with open(path, "w") as f:
         json.dump(res, f, default=float)
@@ -88,20 +96,29 @@ def _run_cached(module, config, wd):
 
 
 def run_arms(name: str, arms, seeds: int, workdir: str) -> dict:
-    """arms: list of (arm_name, module, make_config(seed)). Returns {arm: [result per seed]}."""
+    """arms: list of (arm_name, make_config(seed)). Returns {arm: [result per seed]}."""
     quiet()
     out = {a[0]: [] for a in arms}
     for seed in range(seeds):
-        for arm, module, make in arms:
+        for arm, make in arms:
             wd = os.path.join(workdir, name, arm.replace(" ", "_"), f"seed{seed}")
-            res = _run_cached(module, make(seed), wd)
+            res = _run_cached(make(seed), wd)
             out[arm].append(res)
             last = res["history"][-1]
             print(f"[{name}] seed={seed} arm={arm} before={res['before']['eval/success']:.3f} "
-                  f"final={last['eval/success']:.3f} tokens={last['rollout_tokens']:.0f} "
+                  f"final={last['eval/success']:.3f} tokens={last.get('cost/sampled_tokens', 0):.0f} "
                   f"steps={res['step']} wall={res['wall_s']:.0f}s{' (cached)' if res.get('cached') else ''}",
                   flush=True)
     return out
+
+
+def cache_note(results: dict) -> str:
+    """Which arms' runs came from the run cache (a line for the report)."""
+    hits = {arm: sum(bool(r.get("cached")) for r in runs) for arm, runs in results.items()}
+    from rlvr.version import code_version
+
+    return (f"Code version {code_version()}; runs taken from the cache (same config and code): "
+            + ", ".join(f"{a}: {n}/{len(results[a])}" for a, n in hits.items()) + ".")
 
 
 def mean_std(xs) -> str:
@@ -128,23 +145,24 @@ def write_report(name: str, title: str, body: str, settings: dict, started: floa
     return path
 
 
-def success_curves(ax, results: dict, xkey: str = "rollout_tokens"):
+def success_curves(ax, results: dict, xkey: str = "cost/sampled_tokens"):
     """Mean (± std band) eval success vs `xkey` per arm, interpolated on a common grid."""
     for arm, runs in results.items():
         hs = [r["history"] for r in runs]
-        xmax = min(h[-1][xkey] for h in hs)
+        xmax = min(h[-1].get(xkey, 0.0) for h in hs)
         grid = np.linspace(0, xmax, 30)
-        ys = np.stack([np.interp(grid, [p[xkey] for p in h], [p["eval/success"] for p in h]) for h in hs])
+        ys = np.stack([np.interp(grid, [p.get(xkey, 0.0) for p in h], [p["eval/success"] for p in h])
+                       for h in hs])
         m, s = ys.mean(0), ys.std(0)
         ax.plot(grid, m, label=arm)
         ax.fill_between(grid, m - s, m + s, alpha=0.2)
-    ax.set_xlabel(xkey.replace("_", " "))
+    ax.set_xlabel(xkey.split("/")[-1].replace("_", " "))
     ax.set_ylabel("held-out success")
     ax.legend()
 
 
 def final(runs, key="eval/success"):
-    return [r["history"][-1][key] for r in runs]
+    return [r["history"][-1].get(key, 0.0) for r in runs]
 
 
 def before(runs):

@@ -1,4 +1,4 @@
-"""Ablation 3 (issue 6): functional per-turn reward (R2.8) vs exact match to the demonstration.
+"""Functional per-turn reward (R2.8) vs exact match to the demonstration (PivotRL).
 
 Both arms run PivotRL with the same warm-start, probe and training budget; only the turn scorer
 differs (probe + training reward): `functional` accepts every action that is functionally
@@ -7,7 +7,7 @@ demonstration's text. Held-out success is always judged by the outcome verifier.
 
     python experiments/functional_vs_exact.py --seeds 3
 
-Demonstrations follow `pivot.demo_style` (default "diverse": per task a seeded read order and
+Demonstrations follow `task.kwargs.demo_style` (default "diverse": per task a seeded read order and
 answer form, one recorded trajectory per task); the exact-match scorer compares with that one
 recorded demonstration action.
 """
@@ -15,15 +15,14 @@ recorded demonstration action.
 import time
 
 import common  # noqa: F401
-from common import base_pivot_config, before, final, mean_std, parse, run_arms, table, write_report
+from common import (base_pivot_config, before, cache_note, final, mean_std, parse, run_arms, table,
+                    write_report)
 
 
 def main():
     args = parse(__doc__)
     t0 = time.time()
     steps = max(2, int(24 * args.scale))
-    from rlvr.train import pivotrl_loop
-
     def make(kind):
         def f(seed):
             c = base_pivot_config(seed)
@@ -33,9 +32,8 @@ def main():
             return c
         return f
 
-    res = run_arms("functional_vs_exact", [("functional", pivotrl_loop, make("functional")),
-                                           ("exact match", pivotrl_loop, make("exact"))],
-                   args.seeds, args.workdir)
+    res = run_arms("functional_vs_exact", [("functional", make("functional")),
+                                           ("exact match", make("exact"))], args.seeds, args.workdir)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -91,9 +89,9 @@ def main():
              f"samples = {100.0 * diff / max(func_ok, 1):.1f}% are not the recorded demonstration's text); "
              f"candidates with at least one disagreement: {diff_cand} of {ncand} (seeds {seeds_used}). "
              "The probe samples are the same in both arms (same keys), so this is the scorers' "
-             "disagreement rate on the warm policy's own actions.\n")
+             "disagreement rate on the warm policy's own actions.\n\n" + cache_note(res) + "\n")
     write_report("functional_vs_exact", "Functional vs exact-match turn reward (PivotRL)", body,
-                 {"steps": steps, "pivot": base_pivot_config(0).pivot.to_dict()}, t0)
+                 {"steps": steps, "config": base_pivot_config(0).to_dict()}, t0)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""Ablation 2 (issue 6): pivot selection — all turns / random turns vs σ̂² > 0 vs σ̂² > 0 ∧ μ̂ < λ_diff.
+"""Pivot selection — all turns / random turns vs σ̂² > 0 vs σ̂² > 0 ∧ μ̂ < λ_diff.
 
-Same warm-start per seed, same number of RL steps for every arm (`states_per_step` × K fresh
-samples per step); `random` keeps the same fraction of candidates as a reference (0.3). The
+Same warm start per seed, same number of RL steps for every arm (`prompts_per_step` states × K
+fresh samples per step); `random` keeps the same fraction of candidates as a reference (0.3). The
 probe cost (m samples per candidate) is charged to the filtered arms' rollout budget.
 
     python experiments/pivot_selection.py --seeds 3
@@ -10,7 +10,8 @@ probe cost (m samples per candidate) is charged to the filtered arms' rollout bu
 import time
 
 import common  # noqa: F401
-from common import base_pivot_config, before, final, mean_std, parse, run_arms, table, write_report
+from common import (base_pivot_config, before, cache_note, final, mean_std, parse, run_arms, table,
+                    write_report)
 
 ARMS = [("all turns", "all"), ("random turns", "random"), ("sigma2>0", "variance"),
         ("sigma2>0 & mu<lambda", "filter")]
@@ -20,8 +21,6 @@ def main():
     args = parse(__doc__)
     t0 = time.time()
     steps = max(2, int(24 * args.scale))
-    from rlvr.train import pivotrl_loop
-
     def make(sel):
         def f(seed):
             c = base_pivot_config(seed)
@@ -31,7 +30,7 @@ def main():
             return c
         return f
 
-    res = run_arms("pivot_selection", [(a, pivotrl_loop, make(s)) for a, s in ARMS], args.seeds, args.workdir)
+    res = run_arms("pivot_selection", [(a, make(s)) for a, s in ARMS], args.seeds, args.workdir)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -55,15 +54,16 @@ def main():
                      mean_std(before(runs)), mean_std(final(runs)),
                      mean_std(np.asarray(final(runs)) - np.asarray(before(runs))),
                      mean_std([r["last"].get("reward/mean", 0.0) for r in runs]),
-                     mean_std(final(runs, "rollout_tokens"))])
+                     mean_std(final(runs, "cost/sampled_tokens"))])
     body = table(rows, ["selection", "kept fraction", "success after SFT", "final success",
                         "gain", "local reward (last step)", "rollout tokens (probe incl.)"])
     ps0 = res["sigma2>0 & mu<lambda"][0]["pivot_stats"]
     body += ("\n\nProbe statistics (seed 0, filter arm): " + ", ".join(
-        f"{k.split('/')[1]}={v:.3f}" for k, v in ps0.items() if isinstance(v, float)) + "\n")
+        f"{k.split('/')[1]}={v:.3f}" for k, v in ps0.items() if isinstance(v, float)) + "\n\n"
+             + cache_note(res) + "\n")
     c = base_pivot_config(0)
     write_report("pivot_selection", "Pivot selection ablation (PivotRL)", body,
-                 {"steps": steps, "pivot": c.pivot.to_dict()}, t0)
+                 {"steps": steps, "config": c.to_dict()}, t0)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Ablation 1 (issue 6): PivotRL vs full-trajectory GRPO at equal rollout budget.
+"""PivotRL vs full-trajectory GRPO at equal rollout budget.
 
-Both arms start from the same SFT warm-start per seed and stop once they have generated
-`budget` rollout action tokens (PivotRL's probe cost included; turns and tokens counted the
-same way, `rlvr.train.agent_setup.Budget`). Reports success vs rollout tokens (plot) and final
+Both arms start from the same SFT warm start per seed and stop once they have generated
+`budget` sampled tokens (`train.token_budget`; PivotRL's probe cost included; turns and tokens
+counted the same way, the loop's `cost/*` metrics). Reports success vs rollout tokens (plot) and final
 success / tokens spent (table). Seed 000's claim: same final success for a fraction of the cost.
 
     python experiments/pivot_vs_grpo.py --seeds 3
@@ -11,32 +11,29 @@ success / tokens spent (table). Seed 000's claim: same final success for a fract
 import time
 
 import common  # noqa: F401  (sets sys.path / JAX_PLATFORMS)
-from common import (base_grpo_config, base_pivot_config, before, final, mean_std, parse, run_arms,
-                    success_curves, table, write_report)
+from common import (base_grpo_config, base_pivot_config, before, cache_note, final, mean_std, parse,
+                    run_arms, success_curves, table, write_report)
 
 
 def main():
     args = parse(__doc__)
     t0 = time.time()
     budget = int(6000 * args.scale)
-    from rlvr.train import agent_grpo_loop, pivotrl_loop
-
     def pivot(seed):
         c = base_pivot_config(seed)
         c.train.num_steps = 500
-        c.pivot.token_budget = budget
+        c.train.token_budget = budget
         c.eval.every = 8
         return c
 
     def grpo(seed):
         c = base_grpo_config(seed)
         c.train.num_steps = 500
-        c.grpo.token_budget = budget
+        c.train.token_budget = budget
         c.eval.every = 3
         return c
 
-    res = run_arms("pivot_vs_grpo", [("pivotrl", pivotrl_loop, pivot), ("grpo_full", agent_grpo_loop, grpo)],
-                   args.seeds, args.workdir)
+    res = run_arms("pivot_vs_grpo", [("pivotrl", pivot), ("grpo_full", grpo)], args.seeds, args.workdir)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -52,13 +49,14 @@ def main():
         out = []
         for r in runs:
             h = r["history"]
-            out.append(np.interp(budget / 2, [p["rollout_tokens"] for p in h], [p["eval/success"] for p in h]))
+            out.append(np.interp(budget / 2, [p.get("cost/sampled_tokens", 0.0) for p in h],
+                                 [p["eval/success"] for p in h]))
         return out
 
     rows = []
     for arm, runs in res.items():
         rows.append([arm, mean_std(before(runs)), mean_std(at_half(runs)), mean_std(final(runs)),
-                     mean_std(final(runs, "rollout_tokens")), mean_std(final(runs, "rollout_turns")),
+                     mean_std(final(runs, "cost/sampled_tokens")), mean_std(final(runs, "cost/turns")),
                      mean_std([r["step"] for r in runs]),
                      mean_std([r.get("pivot_stats", {}).get("pivot/probe_tokens", 0) for r in runs])])
     body = table(rows, ["arm", "success after SFT", f"success at {budget // 2} tokens",
@@ -67,9 +65,10 @@ def main():
     p_final, g_final = np.mean(final(res["pivotrl"])), np.mean(final(res["grpo_full"]))
     body += (f"\n\nEqual rollout budget: {budget} action tokens per run. Mean final success PivotRL "
              f"{p_final:.3f} vs GRPO {g_final:.3f} (difference {p_final - g_final:+.3f}); spread is "
-             f"the std over {args.seeds} seeds (evaluation: 32 held-out tasks × 2 samples).\n")
-    settings = {"budget_tokens": budget, "pivot": base_pivot_config(0).pivot.to_dict(),
-                "grpo": base_grpo_config(0).grpo.to_dict(), "sft_steps": base_pivot_config(0).train.sft_steps}
+             f"the std over {args.seeds} seeds (evaluation: 32 held-out tasks × 2 samples).\n\n"
+             + cache_note(res) + "\n")
+    settings = {"budget_tokens": budget, "pivotrl": base_pivot_config(0).to_dict(),
+                "grpo_full": base_grpo_config(0).to_dict()}
     write_report("pivot_vs_grpo", "PivotRL vs full-trajectory GRPO at equal rollout budget", body,
                  settings, t0)
 
