@@ -207,7 +207,7 @@ def _finish(r: Run, state, host: dict, metrics: dict, cost: RolloutCost, step: i
         with open(os.path.join(r.workdir, "result.json"), "w") as f:
             json.dump(result, f, indent=2, default=float)
         if c.logging.plot:
-            from rlvr.plot import plot_metrics
+            from rlvr.train.plot import plot_metrics
 
             print("plot:", plot_metrics(r.workdir))
     r.state = state

@@ -77,3 +77,21 @@ def test_ppo_value_loss_falls_on_fixed_batch():
     # critic warm-up: the policy did not move
     for a, b in zip(jax.tree.leaves(p0), jax.tree.leaves(state.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_policy_version_advances_only_when_the_policy_changed():
+    """A step whose update is skipped as non-finite, or a critic-only warm-up step, publishes no
+    new policy version (R1.2: the version names the parameters that sampled)."""
+    algo, state = build("grpo")
+    batch = fixed_batch()
+    step = jax.jit(algo.train_step)
+    ok, m = step(state, batch)
+    assert int(ok.policy_version) == 1 and float(m["policy/skipped"]) == 0
+    poisoned = state.replace(params=jax.tree.map(lambda x: x * jnp.nan, state.params))
+    bad, m = step(poisoned, batch)
+    assert float(m["policy/skipped"]) == 1 and int(bad.policy_version) == 0 and int(bad.step) == 1
+    ppo, pstate = build("ppo", critic_warmup_steps=1)
+    warm, m = jax.jit(ppo.train_step)(pstate, batch)
+    assert float(m["policy/frozen"]) == 1 and int(warm.policy_version) == 0
+    for a, b in zip(jax.tree.leaves(warm.params), jax.tree.leaves(pstate.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

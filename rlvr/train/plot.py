@@ -1,4 +1,4 @@
-"""Draw training curves from a workdir: `python -m rlvr.plot <workdir> [metric ...]`.
+"""Draw training curves from a workdir: `python -m rlvr.train.plot <workdir> [metric ...]`.
 
 Reads `<workdir>/metrics.jsonl` (written by `rlvr.train.metrics.MetricWriter`) and writes
 `<workdir>/curves.png` (a grid, one panel per metric) . Without metric names it plots a default
@@ -13,9 +13,9 @@ import os
 import sys
 
 DEFAULT_METRICS = (
-    "reward/mean", "eval/success", "eval/pass@1", "eval/gap", "loss/policy", "kl/mean",
+    "reward/mean", "eval/success", "eval/pass@1", "eval/gap", "policy/loss", "kl/token_mean",
     "policy/entropy", "policy/clip_frac", "groups/mixed_frac", "length/mean",
-    "time/step_s", "throughput/tokens_per_s",
+    "time/step_s", "throughput/tokens_per_s", "cost/sampled_tokens",
 )
 
 

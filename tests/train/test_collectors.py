@@ -1,0 +1,205 @@
+"""Collectors and the reward path on a scripted engine (no model): dynamic sampling refills,
+curricula move the draws, the asynchronous collector records each row's behaviour version and
+staleness weight, reward options act, env_error samples are excluded from evaluation."""
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from rlvr.records.batch import RolloutBatch
+from rlvr.records.task import TaskSpec
+from rlvr.records.verdict import Verdict
+from rlvr.rollout.sampler import SamplingParams
+from rlvr.train.collectors import (AsyncCollector, Collected, GroupCollector, RolloutCost,
+                                   TaskSampler, make_samples)
+from rlvr.train.config import ConfigError
+from rlvr.train.evaluate import Evaluator
+from rlvr.train.judge import Judge, reward_config_from
+from rlvr.verifiers.compose import RewardConfig
+from tests.train.tiny import tiny_config
+
+
+class Tasks:
+    """Tasks "t0".."t{n-1}" whose reference answer is their index."""
+
+    name, alphabet = "scripted", "0123456789"
+
+    def __init__(self, n=8):
+        self.all = [TaskSpec(task_id=f"t{i}", prompt=f"{i}", task_type="text", reference_answer=i)
+                    for i in range(n)]
+
+    def sample(self, n, seed):
+        rng = np.random.default_rng(sum(map(ord, str(seed))))
+        idx = rng.permutation(len(self.all))[:n] if n <= len(self.all) else rng.choice(len(self.all), n)
+        return [self.all[i] for i in idx]
+
+
+class Exact:
+    version = "exact/1"
+
+    def verify(self, task, output):
+        if output == "?":
+            return Verdict("unknown", components={"format": 0.0})
+        if output == "down":
+            from rlvr.records.verdict import env_error
+
+            return env_error("service down")
+        ok = output == str(task.reference_answer)
+        return Verdict("pass" if ok else "fail", components={"correct": float(ok), "format": 1.0})
+
+
+class ScriptedEngine:
+    """Outputs per task id from `answers` (a callable (task, i) -> text); judged for real."""
+
+    def __init__(self, judge, answers):
+        self.judge, self.answers, self.calls = judge, answers, 0
+
+    def run(self, params, tasks, group_size, keys, sampling, policy_version):
+        self.calls += 1
+        rows = [t for t in tasks for _ in range(group_size)]
+        texts = [self.answers(t, i % group_size) for i, t in enumerate(rows)]
+        j = self.judge.judge(rows, texts)
+        b = len(rows)
+        batch = RolloutBatch.create(tokens=np.ones((b, 4), np.int32), loss_mask=np.ones((b, 4)),
+                                    behavior_logprobs=np.zeros((b, 4)), rewards=j.rewards, valid=j.valid,
+                                    policy_version=np.full(b, policy_version))
+        samples = make_samples(rows, texts, j, stop_reasons=["eos"] * b, policy_versions=policy_version,
+                               sampling=SamplingParams(), environment_version="", prompts=[t.prompt for t in rows])
+        return Collected(batch, samples, tuple(rows), group_size, RolloutCost(b, 4 * b, 4 * b))
+
+
+def _judge(**reward):
+    return Judge(Exact(), reward_config_from(tiny_config(**{f"reward__{k}": v for k, v in reward.items()})),
+                 executor="inline")
+
+
+def test_dynamic_sampling_drops_all_equal_groups_and_refills():
+    # even tasks: every sample right (all-equal group); odd tasks: half right (mixed)
+    answers = lambda t, i: str(t.reference_answer) if (t.reference_answer % 2 == 0 or i % 2) else "x"  # noqa: E731
+    engine = ScriptedEngine(_judge(), answers)
+    col = GroupCollector(engine, TaskSampler(Tasks(), seed=0), group_size=4, prompts_per_step=4,
+                         sampling=SamplingParams(), seed=0, dynamic_sampling=True, max_rounds=6)
+    got = col.collect(None, 0, 0)
+    r = np.asarray(got.batch.rewards).reshape(-1, 4)
+    assert got.num_groups == 4 and got.stats["sampling/kept_group_frac"] == 1.0
+    assert np.all(r.max(1) > r.min(1))  # every kept group is mixed
+    assert got.cost.turns == 16 * engine.calls  # the discarded rounds are charged too
+    off = GroupCollector(ScriptedEngine(_judge(), answers), TaskSampler(Tasks(), seed=0), group_size=4,
+                         prompts_per_step=4, sampling=SamplingParams(), seed=0)
+    r_off = np.asarray(off.collect(None, 0, 0).batch.rewards).reshape(-1, 4)
+    assert np.any(r_off.max(1) == r_off.min(1))  # without it the same draw keeps all-equal groups
+
+
+def test_variance_curriculum_moves_draws_to_uncertain_tasks():
+    src = Tasks(8)
+    sampler = TaskSampler(src, seed=0, pool_size=8, curriculum="variance", alpha=1.0, ema=0.0, floor=0.01)
+    ids = [t.task_id for t in sampler.pool]
+    # tasks at index 0-3 of the pool: p = 0.5 (uncertain); the rest always solved (p = 1)
+    sampler.update(ids, [0.5 if i < 4 else 1.0 for i in range(len(ids))])
+    drawn = [t.task_id for t in sampler.draw(1, 2000)]
+    uncertain = {ids[i] for i in range(4)}
+    assert np.mean([d in uncertain for d in drawn]) > 0.9
+    flat = TaskSampler(src, seed=0, pool_size=8)
+    assert 0.3 < np.mean([t.task_id in uncertain for t in flat.draw(1, 2000)]) < 0.8
+
+
+def test_pool_larger_than_the_task_space_fails_at_start_naming_the_field():
+    from rlvr.tasks.kit import get_kit
+
+    kit = get_kit("arithmetic", difficulty={"num_operands": 2, "num_digits": 1, "operators": "+-"})
+    with pytest.raises(ValueError, match=r"config.task.pool_size=256: the task source cannot give"):
+        TaskSampler(kit.source, seed=0, pool_size=256)
+
+
+class SlowInner:
+    """An inner collector whose every call takes a moment and returns 2 groups of 1 row."""
+
+    def __init__(self, judge):
+        self.engine = ScriptedEngine(judge, lambda t, i: str(t.reference_answer))
+        self.calls = []
+
+    def collect(self, params, step, version, num_groups=None):
+        self.calls.append((step, version))
+        time.sleep(0.01)
+        return self.engine.run(params, Tasks().all[:num_groups], 1, None, SamplingParams(), version)
+
+    def close(self):
+        pass
+
+
+def test_async_rows_carry_the_behaviour_version_and_staleness_weight():
+    inner = SlowInner(_judge())
+    col = AsyncCollector(inner, prompts_per_step=2, producer_batch=2, queue_size=6, max_staleness=3,
+                         staleness_decay=0.5, backpressure=False)
+    try:
+        col.publish("params-v0", 0)
+        first = col.collect(None, 0, 0)
+        assert set(np.asarray(first.batch.policy_version)) == {0}
+        while len(col.queue) < 6:  # the thread fills the queue with version-0 groups
+            time.sleep(0.01)
+        col.publish("params-v2", 2)
+        later = [col.collect(None, s, 2) for s in range(1, 6)]
+        versions = np.concatenate([np.asarray(c.batch.policy_version) for c in later])
+        weights = np.concatenate([np.asarray(c.batch.sample_weights) for c in later])
+        assert 0 in versions and 2 in versions  # the behaviour version, not the learner's (2)
+        np.testing.assert_allclose(weights, 0.5 ** (2 - versions))
+        assert all(s.policy_version == v for c in later for s, v in
+                   zip(c.samples, np.asarray(c.batch.policy_version)))
+        col.publish("params-v9", 9)
+        col.collect(None, 6, 9)
+        assert col.queue.stats()["queue/dropped_stale"] > 0  # lag > 3: never trained on
+    finally:
+        col.close()
+
+
+def test_reward_options_act_and_env_errors_are_masked():
+    task = Tasks().all[3]
+    texts = ["3", "4", "?", "down"]
+    base = _judge().judge([task] * 4, texts)
+    np.testing.assert_array_equal(base.rewards, [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(base.valid, [True, True, True, False])  # env_error masked
+    doubled = _judge(correct_weight=2.0).judge([task] * 4, texts)
+    np.testing.assert_array_equal(doubled.rewards, [2.0, 0.0, 0.0, 0.0])
+    fmt = _judge(format_weight=0.1).judge([task] * 4, texts)
+    np.testing.assert_allclose(fmt.rewards, [1.1, 0.1, 0.0, 0.0])
+    masked = _judge(unknown_as="mask").judge([task] * 4, texts)
+    np.testing.assert_array_equal(masked.valid, [True, True, False, False])
+    clipped = _judge(correct_weight=2.0, clip=1.5).judge([task] * 4, texts)
+    np.testing.assert_array_equal(clipped.rewards, [1.5, 0.0, 0.0, 0.0])
+    # a task's own reward_config overrides the run's fields it sets
+    own = dataclasses.replace(task, reward_config={"kind": "weighted", "pass_weight": 3.0})
+    j = _judge().judge([own, task], ["3", "3"])
+    np.testing.assert_array_equal(j.rewards, [3.0, 1.0])
+    assert j.reward_config_hashes[0] != j.reward_config_hashes[1]
+
+
+def test_reward_cache_serves_repeats():
+    cfg = reward_config_from(tiny_config())
+    calls = []
+
+    class Counting(Exact):
+        def verify(self, task, output):
+            calls.append(output)
+            return super().verify(task, output)
+
+    judge = Judge(Counting(), cfg, executor="inline", cache=True)
+    task = Tasks().all[2]
+    judge.judge([task] * 2, ["2", "5"])
+    judge.judge([task] * 2, ["2", "5"])
+    assert calls == ["2", "5"]
+    assert judge.pool.stats()["cache_hits"] == 2
+
+
+def test_evaluation_excludes_env_error_samples_and_reports_the_valid_rate():
+    answers = {0: "0", 1: "down", 2: "x", 3: "down"}
+    engine = ScriptedEngine(_judge(), lambda t, i: answers[i])
+    ev = Evaluator(engine, Tasks().all[:3], samples_per_task=4, sampling=SamplingParams(),
+                   pass_k=(1, 2), seed=0)
+    m = ev.evaluate(None)
+    assert m["eval/valid_rate"] == 0.5
+    # task 0: the valid samples are "0" (pass) and "x" (fail): success over valid samples only
+    np.testing.assert_allclose(m["eval/success"], 1 / 6)
+    assert m["eval/env_error_rate"] == 0.5
+    np.testing.assert_allclose(m["eval/pass@2"], 1 / 3)  # over the 2 valid samples per task
