@@ -48,3 +48,25 @@ def test_every_field_read_or_refused(tmp_path, name):
     assert not unread, f"{name}: fields neither read by the run nor refused: {unread}"
     read_but_refused = sorted(tracked.reads & set(na))
     assert not read_but_refused, f"{name}: refused fields read anyway: {read_but_refused}"
+    # the same R7.2 metrics and per-sample records in every algorithm and collector
+    from rlvr.train.metrics import read_metrics
+
+    step1 = [r for r in read_metrics(str(tmp_path)) if r["step"] == 1][-1]
+    missing = sorted(R72 - set(step1))
+    assert not missing, f"{name}: R7.2 metrics missing: {missing}"
+    import json
+
+    records = [json.loads(x) for x in open(tmp_path / "samples.jsonl")]
+    assert records and all(SAMPLE_FIELDS <= set(r) for r in records)
+    assert all(r["stop_reason"] in ("eos", "max_length", "max_turns", "timeout", "env_error", "gate",
+                                    "stop_token") for r in records)
+
+
+R72 = {"reward/mean", "reward/std", "advantage/mean", "advantage/var", "length/mean",
+       "length/truncation_rate", "verify/pass_rate", "verify/unknown_rate", "verify/env_error_rate",
+       "verify/masked_frac", "verify/retries", "verify/timeouts", "sampling/unique_ratio",
+       "policy/entropy", "policy/version", "cost/sampled_tokens", "time/generate_s",
+       "time/verify_s", "time/learn_s", "throughput/tokens_per_s"}
+SAMPLE_FIELDS = {"step", "task_id", "policy_version", "verifier_version", "environment_version",
+                 "reward_config_hash", "sampling_params", "stop_reason", "decision", "trial",
+                 "evidence", "text", "prompt", "reward", "valid"}

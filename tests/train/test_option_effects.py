@@ -38,6 +38,8 @@ SETTINGS_CASES = {
     "value_clip": ("ppo", dict(critic_updates=3), dict(critic_updates=3, value_clip=0.0)),
     "critic_updates": ("ppo", {}, dict(critic_updates=3)),
     "critic_warmup_steps": ("ppo", {}, dict(critic_warmup_steps=1)),
+    "sao value_clip": ("sao", dict(critic_updates=3), dict(critic_updates=3, value_clip=0.0)),
+    "sao aggregation": ("sao", {}, dict(aggregation="seq-mean-token-sum")),
     "kl_estimator": ("grpo", dict(kl_mode="loss"), dict(kl_mode="loss", kl_estimator="k1")),
     "kl_mode": ("grpo", dict(kl_mode="loss"), dict(kl_mode="reward")),
     "temperature": ("grpo", {}, dict(temperature=0.5)),
