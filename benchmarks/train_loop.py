@@ -1,4 +1,4 @@
-"""Throughput of the quickstart training loop on this machine (issue 5).
+"""Throughput of the quickstart training loop on this machine.
 
     python benchmarks/train_loop.py [--steps 150] [--out benchmarks/results/train_loop_cpu.md]
 

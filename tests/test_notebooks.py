@@ -1,4 +1,4 @@
-"""Executes every notebook in notebooks/ at test sizes and fails on any cell error (issue 7).
+"""Executes every notebook in notebooks/ at test sizes and fails on any cell error.
 
 Each notebook runs in a fresh python3 kernel with cwd=notebooks/, RLVR_NOTEBOOK_SMALL=1 (tiny
 sizes), MPLBACKEND=Agg and JAX on CPU. `python tests/test_notebooks.py [name ...]` runs them

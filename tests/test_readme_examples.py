@@ -1,4 +1,4 @@
-"""Runs every ```python block of README.md (the guide's worked examples, issue 7).
+"""Runs every ```python block of README.md (the guide's worked examples).
 
 Each block is executed on its own, in a fresh namespace, so every example is self-contained as a
 reader copies it. A block fails the test if it raises (its asserts are the checks).

@@ -1,4 +1,4 @@
-"""The multi-turn verifiable agent task on `KVStoreEnv` (issue 6; SPEC R2.5, R2.8, R4.3, R6.5, R6.6).
+"""The multi-turn verifiable agent task on `KVStoreEnv` (SPEC R2.5, R2.8, R4.3, R6.5, R6.6).
 
 A task asks for a signed sum of hidden registers (``"f+a-c?\\n"``); the policy reads registers
 with ``get k`` and submits with ``ans <expr>``. Tasks are procedural, with difficulty knobs (how
