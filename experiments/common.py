@@ -132,13 +132,22 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write_report(name: str, title: str, body: str, settings: dict, started: float) -> str:
+def write_report(name: str, title: str, body: str, settings: dict, started: float,
+                 results: dict = None) -> str:
+    """results/<name>.md: the command, the compute the runs took (cached runs count the time
+    they took when they ran), the body and the settings."""
     cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.md")
+    runs = [r for rs in (results or {}).values() for r in rs]
     with open(path, "w") as f:
         f.write(f"# {title}\n\nCommand (from the repository root): `{cmd}`\n\n")
-        f.write(f"Wall time: {time.time() - started:.0f} s on the shared 2-core CPU.\n\n")
+        if runs:
+            f.write(f"Compute: {sum(r.get('wall_s', 0.0) for r in runs):.0f} s of training runs "
+                    f"({len(runs)} runs) on the shared 2-core CPU; this invocation took "
+                    f"{time.time() - started:.0f} s.\n\n")
+        else:
+            f.write(f"Wall time: {time.time() - started:.0f} s on the shared 2-core CPU.\n\n")
         f.write(body.rstrip() + "\n\n")
         f.write("Settings:\n\n```json\n" + json.dumps(settings, indent=1, default=str) + "\n```\n")
     print(open(path).read())

@@ -40,7 +40,7 @@ def main():
              f"max {d.max():+.3f}; {int((d > 0).sum())} of {len(d)} seeds higher with diverse "
              f"demonstrations).\n\n" + cache_note(res) + "\n")
     write_report("demo_style", "Warm-start success: canonical vs diverse demonstrations", body,
-                 {"config": base_pivot_config(0).to_dict()}, t0)
+                 {"config": base_pivot_config(0).to_dict()}, t0, res)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def main():
              f"{', '.join(inside) or 'none'}. The configs' default ({default}) is "
              f"{'inside' if default in inside else 'outside'} the band.\n\n" + cache_note(res) + "\n")
     write_report("difficulty", "Difficulty check: success of the warm-started policy", body,
-                 {"grid": GRID, "target": TARGET}, t0)
+                 {"grid": GRID, "target": TARGET}, t0, res)
 
 
 if __name__ == "__main__":

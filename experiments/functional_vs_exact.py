@@ -91,7 +91,7 @@ def main():
              "The probe samples are the same in both arms (same keys), so this is the scorers' "
              "disagreement rate on the warm policy's own actions.\n\n" + cache_note(res) + "\n")
     write_report("functional_vs_exact", "Functional vs exact-match turn reward (PivotRL)", body,
-                 {"steps": steps, "config": base_pivot_config(0).to_dict()}, t0)
+                 {"steps": steps, "config": base_pivot_config(0).to_dict()}, t0, res)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main():
              + cache_note(res) + "\n")
     c = base_pivot_config(0)
     write_report("pivot_selection", "Pivot selection ablation (PivotRL)", body,
-                 {"steps": steps, "config": c.to_dict()}, t0)
+                 {"steps": steps, "config": c.to_dict()}, t0, res)
 
 
 if __name__ == "__main__":

@@ -63,14 +63,14 @@ def main():
                         "final success", "rollout tokens spent", "rollout turns", "RL steps",
                         "probe tokens (incl.)"])
     p_final, g_final = np.mean(final(res["pivotrl"])), np.mean(final(res["grpo_full"]))
-    body += (f"\n\nEqual rollout budget: {budget} action tokens per run. Mean final success PivotRL "
+    body += (f"\n\nEqual rollout budget: {budget} sampled tokens per run (probe included). Mean final success PivotRL "
              f"{p_final:.3f} vs GRPO {g_final:.3f} (difference {p_final - g_final:+.3f}); spread is "
              f"the std over {args.seeds} seeds (evaluation: 32 held-out tasks × 2 samples).\n\n"
              + cache_note(res) + "\n")
     settings = {"budget_tokens": budget, "pivotrl": base_pivot_config(0).to_dict(),
                 "grpo_full": base_grpo_config(0).to_dict()}
     write_report("pivot_vs_grpo", "PivotRL vs full-trajectory GRPO at equal rollout budget", body,
-                 settings, t0)
+                 settings, t0, res)
 
 
 if __name__ == "__main__":

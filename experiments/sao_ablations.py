@@ -67,7 +67,7 @@ def main():
     body += f"\n\nEqual rollout budget: {budget} sampled tokens per run.\n\n" + cache_note(res) + "\n"
     write_report("sao_ablations", "SAO ablations", body,
                  {"budget_tokens": budget, "sao": base_sao_config(0).to_dict(),
-                  "grpo": base_grpo_config(0).to_dict()}, t0)
+                  "grpo": base_grpo_config(0).to_dict()}, t0, res)
 
 
 if __name__ == "__main__":
