@@ -102,8 +102,9 @@ class LoRAConfig:
 
 
 # ------------------------------------------------------------------------------- modules
-class Adapter(nnx.Module):
-    """(alpha / rank) · dropout(x) A B, with A, B an `nnx.LoRA` (`nnx.LoRAParam`, float32).
+class Adapter(nnx.LoRA):
+    """(alpha / rank) · dropout(x) A B: flax's `nnx.LoRA` (A `lora_a` [in, rank], B `lora_b`
+    [rank, out], `nnx.LoRAParam`, float32) with PEFT's scaling and input dropout.
 
     A carries the kernel's input logical axis and B its output axis (the rank axis is
     replicated), so adapters shard by the same rules as the projection they adapt. Dropout is
@@ -113,9 +114,9 @@ class Adapter(nnx.Module):
 
     def __init__(self, din: int, dout: int, *, rank: int, alpha: float, dropout: float, axes,
                  dtype, rngs: nnx.Rngs):
-        self.lora = nnx.LoRA(din, rank, dout, dtype=dtype, param_dtype=jnp.float32, rngs=rngs,
-                             a_metadata={"logical_axes": (axes[0], None)},
-                             b_metadata={"logical_axes": (None, axes[1])})
+        super().__init__(din, rank, dout, dtype=dtype, param_dtype=jnp.float32, rngs=rngs,
+                         a_metadata={"logical_axes": (axes[0], None)},
+                         b_metadata={"logical_axes": (None, axes[1])})
         self.scale = float(alpha) / rank
         self.dropout = float(dropout)
         self.dropout_key = nnx.data(None)
@@ -123,7 +124,7 @@ class Adapter(nnx.Module):
     def __call__(self, x):
         if self.dropout_key is not None:
             x = nnx.Dropout(self.dropout)(x, deterministic=False, rngs=self.dropout_key[...])
-        return self.lora(x) * self.scale
+        return super().__call__(x) * self.scale
 
 
 class DropoutKey(nnx.Variable):
@@ -239,7 +240,7 @@ def merge(model: Transformer) -> Transformer:
         axes = _kernel_axes(lin)
         w = lin.kernel[...].astype(jnp.float32)
         if lin.lora is not None:
-            a, b = lin.lora.lora.lora_a[...], lin.lora.lora.lora_b[...]
+            a, b = lin.lora.lora_a[...], lin.lora.lora_b[...]
             w = w + lin.lora.scale * jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
             lin.lora = None
         lin.kernel = nnx.Param(w.astype(pdt), logical_axes=axes)
@@ -383,8 +384,8 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
     for i, name, lin in _projections(model):
         if lin.lora is None:
             continue
-        a = np.asarray(jax.device_get(lin.lora.lora.lora_a[...]), np.float32)
-        b = np.asarray(jax.device_get(lin.lora.lora.lora_b[...]), np.float32)
+        a = np.asarray(jax.device_get(lin.lora.lora_a[...]), np.float32)
+        b = np.asarray(jax.device_get(lin.lora.lora_b[...]), np.float32)
         pre = _peft_prefix(i, name)
         tensors[f"{pre}.lora_A.weight"] = np.ascontiguousarray(a.T)
         tensors[f"{pre}.lora_B.weight"] = np.ascontiguousarray(b.T)
@@ -393,7 +394,7 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
         ref = lin.lora
     if ref is None:
         raise ValueError("save_adapters: the model carries no adapters")
-    rank = int(ref.lora.lora_a.shape[1])
+    rank = int(ref.lora_a.shape[1])
     alpha = ref.scale * rank
     dropout = ref.dropout if config is None else config.dropout
     os.makedirs(path, exist_ok=True)
@@ -421,7 +422,7 @@ def load_adapters(model: Transformer, path: str) -> None:
         if lin.lora is None:
             continue
         pre = _peft_prefix(i, name)
-        for part, var in (("lora_A", lin.lora.lora.lora_a), ("lora_B", lin.lora.lora.lora_b)):
+        for part, var in (("lora_A", lin.lora.lora_a), ("lora_B", lin.lora.lora_b)):
             key = f"{pre}.{part}.weight"
             if key not in tensors:
                 raise ValueError(f"{path}: adapter tensor {key!r} is missing")

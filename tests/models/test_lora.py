@@ -60,7 +60,7 @@ def test_trainable_filter_selects_only_the_adapters():
     paths = sorted("/".join(map(str, p)) for p, _ in nnx.to_flat_state(adapters))
     cfg = model.config
     assert len(paths) == cfg.num_layers * 3 * 2
-    assert all(p.endswith(("lora/lora_a", "lora/lora_b")) for p in paths)
+    assert all(p.endswith(("/lora/lora_a", "/lora/lora_b")) and "lora/lora/" not in p for p in paths)
     assert {p.split("/")[4] for p in paths} == {"q_proj", "v_proj", "down_proj"}
     counts = L.param_counts(params)
     d, f, r = cfg.hidden_size, cfg.intermediate_size, 2
