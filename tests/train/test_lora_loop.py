@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from configs import base
 from rlvr.train.config import ConfigError, inapplicable, validate_config
@@ -83,9 +84,9 @@ def test_lora_eight_devices_match_one(tmp_path):
     (r1, m1), (r8, m8) = runs["one"], runs["eight"]
     flat = dict(nnx.to_flat_state(r8.state.params))
     q = ("model", "layers", 0, "self_attn", "q_proj")
-    assert flat[q + ("lora", "lora_a")].get_value().sharding.spec == ("fsdp", None)
-    assert flat[q + ("lora", "lora_b")].get_value().sharding.spec == (None, "tensor")
-    assert flat[q + ("kernel", "codes")].get_value().sharding.spec == ("fsdp", "tensor")
+    assert flat[q + ("lora", "lora_a")].get_value().sharding.spec == P("fsdp", None)
+    assert flat[q + ("lora", "lora_b")].get_value().sharding.spec == P(None, "tensor")
+    assert flat[q + ("kernel", "codes")].get_value().sharding.spec == P("fsdp", "tensor")
     for step in (1, 2):
         for k in ("reward/mean", "policy/pg_loss", "policy/grad_norm", "length/mean"):
             np.testing.assert_allclose(m1[step][k], m8[step][k], rtol=1e-4, atol=1e-5, err_msg=k)
