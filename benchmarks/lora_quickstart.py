@@ -28,8 +28,10 @@ ARMS = {"full": "quickstart", "lora": "quickstart_lora", "qlora": "quickstart_lo
 SKIP = 10
 
 
-def arm_config(arm: str, seed: int):
+def arm_config(arm: str, seed: int, steps: int = 0):
     c = importlib.import_module(f"configs.{ARMS[arm]}").get_config()
+    if steps:  # a shorter run (checks of this script; not the reported setting)
+        c.train.num_steps, c.eval.every = steps, steps
     if arm == "qlora":
         c.model.lora.quantize = "nf4"
     c.seed = seed
@@ -74,6 +76,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--arms", nargs="+", default=["full", "lora"], choices=sorted(ARMS))
     ap.add_argument("--workroot", default="runs/lora_quickstart")
+    ap.add_argument("--steps", type=int, default=0, help="override train.num_steps (0: 1200)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "results", "lora_quickstart_cpu.md"))
     a = ap.parse_args()
@@ -87,7 +90,7 @@ def main():
         for seed in a.seeds:
             wd = os.path.join(a.workroot, f"{arm}_s{seed}")
             if not os.path.exists(os.path.join(wd, "result.json")):
-                loop.run(arm_config(arm, seed), wd)
+                loop.run(arm_config(arm, seed, a.steps), wd)
             s = summarize(wd)
             gain = s["after"] - s["before"]
             gains.setdefault(arm, []).append(gain)

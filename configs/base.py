@@ -46,7 +46,7 @@ def get_config() -> ml_collections.ConfigDict:
     # adapters are trained (and held in the optimiser state), the base is frozen, and the
     # reference policy (KL, PivotRL's probe) is the base with the adapters off (no second copy
     # of the weights). A warm start (train.sft_steps) trains the whole model before the adapters
-    # are attached. LoRA usually wants a learning rate ~10x the full fine-tuning one.
+    # are attached. Adapters want a larger learning rate than full fine-tuning (quickstart: 3x).
     c.model.lora = ml_collections.ConfigDict()
     c.model.lora.rank = 0           # adapter rank r; 0 = LoRA off (full fine-tuning).
     c.model.lora.alpha = 16.0       # the adapter update is scaled by alpha / rank.
