@@ -51,8 +51,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.lora.rank = 0           # adapter rank r; 0 = LoRA off (full fine-tuning).
     c.model.lora.alpha = 16.0       # the adapter update is scaled by alpha / rank.
     c.model.lora.dropout = 0.0      # dropout on the adapters' input in the learner's forward pass.
+    # projections that get an adapter (any of the seven block projections).
     c.model.lora.targets = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                            "down_proj")  # projections that get an adapter.
+                            "down_proj")
     c.model.lora.quantize = "none"  # QLoRA: none | int8 | nf4 storage of the frozen block
                                     # projections (embeddings, norms, LM head stay param_dtype).
 
