@@ -42,6 +42,20 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.param_dtype = ml_collections.FieldReference("float32", field_type=object)  # parameters.
     c.model.remat = False           # recompute each block's activations in the backward pass.
     c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only).
+    # LoRA / QLoRA (rlvr.models.lora): low-rank adapters on the block projections; only the
+    # adapters are trained (and held in the optimiser state), the base is frozen, and the
+    # reference policy (KL, PivotRL's probe) is the base with the adapters off (no second copy
+    # of the weights). A warm start (train.sft_steps) trains the whole model before the adapters
+    # are attached. Adapters want a larger learning rate than full fine-tuning (quickstart: 3x).
+    c.model.lora = ml_collections.ConfigDict()
+    c.model.lora.rank = 0           # adapter rank r; 0 = LoRA off (full fine-tuning).
+    c.model.lora.alpha = 16.0       # the adapter update is scaled by alpha / rank.
+    c.model.lora.dropout = 0.0      # dropout on the adapters' input in the learner's forward pass.
+    # projections that get an adapter (any of the seven block projections).
+    c.model.lora.targets = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                            "down_proj")
+    c.model.lora.quantize = "none"  # QLoRA: none | int8 | nf4 storage of the frozen block
+                                    # projections (embeddings, norms, LM head stay param_dtype).
 
     # ---------------------------------------------------------------- tokenizer
     c.tokenizer = ml_collections.ConfigDict()

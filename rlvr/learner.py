@@ -37,6 +37,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from rlvr.records.state import split_trainable
+
 LossFn = Callable[[nnx.Module, dict, dict], tuple[jnp.ndarray, dict]]
 
 
@@ -125,38 +127,48 @@ def _combine_metrics(acc: dict, new: dict) -> dict:
 
 
 def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dict, aux: dict,
-                         num_microbatches: int):
+                         num_microbatches: int, *, frozen=None, train_mode=None, key=None):
     """Σ over micro-batches of (loss, grads, metrics); exact when losses use aux denominators.
+
+    frozen: parameters merged into the module but not differentiated (None: `params` are all
+    of them). train_mode: `train_mode(model, key)` called on each micro-batch's module with its
+    own key (stochastic layers, e.g. adapter dropout), or None.
 
     Returns:
       (loss, grads, metrics): loss and metrics summed over micro-batches (i.e. the minibatch
       values, given additive losses; metrics named `*_max` / `*_min` take the max / min),
       grads the summed gradient w.r.t. `params`.
     """
+    states = tuple(s for s in (frozen, rest) if s is not None)
 
-    def micro(p, mb):
-        model = nnx.merge(graphdef, p, rest) if rest is not None else nnx.merge(graphdef, p)
+    def micro(p, mb, k):
+        model = nnx.merge(graphdef, p, *states)
+        if train_mode is not None:
+            train_mode(model, k)
         loss, metrics = loss_fn(model, mb, aux)
         return loss, metrics
 
     grad_fn = jax.value_and_grad(micro, has_aux=True)
+    keys = jax.random.split(key, num_microbatches) if train_mode is not None else None
     if num_microbatches == 1:
-        (loss, metrics), grads = grad_fn(params, minibatch)
+        (loss, metrics), grads = grad_fn(params, minibatch, None if keys is None else keys[0])
         return loss, grads, metrics
     micro_batches = _split_leading(minibatch, num_microbatches)
     first = jax.tree.map(lambda x: x[0], micro_batches)
-    _, metrics_shape = jax.eval_shape(lambda p, mb: micro(p, mb), params, first)
+    k0 = None if keys is None else keys[0]
+    _, metrics_shape = jax.eval_shape(lambda p, mb: micro(p, mb, k0), params, first)
     zeros_m = {k: jnp.full(v.shape, _reducer(k)[1], v.dtype) for k, v in metrics_shape.items()}
     zeros_g = jax.tree.map(jnp.zeros_like, params)
 
-    def body(carry, mb):
+    def body(carry, xs):
+        mb, k = xs
         loss_acc, g_acc, m_acc = carry
-        (loss, metrics), grads = grad_fn(params, mb)
+        (loss, metrics), grads = grad_fn(params, mb, k)
         return (loss_acc + loss, jax.tree.map(jnp.add, g_acc, grads),
                 _combine_metrics(m_acc, metrics)), None
 
     (loss, grads, metrics), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros_g, zeros_m),
-                                             micro_batches)
+                                             (micro_batches, keys))
     return loss, grads, metrics
 
 
@@ -173,6 +185,8 @@ def make_update(
     opt_field: str = "opt_state",
     rest=None,
     prefix: str = "",
+    trainable=None,
+    train_mode: Optional[Callable] = None,
 ) -> Callable:
     """Builds `update(state, batch, aux, key) -> (state, metrics)` (pure; jit it via the caller).
 
@@ -188,6 +202,11 @@ def make_update(
         "critic_opt_state" for a critic learner).
       rest: non-Param nnx state of the module (constant during training), or None.
       prefix: metric-name prefix (e.g. "critic/").
+      trainable: nnx filter of the parameters this learner trains (None: all of them). The
+        others (e.g. a LoRA policy's frozen base) enter the loss but get no gradient, and the
+        optimiser state covers only the trainable ones (`create_train_state(trainable=...)`).
+      train_mode: `train_mode(model, key)` switching stochastic layers on for the loss's forward
+        pass (LoRA dropout), called with a fresh key per micro-batch; None: deterministic.
 
     batch: dict of arrays with a common leading batch dimension B, including "loss_mask" [B, T]
       and "valid" [B]. aux: dict of scalars passed to the loss (KL coefficient, ...), extended
@@ -199,12 +218,14 @@ def make_update(
     """
 
     def update(state, batch: dict, aux: dict, key):
-        def minibatch_step(carry, minibatch):
+        def minibatch_step(carry, xs):
+            minibatch, mb_key = xs
             params, opt_state = carry
             mb_aux = dict(aux)
             mb_aux.update(batch_denominators(minibatch))
             loss, grads, metrics = accumulate_gradients(
-                graphdef, rest, loss_fn, params, minibatch, mb_aux, num_microbatches)
+                graphdef, rest, loss_fn, params, minibatch, mb_aux, num_microbatches,
+                frozen=frozen, train_mode=train_mode, key=mb_key)
             finite = jnp.isfinite(loss) & _tree_all_finite(grads)
             grad_norm = optax.tree.norm(grads)
             safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
@@ -219,6 +240,9 @@ def make_update(
             return (params, opt_state), out
 
         params = getattr(state, params_field)
+        frozen = None
+        if trainable is not None:
+            params, frozen = split_trainable(params, trainable)
         opt_state = getattr(state, opt_field)
         b = batch["loss_mask"].shape[0]
 
@@ -228,7 +252,9 @@ def make_update(
                 perm = jax.random.permutation(ekey, b)
                 data = jax.tree.map(lambda x: jnp.take(x, perm, axis=0), batch)
             minibatches = _split_leading(data, num_minibatches)
-            return jax.lax.scan(minibatch_step, carry, minibatches)
+            mb_keys = (jax.random.split(jax.random.fold_in(ekey, 1), num_minibatches)
+                       if train_mode is not None else None)
+            return jax.lax.scan(minibatch_step, carry, (minibatches, mb_keys))
 
         keys = jax.random.split(key, epochs)
         (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), keys)
@@ -244,6 +270,8 @@ def make_update(
             else:
                 out[prefix + k] = jnp.mean(v)
         out[prefix + "num_updates"] = jnp.asarray(epochs * num_minibatches, jnp.float32)
+        if frozen is not None:
+            params = nnx.merge_state(params, frozen)
         state = state.replace(**{params_field: params, opt_field: opt_state})
         return state, out
 

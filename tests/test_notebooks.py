@@ -40,7 +40,8 @@ def execute(path: pathlib.Path, *, mpl_backend: str = "Agg"):
 
 def test_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
-    assert names == ["01_core_ops.ipynb", "02_grpo_quickstart.ipynb", "03_pivotrl_and_sao.ipynb"], names
+    assert names == ["01_core_ops.ipynb", "02_grpo_quickstart.ipynb", "03_pivotrl_and_sao.ipynb",
+                     "04_lora_grpo.ipynb"], names
 
 
 def test_notebooks_committed_without_outputs():

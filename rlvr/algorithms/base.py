@@ -146,8 +146,13 @@ class Algorithm:
         critic_optimizer=None,
         critic_rest=None,
         loss_fn=None,
+        lora=None,
     ):
         self.settings = settings
+        # a rlvr.models.lora.LoRAPolicy when the policy trains adapters: the learner trains only
+        # lora.trainable, and π_ref is lora.reference_params(params) (the base, adapters off)
+        # whenever the TrainState carries no reference copy
+        self.lora = lora
         self.policy_graphdef = policy_graphdef
         self.policy_rest = policy_rest
         self.critic_graphdef = critic_graphdef
@@ -158,7 +163,9 @@ class Algorithm:
         self.policy_update = make_update(
             policy_graphdef, loss_fn or self.policy_loss, optimizer, epochs=s.epochs,
             num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,
-            rest=policy_rest, prefix="policy/")
+            rest=policy_rest, prefix="policy/",
+            trainable=None if lora is None else lora.trainable,
+            train_mode=None if lora is None else lora.train_mode)
 
     # ------------------------------------------------------------------ helpers
     def init_extras(self) -> dict:
@@ -214,9 +221,12 @@ class Algorithm:
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
         tb["old_logprobs"] = logprobs if s.recompute_old_logprobs else tb["behavior_logprobs"]
         if s.kl_mode != "none" and "ref_logprobs" not in tb:
-            if state.ref_params is None:
+            ref = state.ref_params
+            if ref is None and self.lora is not None:
+                ref = self.lora.reference_params(state.params)
+            if ref is None:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
-            ref_lp, _ = self._logprobs(self.policy_model(state.ref_params), tb)
+            ref_lp, _ = self._logprobs(self.policy_model(ref), tb)
             tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
         if "ref_logprobs" in tb:
             kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)

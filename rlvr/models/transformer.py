@@ -131,7 +131,9 @@ def _param(rngs, shape, axes, dtype, std):
 
 
 class Linear(nnx.Module):
-    """y = x @ kernel (+ bias); kernel [in, out] stored in param_dtype, computed in dtype."""
+    """y = x @ kernel (+ bias) (+ lora(x)); kernel [in, out] stored in param_dtype, computed in
+    dtype. `lora` is an optional low-rank adapter returning the update to add (attached by
+    `rlvr.models.lora.apply_lora`, which may also store the frozen kernel quantised)."""
 
     def __init__(self, din, dout, *, axes, use_bias, dtype, param_dtype, rngs, std=0.02,
                  out_dtype=None):
@@ -139,12 +141,15 @@ class Linear(nnx.Module):
         self.bias = _param(rngs, (dout,), (axes[1],), param_dtype, 0) if use_bias else None
         self.dtype = dtype
         self.out_dtype = out_dtype
+        self.lora = nnx.data(None)
 
     def __call__(self, x):
         y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype),
                     preferred_element_type=self.out_dtype or self.dtype)
         if self.bias is not None:
             y = y + self.bias[...].astype(y.dtype)
+        if self.lora is not None:
+            y = y + self.lora(x).astype(y.dtype)
         return y
 
 

@@ -38,9 +38,15 @@ class ValueModel(nnx.Module):
 
     @classmethod
     def from_policy(cls, policy: Transformer, *, rngs: nnx.Rngs) -> "ValueModel":
-        """A critic whose trunk is a copy of `policy`'s (embedding, blocks, final norm)."""
+        """A critic whose trunk is a copy of `policy`'s (embedding, blocks, final norm). A LoRA
+        policy's trunk is copied merged (adapters folded in, a quantised base dequantised): the
+        critic is a full model."""
         if not isinstance(policy, Transformer):
             raise ValueError(f"policy must be a Transformer, got {type(policy).__name__}")
+        from rlvr.models import lora
+
+        if lora.has_adapters(policy):
+            policy = lora.merge(policy)
         value = cls(policy.config, rngs=rngs, remat=policy.model.remat)
         trunk = jax.tree.map(jnp.copy, nnx.state(policy.model, nnx.Param))
         nnx.update(value.model, trunk)

@@ -24,7 +24,8 @@ class TrainState:
       step: int32 scalar, optimiser-independent count of learner updates (RL steps).
       rng: uint32[2] raw PRNG key (checkpointable); split for shuffling / sampling.
       policy_version: int32 scalar, bumped each time new params are published to rollout (R1.2).
-      ref_params: optional nnx.State of the frozen reference policy (KL, R3.7).
+      ref_params: optional nnx.State of the frozen reference policy (KL, R3.7); None with a LoRA
+        policy, whose reference is its base with the adapters off (rlvr.models.lora).
       critic_params: optional nnx.State of the critic (PPO / SAO).
       critic_opt_state: optional optax state for `critic_params`.
       kl_controller: optional rlvr.core.kl.KLControllerState (β, fixed or adapted by eq.23).
@@ -49,6 +50,12 @@ def split_model(model: nnx.Module):
     return graphdef, params, rest
 
 
+def split_trainable(params, trainable):
+    """(trainable, frozen) nnx.States of `params` by the nnx filter `trainable` (e.g.
+    `nnx.LoRAParam`); `nnx.merge_state(trainable, frozen)` gives `params` back."""
+    return nnx.split_state(params, trainable, ...)
+
+
 def create_train_state(
     params,
     optimizer,
@@ -59,8 +66,13 @@ def create_train_state(
     critic_optimizer=None,
     kl_controller=None,
     extras: Optional[dict] = None,
+    trainable=None,
 ) -> TrainState:
-    """Builds the initial state; copies `ref_params` so the reference never aliases the policy."""
+    """Builds the initial state; copies `ref_params` so the reference never aliases the policy.
+
+    trainable: nnx filter of the parameters the learner trains (None: all); the optimiser state
+    covers only those (a LoRA policy: its adapters).
+    """
     critic_opt_state = None
     if critic_params is not None:
         if critic_optimizer is None:
@@ -70,7 +82,8 @@ def create_train_state(
         ref_params = jax.tree.map(jnp.copy, ref_params)
     return TrainState(
         params=params,
-        opt_state=optimizer.init(params),
+        opt_state=optimizer.init(params if trainable is None else
+                                 split_trainable(params, trainable)[0]),
         step=jnp.zeros((), jnp.int32),
         rng=jax.random.PRNGKey(seed),
         policy_version=jnp.zeros((), jnp.int32),

@@ -26,11 +26,13 @@ import ml_collections
 from rlvr.algorithms import get_algorithm, registered_algorithms
 from rlvr.algorithms.base import POLICY_LOSSES
 from rlvr.models.config import DTYPES, dtype_name
+from rlvr.models.lora import QUANTIZATIONS, TARGETS
 
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
 COLLECTORS = ("", "groups", "pivots")
 CHOICES = {
     "model.attention": ("xla", "cudnn"),
+    "model.lora.quantize": QUANTIZATIONS,
     "tokenizer.kind": ("char",),
     "task.curriculum": ("none", "variance", "learning_progress"),
     "algorithm.advantage": ADVANTAGES,
@@ -55,6 +57,8 @@ BOUNDS = {
     "model.num_heads": (1, True, None, True), "model.num_kv_heads": (1, True, None, True),
     "model.d_ff": (1, True, None, True), "model.max_seq_len": (2, True, None, True),
     "model.vocab_size": (0, True, None, True),
+    "model.lora.rank": (0, True, None, True), "model.lora.alpha": (0.0, False, None, True),
+    "model.lora.dropout": (0.0, True, 1.0, False),
     "task.pool_size": (0, True, None, True),
     "task.curriculum_alpha": (0.0, True, None, True), "task.curriculum_ema": (0.0, True, 1.0, False),
     "task.curriculum_floor": (0.0, True, None, True),
@@ -238,6 +242,9 @@ def _inactive(c) -> dict[str, str]:
         for f in fields:
             out.setdefault(f, why)
 
+    if c.model.lora.rank == 0:
+        na(["model.lora.alpha", "model.lora.dropout", "model.lora.targets", "model.lora.quantize"],
+           "model.lora.rank is 0 (LoRA off)")
     if c.kl.mode == "none":
         na(["kl.estimator", "kl.coef", "kl.adaptive"], "kl.mode is 'none'")
     if not c.kl.adaptive or c.kl.mode == "none":
@@ -363,6 +370,16 @@ def _consistency_errors(raw) -> list[str]:
     if raw.task.curriculum != "none" and raw.task.pool_size < 1:
         errors.append(f"config.task.curriculum={raw.task.curriculum!r} needs a fixed task pool: "
                       f"set config.task.pool_size >= 1")
+    lo = raw.model.lora
+    if lo.rank:
+        targets = tuple(lo.targets)
+        bad = [t for t in targets if t not in TARGETS]
+        if not targets or bad or len(set(targets)) != len(targets):
+            errors.append(f"config.model.lora.targets must be distinct names from {TARGETS}, "
+                          f"got {targets}")
+    elif lo.quantize != "none":
+        errors.append(f"config.model.lora.quantize={lo.quantize!r} needs adapters to train: set "
+                      f"model.lora.rank >= 1 (a quantised base is frozen)")
     if len(raw.task.names) == 0:
         errors.append("config.task.names must name at least one task kit")
     if len(raw.task.names) != len(raw.task.weights):

@@ -74,11 +74,16 @@ def _sft(r: Run, warm_cache):
 
         spec = {"model": flatten(c.model), "tokenizer": flatten(c.tokenizer),
                 "task": flatten(c.task), "code": code_version()}
+    init, graphdef, rest = r.init_params, r.graphdef, r.rest
+    if r.lora is not None:  # the warm start trains the whole model; adapters attach after it
+        init, graphdef, rest = r.lora.merged_params(init), r.lora.base_graphdef, r.lora.base_rest
     params, m = warm_start(
-        r.init_params, r.graphdef, r.rest, kit=r.kit, tokenizer=r.tokenizer, steps=t.sft_steps,
+        init, graphdef, rest, kit=r.kit, tokenizer=r.tokenizer, steps=t.sft_steps,
         batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate, length=c.model.max_seq_len,
         seed=c.seed, pool=t.sft_pool, num_microbatches=t.num_microbatches,
         progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec)
+    if r.lora is not None:
+        params = r.lora.attach(params)
     params = jax.device_put(params, jax.tree.map(lambda x: x.sharding, r.init_params))
     return params, {"sft/nll": m.get("sft/nll", np.nan), "time/sft_s": time.perf_counter() - t0}
 
@@ -93,12 +98,12 @@ def _start(r: Run, ckpt, warm_cache):
             print(f"skipped {p}", file=sys.stderr)
         r.collector.load_state_dict(host.get("collector", {}))
         if hasattr(r.collector, "prepare"):
-            r.collector.prepare(state.ref_params, restored=host.get("collector"))
+            r.collector.prepare(r.reference_params(state), restored=host.get("collector"))
         return state, host, start, True
     params, sft_metrics = _sft(r, warm_cache)
     state = r.init_state(params)
     if hasattr(r.collector, "prepare"):  # PivotRL: probe the candidates with π_ref
-        r.collector.prepare(state.ref_params)
+        r.collector.prepare(r.reference_params(state))
     before = r.evaluator.evaluate(state.params) if r.evaluator else {}
     pending = getattr(r.collector, "pending_cost", RolloutCost)()  # PivotRL's probe
     first = {**sft_metrics, **before, **getattr(r.collector, "pivot_stats", {}),

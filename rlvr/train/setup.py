@@ -92,6 +92,20 @@ def build_policy(config, vocab_size: int) -> Transformer:
     return Transformer(cfg, rngs=nnx.Rngs(config.seed), remat=m.remat)
 
 
+def build_lora(config, policy: Transformer):
+    """`model.lora.rank` > 0: attaches adapters to `policy` (in place; its block projections
+    quantised when `model.lora.quantize` is set) and returns the `rlvr.models.lora.LoRAPolicy`;
+    None when LoRA is off (the other `model.lora` fields are then not read)."""
+    lo = config.model.lora
+    if not lo.rank:
+        return None
+    from rlvr.models.lora import LoRAConfig, apply_lora
+
+    return apply_lora(policy, LoRAConfig(rank=lo.rank, alpha=lo.alpha, dropout=lo.dropout,
+                                         targets=tuple(lo.targets), quantize=lo.quantize,
+                                         seed=config.seed))
+
+
 def _with_config(policy: Transformer, cfg: ModelConfig) -> Transformer:
     fresh = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), remat=policy.model.remat))
     nnx.update(fresh, nnx.state(policy))
@@ -128,6 +142,7 @@ class Run:
     needs_ref: bool
     asynchronous: bool
     hidden: Any = None
+    lora: Any = None  # rlvr.models.lora.LoRAPolicy when the policy trains adapters
     process_index: int = 0
     num_processes: int = 1
     step_fn: Any = None
@@ -158,10 +173,13 @@ class Run:
         if c.kl.mode != "none":
             ctrl = init_kl_controller(c.kl.coef, target=c.kl.target if c.kl.adaptive else None,
                                       horizon=c.kl.horizon if c.kl.adaptive else 10.0)
+        lora = self.lora  # LoRA: π_ref is the base with adapters off, no reference copy
         state = create_train_state(
-            params, self.optimizer, seed=c.seed, ref_params=params if self.needs_ref else None,
+            params, self.optimizer, seed=c.seed,
+            ref_params=params if self.needs_ref and lora is None else None,
             critic_params=self.critic_params, critic_optimizer=self.critic_optimizer,
-            kl_controller=ctrl, extras=self.algorithm.init_extras())
+            kl_controller=ctrl, extras=self.algorithm.init_extras(),
+            trainable=None if lora is None else lora.trainable)
 
         def pick(x):
             sh = getattr(x, "sharding", None)
@@ -174,6 +192,13 @@ class Run:
         self.step_fn = jit_step(self.algorithm.train_step, state_sharding=self.state_sharding,
                                 batch_sharding=self.batch_sharding, donate=not self.asynchronous)
         return state
+
+    def reference_params(self, state):
+        """π_ref's parameters: the TrainState's reference copy, or with LoRA the policy's
+        parameters with the adapters off."""
+        if state.ref_params is None and self.lora is not None:
+            return self.lora.reference_params(state.params)
+        return state.ref_params
 
     def learn(self, state, batch):
         """One jitted learner step on the global batch. Multi-host: each process contributes its
@@ -226,15 +251,16 @@ def build_mesh(c):
     return mesh, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
-def build_algorithm(c, policy, mesh):
-    """(algorithm, policy graphdef / params / rest, optimiser, critic params and optimiser)."""
+def build_algorithm(c, policy, mesh, lora=None):
+    """(algorithm, policy graphdef / params / rest, optimiser, critic params and optimiser).
+    `lora`: the policy's `LoRAPolicy` (only its adapters are trained), or None."""
     from rlvr.parallel import param_shardings
 
     cls = resolved(c)["cls"]
     graphdef, params, rest = split_model(policy)
     params = jax.device_put(params, param_shardings(params, mesh))
     optimizer = optimizer_from_config(c)
-    kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer)
+    kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer, lora=lora)
     critic_params = critic_opt = None
     if cls.uses_critic:
         a = c.algorithm
@@ -325,9 +351,10 @@ def build_run(config, workdir: str) -> Run:
     kit = build_kit_checked(c)
     tokenizer = build_tokenizer(c, kit)
     policy = build_policy(c, tokenizer.vocab_size)
+    lora = build_lora(c, policy)
     mesh, replicated = build_mesh(c)
     algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt = \
-        build_algorithm(c, policy, mesh)
+        build_algorithm(c, policy, mesh, lora)
 
     s = c.sampling
     sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
@@ -366,4 +393,5 @@ def build_run(config, workdir: str) -> Run:
                batch_sharding=batch_sharding(mesh, 1), replicated=replicated, collector=collector,
                evaluator=evaluator, judges=tuple(judges),
                needs_ref=c.kl.mode != "none" or pivots, asynchronous=c.rollout.asynchronous,
-               hidden=hidden_fn, process_index=process_index, num_processes=num_processes)
+               hidden=hidden_fn, lora=lora, process_index=process_index,
+               num_processes=num_processes)

@@ -1,0 +1,442 @@
+"""LoRA and QLoRA policies: low-rank adapters on a frozen (optionally quantised) base.
+
+A LoRA policy is the same `Transformer` with an adapter on each target projection
+(`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`, `down_proj`):
+
+    y = x W (+ b) + (alpha / rank) · dropout(x) A B,     A [in, rank], B [rank, out]
+
+A and B are flax's own `nnx.LoRA` (parameters of type `nnx.LoRAParam`, A he-uniform, B zero, so
+the adapted policy starts equal to its base); `Adapter` adds the alpha / rank scale and dropout,
+and `rlvr.models.transformer.Linear` adds the adapter's output when one is attached. Only
+`nnx.LoRAParam` leaves are trained (`LoRAPolicy.trainable`, the learner's filter); the base
+weights are frozen and may be stored in bfloat16 (`model.param_dtype`).
+
+QLoRA stores every block projection's frozen kernel quantised with qwix (`QuantizedKernel`):
+int8 with one absmax scale per output channel, or 4-bit NormalFloat (nf4) with one absmax scale
+per block of 64 inputs of each output channel (two 4-bit codes packed per uint8, which is also
+how checkpoints store them). `kernel[...]` dequantises, so sampling (KV cache), scoring and the
+learner run unchanged on the quantised base; embeddings, norms and the LM head stay in
+`param_dtype`; adapters are float32.
+
+The reference policy comes for free: π_ref is the base with the adapters off. With LoRA the
+TrainState holds no reference copy (`ref_params = None`); `LoRAPolicy.reference_params(params)`
+is `params` with every adapter parameter replaced by zeros, which computes x W + 0 exactly, and
+the KL term (`rlvr.algorithms.base.Algorithm.score`) and PivotRL's probe use it.
+
+Why not qwix's own LoRA (`qwix.apply_lora_to_model`, what Tunix uses): it intercepts only the
+model's `__call__`, while our scoring (`hidden_states`) and sampler (`forward_cached`) enter the
+model through other methods and would silently run without adapters; it copies the kernel's
+`logical_axes` onto A and B unchanged (A [in, rank] labelled (in, out): wrong sharding rules);
+its dropout is always on (sampling and scoring too) and draws from rngs it unsets after init;
+and its quantised weights replace `nnx.Param`s with non-Param nodes our learner would carry as
+constants. qwix's quantisation numerics (calibration, int8 rounding, the nf4 code book) are
+used as they are.
+
+Export: `save_merged` writes the merged weights (adapters folded in, base dequantised) through
+`rlvr.models.save_pretrained`; `save_adapters` writes `adapter_config.json` +
+`adapter_model.safetensors` in the PEFT layout that `peft.PeftModel.from_pretrained` loads onto
+the base checkpoint (PEFT's scaling is also lora_alpha / r).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rlvr.models.transformer import Linear, Transformer, jnp_dtype
+
+ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
+TARGETS = ATTENTION_TARGETS + MLP_TARGETS
+QUANTIZATIONS = ("none", "int8", "nf4")
+NF4_BLOCK = 64  # inputs per nf4 scale (bitsandbytes' QLoRA block size)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRAConfig:
+    """Adapter settings (config `model.lora.*`, see configs/base.py).
+
+    Attributes:
+      rank: r, the adapters' inner width (> 0).
+      alpha: the update is scaled by alpha / rank.
+      dropout: dropout rate on the adapters' input while the learner trains (0 = off).
+      targets: projections that get an adapter (subset of TARGETS).
+      quantize: "none" | "int8" | "nf4": storage of the frozen block projections (QLoRA).
+      seed: seed of the adapters' initialisation.
+    """
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: tuple = TARGETS
+    quantize: str = "none"
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            raise ValueError(f"LoRAConfig.rank must be an int >= 1, got {self.rank!r}")
+        if not (isinstance(self.alpha, (int, float)) and self.alpha > 0):
+            raise ValueError(f"LoRAConfig.alpha must be > 0, got {self.alpha!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            raise ValueError(f"LoRAConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        targets = tuple(self.targets)
+        bad = [t for t in targets if t not in TARGETS]
+        if not targets or bad or len(set(targets)) != len(targets):
+            raise ValueError(f"LoRAConfig.targets must be distinct names from {TARGETS}, "
+                             f"got {targets!r}")
+        object.__setattr__(self, "targets", targets)
+        if self.quantize not in QUANTIZATIONS:
+            raise ValueError(f"LoRAConfig.quantize must be one of {QUANTIZATIONS}, "
+                             f"got {self.quantize!r}")
+
+    @property
+    def scale(self) -> float:
+        return float(self.alpha) / self.rank
+
+
+# ------------------------------------------------------------------------------- modules
+class Adapter(nnx.LoRA):
+    """(alpha / rank) · dropout(x) A B: flax's `nnx.LoRA` (A `lora_a` [in, rank], B `lora_b`
+    [rank, out], `nnx.LoRAParam`, float32) with PEFT's scaling and input dropout.
+
+    A carries the kernel's input logical axis and B its output axis (the rank axis is
+    replicated), so adapters shard by the same rules as the projection they adapt. Dropout is
+    active only while `dropout_key` is set (the learner's `train_mode`); sampling, scoring and
+    the reference never drop.
+    """
+
+    def __init__(self, din: int, dout: int, *, rank: int, alpha: float, dropout: float, axes,
+                 dtype, rngs: nnx.Rngs):
+        super().__init__(din, rank, dout, dtype=dtype, param_dtype=jnp.float32, rngs=rngs,
+                         a_metadata={"logical_axes": (axes[0], None)},
+                         b_metadata={"logical_axes": (None, axes[1])})
+        self.scale = float(alpha) / rank
+        self.dropout = float(dropout)
+        self.dropout_key = nnx.data(None)
+
+    def __call__(self, x):
+        if self.dropout_key is not None:
+            x = nnx.Dropout(self.dropout)(x, deterministic=False, rngs=self.dropout_key[...])
+        return super().__call__(x) * self.scale
+
+
+class DropoutKey(nnx.Variable):
+    """PRNG key of one adapter's dropout during a learner step (never saved: set on the
+    throw-away module the learner merges for each micro-batch)."""
+
+
+def _pack4(codes):
+    """uint4 codes [in, out] -> uint8 [in / 2, out] (row 2i in the low nibble, 2i+1 high)."""
+    c = codes.astype(jnp.uint8)
+    return c[0::2] | (c[1::2] << 4)
+
+
+def _unpack4(packed):
+    """Inverse of `_pack4`: uint8 [in / 2, out] -> uint4 codes [in, out]."""
+    lo, hi = packed & 0xF, packed >> 4
+    return jnp.stack([lo, hi], axis=1).reshape(-1, packed.shape[1]).astype(jnp.uint4)
+
+
+class QuantizedKernel(nnx.Module):
+    """A frozen [in, out] kernel stored quantised by qwix; `kernel[...]` dequantises it (float32),
+    so it stands in for the kernel `nnx.Param` of a `Linear`.
+
+    int8: per-output-channel absmax scale [1, out]. nf4: 4-bit NormalFloat codes, two per
+    uint8 along the input axis ([in / 2, out]), absmax scale per block of `NF4_BLOCK` inputs
+    ([in / 64, out]; one block when `in` is not a multiple of 64). Codes and scales are
+    `nnx.Param`s with the kernel's logical axes (sharded like it; never trained).
+    """
+
+    def __init__(self, kernel, *, qtype: str, axes):
+        import qwix
+
+        if qtype not in ("int8", "nf4"):
+            raise ValueError(f"QuantizedKernel qtype must be 'int8' or 'nf4', got {qtype!r}")
+        din, dout = kernel.shape
+        w = jnp.asarray(kernel, jnp.float32)
+        if qtype == "int8":
+            q = qwix.quantize(w, jnp.int8, channelwise_axes=(1,))
+            codes = q.qvalue
+        else:
+            if din % 2:
+                raise ValueError(f"nf4 packs two codes per byte: the kernel's input size must be "
+                                 f"even, got {din}")
+            block = NF4_BLOCK if din % NF4_BLOCK == 0 else din
+            q = qwix.quantize(w, "nf4", channelwise_axes=(1,), tiled_axes={0: block})
+            codes = _pack4(q.qvalue)
+        self.codes = nnx.Param(codes, logical_axes=tuple(axes))
+        self.scale = nnx.Param(q.scale.astype(jnp.float32), logical_axes=tuple(axes))
+        self.qtype = qtype
+        self.shape = (din, dout)
+
+    def dequantize(self) -> jnp.ndarray:
+        """The float32 [in, out] kernel the codes stand for."""
+        import qwix
+
+        codes = self.codes[...]
+        if self.qtype == "nf4":
+            return qwix.dequantize(qwix.QArray(_unpack4(codes), self.scale[...], qtype="nf4"))
+        return qwix.dequantize(qwix.QArray(codes, self.scale[...]))
+
+    def __getitem__(self, index):
+        return self.dequantize()[index]
+
+
+# ------------------------------------------------------------------------------- surgery
+def _projections(model: Transformer):
+    """(layer index, name, Linear) of every block projection, in a fixed order."""
+    for i, block in enumerate(model.model.layers):
+        for name in ATTENTION_TARGETS:
+            yield i, name, getattr(block.self_attn, name)
+        for name in MLP_TARGETS:
+            yield i, name, getattr(block.mlp, name)
+
+
+def _kernel_axes(linear: Linear) -> tuple:
+    k = linear.kernel
+    return tuple(k.logical_axes) if isinstance(k, nnx.Variable) else tuple(k.codes.logical_axes)
+
+
+def has_adapters(model) -> bool:
+    """Whether any projection of `model` carries an adapter."""
+    return isinstance(model, Transformer) and any(
+        lin.lora is not None for _, _, lin in _projections(model))
+
+
+def _attach(model: Transformer, config: LoRAConfig) -> None:
+    """Quantises the block projections (QLoRA) and attaches adapters, in place."""
+    if has_adapters(model):
+        raise ValueError("apply_lora: the model already carries adapters")
+    key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0x4C6F5241)
+    rngs = nnx.Rngs(params=key)
+    dtype = jnp_dtype(model.config.dtype)
+    for _, name, lin in _projections(model):
+        axes = _kernel_axes(lin)
+        if config.quantize != "none":
+            lin.kernel = QuantizedKernel(lin.kernel[...], qtype=config.quantize, axes=axes)
+        if name in config.targets:
+            din, dout = lin.kernel.shape
+            lin.lora = Adapter(din, dout, rank=config.rank, alpha=config.alpha,
+                               dropout=config.dropout, axes=axes, dtype=dtype, rngs=rngs)
+
+
+def merge(model: Transformer) -> Transformer:
+    """A plain `Transformer` equal to `model` with its adapters folded into the kernels
+    (W + (alpha / rank) A B, in float32, stored in `param_dtype`) and quantised kernels
+    dequantised. `model` is not modified; unadapted parameters are shared, not copied."""
+    plain = nnx.clone(model)
+    pdt = jnp_dtype(model.config.param_dtype)
+    for _, _, lin in _projections(plain):
+        quantised = not isinstance(lin.kernel, nnx.Variable)
+        if lin.lora is None and not quantised:
+            continue
+        axes = _kernel_axes(lin)
+        w = lin.kernel[...].astype(jnp.float32)
+        if lin.lora is not None:
+            a, b = lin.lora.lora_a[...], lin.lora.lora_b[...]
+            w = w + lin.lora.scale * jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
+            lin.lora = None
+        lin.kernel = nnx.Param(w.astype(pdt), logical_axes=axes)
+    return plain
+
+
+# ------------------------------------------------------------------------------- the policy
+def _split(model):
+    return nnx.split(model, nnx.Param, ...)
+
+
+@dataclasses.dataclass
+class LoRAPolicy:
+    """What a run needs from a LoRA policy (`apply_lora`).
+
+    Attributes:
+      model: the policy with adapters (its base frozen, possibly quantised).
+      config: the `LoRAConfig`.
+      graphdef, rest: the adapted model's graph and non-Param state.
+      base_graphdef, base_rest: the plain model's graph (warm start, export).
+      initial_adapters: the adapters' initial values (`attach` reuses them).
+    """
+
+    model: Transformer
+    config: LoRAConfig
+    graphdef: Any
+    rest: Any
+    base_graphdef: Any
+    base_rest: Any
+    initial_adapters: Any
+
+    # the learner trains these leaves only (an nnx filter)
+    trainable = nnx.LoRAParam
+
+    @property
+    def train_mode(self) -> Optional[Callable]:
+        """`train_mode(model, key)` for the learner (dropout on), or None when dropout is 0."""
+        return train_mode if self.config.dropout > 0 else None
+
+    def reference_params(self, params):
+        """π_ref's parameters: `params` with every adapter parameter zero (the base alone).
+        Pure; under jit the zeros are constants and the base buffers are shared."""
+        adapters, base = nnx.split_state(params, nnx.LoRAParam, ...)
+        return nnx.merge_state(jax.tree.map(jnp.zeros_like, adapters), base)
+
+    def model_of(self, params) -> Transformer:
+        return nnx.merge(self.graphdef, params, self.rest)
+
+    def merged_params(self, params):
+        """The plain model's parameters (adapters folded in, base dequantised)."""
+        _, plain, _ = _split(merge(self.model_of(params)))
+        return plain
+
+    def attach(self, base_params):
+        """Adapted parameters from a plain model's parameters: the base quantised as configured
+        and the adapters at their initial values (e.g. after a full-model warm start)."""
+        model = nnx.merge(self.base_graphdef, base_params, self.base_rest)
+        _attach(model, self.config)
+        _, params, _ = _split(model)
+        adapters, base = nnx.split_state(params, nnx.LoRAParam, ...)
+        return nnx.merge_state(self.initial_adapters, base)
+
+
+def apply_lora(model: Transformer, config: LoRAConfig) -> LoRAPolicy:
+    """Attaches adapters to `model` (in place; its block projections quantised when
+    `config.quantize` is set) and returns the `LoRAPolicy` a run needs. Works on an abstract
+    model (`nnx.eval_shape`) too."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"apply_lora expects a Transformer, got {type(model).__name__}")
+    if not isinstance(config, LoRAConfig):
+        raise ValueError(f"apply_lora expects a LoRAConfig, got {type(config).__name__}")
+    base_graphdef, _, base_rest = _split(model)
+    _attach(model, config)
+    graphdef, params, rest = _split(model)
+    adapters, _ = nnx.split_state(params, nnx.LoRAParam, ...)
+    return LoRAPolicy(model=model, config=config, graphdef=graphdef, rest=rest,
+                      base_graphdef=base_graphdef, base_rest=base_rest,
+                      initial_adapters=adapters)
+
+
+def train_mode(model, key) -> None:
+    """Turns adapter dropout on for one learner micro-batch: adapter i draws its mask from
+    fold_in(key, i). Mutates `model` (the learner's per-micro-batch merge, thrown away after)."""
+    i = 0
+    for _, module in nnx.iter_modules(model):
+        if isinstance(module, Adapter) and module.dropout > 0:
+            module.dropout_key = DropoutKey(jax.random.fold_in(key, i))
+            i += 1
+
+
+# ------------------------------------------------------------------------------- accounting
+def _leaf_bytes(x) -> float:
+    dt = np.dtype(x.dtype)
+    bits = 4 if dt.name in ("int4", "uint4") else 8 * dt.itemsize
+    return int(np.prod(x.shape)) * bits / 8
+
+
+def tree_bytes(tree) -> int:
+    """Bytes of every array leaf of `tree` (abstract or concrete; 4-bit types at half a byte)."""
+    return int(sum(_leaf_bytes(x) for x in jax.tree.leaves(tree) if hasattr(x, "dtype")))
+
+
+def param_counts(params) -> dict:
+    """{"trainable": adapter elements, "total": all parameter elements (base + adapters, a
+    packed nf4 byte counted as two), "fraction": trainable / total}."""
+    adapters, base = nnx.split_state(params, nnx.LoRAParam, ...)
+    n_train = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(adapters))
+    n_base = 0
+    for path, v in nnx.to_flat_state(base):
+        if path[-2:] == ("kernel", "scale"):
+            continue  # a quantised kernel's scales: not weights of the model
+        n = int(np.prod(np.shape(v.get_value())))
+        n_base += 2 * n if path[-2:] == ("kernel", "codes") and v.get_value().dtype == jnp.uint8 \
+            else n
+    total = n_train + n_base
+    return {"trainable": n_train, "total": total, "fraction": n_train / max(total, 1)}
+
+
+# ------------------------------------------------------------------------------- export
+def save_merged(model: Transformer, path: str) -> None:
+    """Writes the merged model (adapters folded in, base dequantised) as a Hugging Face
+    checkpoint (`rlvr.models.save_pretrained`: config.json + model.safetensors)."""
+    from rlvr.models.hf import save_pretrained
+
+    save_pretrained(merge(model), path)
+
+
+def _peft_prefix(i: int, name: str) -> str:
+    group = "self_attn" if name in ATTENTION_TARGETS else "mlp"
+    return f"base_model.model.model.layers.{i}.{group}.{name}"
+
+
+def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str = "",
+                  config: Optional[LoRAConfig] = None) -> None:
+    """Writes the adapters alone in the PEFT layout: `adapter_config.json` +
+    `adapter_model.safetensors` (lora_A.weight [r, in], lora_B.weight [out, r]), which
+    `peft.PeftModel.from_pretrained(base, path)` loads onto the base checkpoint."""
+    from safetensors.numpy import save_file
+
+    tensors, targets, ref = {}, [], None
+    for i, name, lin in _projections(model):
+        if lin.lora is None:
+            continue
+        a = np.asarray(jax.device_get(lin.lora.lora_a[...]), np.float32)
+        b = np.asarray(jax.device_get(lin.lora.lora_b[...]), np.float32)
+        pre = _peft_prefix(i, name)
+        tensors[f"{pre}.lora_A.weight"] = np.ascontiguousarray(a.T)
+        tensors[f"{pre}.lora_B.weight"] = np.ascontiguousarray(b.T)
+        if name not in targets:
+            targets.append(name)
+        ref = lin.lora
+    if ref is None:
+        raise ValueError("save_adapters: the model carries no adapters")
+    rank = int(ref.lora_a.shape[1])
+    alpha = ref.scale * rank
+    dropout = ref.dropout if config is None else config.dropout
+    os.makedirs(path, exist_ok=True)
+    save_file(tensors, os.path.join(path, "adapter_model.safetensors"), metadata={"format": "pt"})
+    peft_config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model_name_or_path or None,
+        "r": rank, "lora_alpha": alpha, "lora_dropout": dropout,
+        "target_modules": sorted(targets), "bias": "none", "fan_in_fan_out": False,
+        "use_rslora": False, "use_dora": False, "init_lora_weights": True,
+        "modules_to_save": None, "inference_mode": True,
+    }
+    with open(os.path.join(path, "adapter_config.json"), "w") as f:
+        json.dump(peft_config, f, indent=2, sort_keys=True)
+
+
+def load_adapters(model: Transformer, path: str) -> None:
+    """Loads PEFT adapters (`save_adapters`' layout) into `model`'s adapters, in place. Raises
+    ValueError naming a missing tensor, an unexpected one or a shape that does not match."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(os.path.join(path, "adapter_model.safetensors"))
+    seen = set()
+    for i, name, lin in _projections(model):
+        if lin.lora is None:
+            continue
+        pre = _peft_prefix(i, name)
+        for part, var in (("lora_A", lin.lora.lora_a), ("lora_B", lin.lora.lora_b)):
+            key = f"{pre}.{part}.weight"
+            if key not in tensors:
+                raise ValueError(f"{path}: adapter tensor {key!r} is missing")
+            t = tensors[key].T
+            if t.shape != tuple(var.shape):
+                raise ValueError(f"{path}: adapter tensor {key!r} has shape "
+                                 f"{tensors[key].shape}, expected {tuple(var.shape)[::-1]}")
+            var.set_value(jnp.asarray(t, var.get_value().dtype))
+            seen.add(key)
+    extra = sorted(set(tensors) - seen)
+    if extra:
+        raise ValueError(f"{path}: adapter tensor {extra[0]!r} has no adapter in this model")
+
+
+__all__ = ["LoRAConfig", "LoRAPolicy", "Adapter", "QuantizedKernel", "apply_lora", "merge",
+           "has_adapters", "train_mode", "save_merged", "save_adapters", "load_adapters",
+           "param_counts", "tree_bytes", "TARGETS", "QUANTIZATIONS"]
