@@ -40,9 +40,11 @@ def default_corpus() -> list[str]:
 
     texts = []
     for name in files.BUILTIN_FILES.values():
-        for fn in name:
-            with open(files.builtin_path(fn), encoding="utf-8") as f:
-                texts.extend(f.read().splitlines())
+        with open(files.builtin_path(name), encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                texts.extend(str(v) for k, v in record.items()
+                             if k in ("question", "answer", "problem", "solution", "prompt"))
     texts += ["def f(x):\n    return x + 1\n", "```python\nprint('hello')\n```",
               '{"name": "Ada", "age": 36}', "The answer is \\boxed{42}."]
     return texts

@@ -78,7 +78,8 @@ def _sft(r: Run, warm_cache):
         r.init_params, r.graphdef, r.rest, kit=r.kit, tokenizer=r.tokenizer, steps=t.sft_steps,
         batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate, length=c.model.max_seq_len,
         seed=c.seed, pool=t.sft_pool, num_microbatches=t.num_microbatches,
-        progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec)
+        progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec,
+        renderer=r.renderer)
     params = jax.device_put(params, jax.tree.map(lambda x: x.sharding, r.init_params))
     return params, {"sft/nll": m.get("sft/nll", np.nan), "time/sft_s": time.perf_counter() - t0}
 
@@ -210,6 +211,12 @@ def _finish(r: Run, state, host: dict, metrics: dict, cost: RolloutCost, step: i
             from rlvr.plot import plot_metrics
 
             print("plot:", plot_metrics(r.workdir))
+    if c.checkpoint.export:  # every process takes part (multi-host gather); process 0 writes
+        from rlvr.train.modes import export_run
+
+        path = export_run(r, state.params, {"trained_steps": int(state.step)})
+        if path:
+            print("export:", path)
     r.state = state
     return result
 
