@@ -50,7 +50,7 @@ def default_corpus() -> list[str]:
     return texts
 
 
-def build_tokenizer(path: str, *, vocab_size: int = 512, corpus: Optional[Iterable[str]] = None):
+def build_tokenizer(path: str, *, vocab_size: int = 2048, corpus: Optional[Iterable[str]] = None):
     """Trains a byte-level BPE tokenizer with the chat template; saves it to `path`; returns the
     `transformers.PreTrainedTokenizerFast`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -71,7 +71,7 @@ def build_tokenizer(path: str, *, vocab_size: int = 512, corpus: Optional[Iterab
     return tok
 
 
-def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 512, saver: str = "auto",
+def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 2048, saver: str = "auto",
                      **model_kw) -> str:
     """Writes the tiny checkpoint folder (module docstring) to `path`; returns `path`.
 

@@ -39,8 +39,8 @@ def char_tokenizer_hf(tok: CharTokenizer):
 
     vocab = {name: i for i, name in enumerate(CharTokenizer.SPECIALS)}
     vocab.update({ch: i + len(CharTokenizer.SPECIALS) for i, ch in enumerate(tok.alphabet)})
-    raw = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    raw.pre_tokenizer = pre_tokenizers.Split(Regex("(?s)."), behavior="isolated")
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))  # not in vocab: encoding raises
+    raw.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     raw.decoder = decoders.Fuse()
     raw.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", CharTokenizer.BOS)])
@@ -64,7 +64,10 @@ def export_hf(model, tokenizer, renderer, path: str, *, metadata: dict | None = 
         tok_info = {"kind": "char", "alphabet": tokenizer.alphabet,
                     "note": "character-level tokenizer as a WordLevel tokenizers model: one id "
                             "per character, <pad>=0 <bos>=1 <eos>=2; encoding adds <bos> in front "
-                            "as the run's prompts had"}
+                            "as the run's prompts had. AutoTokenizer loads it as it is for Llama "
+                            "models (the char runs' architecture); for a qwen2 model transformers "
+                            "substitutes its Qwen2 BPE class: load it with "
+                            "PreTrainedTokenizerFast.from_pretrained instead"}
     else:
         raise ValueError(f"export_hf: cannot export a tokenizer of type {type(tokenizer).__name__}")
     hf_tok.save_pretrained(tmp)
