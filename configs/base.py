@@ -62,8 +62,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.task.names = ("arithmetic",)  # task kits (rlvr.tasks.kit registry); several = a mixture of
                                     # single-turn kits.
     c.task.weights = (1.0,)         # mixture weights, one per name (normalised).
-    # Keyword arguments for the task kit(s) (difficulty, demo_style, ...); forwarded as-is and
-    # validated by the kit's builder.
+    # Keyword arguments for the task kit(s) (difficulty, demo_style, eval_path of a dataset file
+    # kit, ...); forwarded as-is and validated by the kit's builder.
     c.task.kwargs = ml_collections.ConfigDict()
     c.task.pool_size = 0            # 0: fresh training tasks every step; N: a fixed pool of N
                                     # train tasks drawn once (needed by curricula and PivotRL,

@@ -79,7 +79,8 @@ def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 2048, saver:
     imports). `model_kw` override the `TINY_QWEN` shape.
     """
     if saver not in ("auto", "transformers", "rlvr"):
-        raise ValueError(f"build_checkpoint: saver must be auto | transformers | rlvr, got {saver!r}")
+        raise ValueError(f"build_checkpoint: saver must be auto | transformers | rlvr, got "
+                         f"{saver!r}")
     os.makedirs(path, exist_ok=True)
     tok = build_tokenizer(path, vocab_size=vocab_size)
     shape = {**TINY_QWEN, **model_kw}

@@ -39,7 +39,7 @@ import json
 import math as _math
 import os
 import re
-from typing import Any, Callable, Mapping, Optional, Sequence  # noqa: F401
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
 from rlvr.tasks import splits
@@ -65,7 +65,8 @@ def resolve_path(family: str, path: str) -> str:
     if path == "builtin":
         return builtin_path(BUILTIN_FILES[family])
     if not os.path.exists(path):
-        raise ValueError(f"{family}:{path}: no such file (use {family}:builtin for the shipped set)")
+        raise ValueError(f"{family}:{path}: no such file (use {family}:builtin for the shipped "
+                         f"set)")
     return path
 
 
@@ -317,12 +318,14 @@ class FileSource:
             order.extend(int(i) for i in rng.permutation(len(pool)))
         return [pool[i] for i in order[:n]]
 
-    def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
+    def eval_set(self, split: str = "eval", n: Optional[int] = None,
+                 seed: int = 0) -> list[TaskSpec]:
         if split not in self._by_split:
+            field = "public_metadata.split" if self.family in ("code", "structured") else "split"
             raise ValueError(
                 f"{self.name}: no {split!r} records (splits: {self.counts()}); give the records "
-                f"a split field ({'public_metadata.split' if self.family in ('code', 'structured') else 'split'}"
-                f" = {split!r}) or set config.task.kwargs.eval_path to a file of {split} records")
+                f"a split field ({field} = {split!r}) or set config.task.kwargs.eval_path to a "
+                f"file of {split} records")
         tasks = self._by_split[split]
         return tasks if n is None else tasks[:n]
 

@@ -22,7 +22,8 @@ restarts, the time split (generate / verify / learn), throughput, cumulative rol
 (`cost/*`: policy calls, sampled tokens, prompt tokens; probes included) and, every
 `eval.every` steps, the held-out evaluation (`rlvr.train.evaluate`). Every
 `logging.samples_every` steps sampled records go to `samples.jsonl`. `train.token_budget`
-stops the run once that many tokens were sampled.
+stops the run once that many tokens were sampled. With `checkpoint.export` the trained policy
+ends as a Hugging Face folder in `<workdir>/export` (`rlvr.train.modes`).
 """
 
 from __future__ import annotations

@@ -72,18 +72,21 @@ def build_tokenizer(config, kit):
         if kit.alphabet is None:
             raise ConfigError(f"config.tokenizer.kind='char' needs a task kit with an alphabet; "
                               f"{kit.name!r} has none: use tokenizer.kind='hf' with a Hugging "
-                              f"Face checkpoint (model.init_from) or tokenizer folder (tokenizer.path)")
+                              f"Face checkpoint (model.init_from) or tokenizer folder "
+                              f"(tokenizer.path)")
         return CharTokenizer(kit.alphabet)
     path = t.path or config.model.init_from
     if not path:
         raise ConfigError("config.tokenizer.kind='hf' needs a tokenizer folder: set "
                           "model.init_from to a Hugging Face checkpoint directory (e.g. "
-                          "--config.model.init_from=/models/Qwen2.5-0.5B-Instruct) or tokenizer.path")
+                          "--config.model.init_from=/models/Qwen2.5-0.5B-Instruct) or "
+                          "tokenizer.path")
     try:
         return HFTokenizer(path)
     except (ValueError, OSError) as e:
         field = "tokenizer.path" if t.path else "model.init_from"
-        raise ConfigError(f"config.{field}={path!r}: cannot load a Hugging Face tokenizer: {e}") from None
+        raise ConfigError(f"config.{field}={path!r}: cannot load a Hugging Face tokenizer: "
+                          f"{e}") from None
 
 
 def build_renderer(config, kit, tokenizer) -> PromptRenderer:
@@ -102,7 +105,8 @@ def check_prompt_lengths(config, kit, renderer) -> None:
     """A file source's prompts must fit `model.max_seq_len - sampling.max_new_tokens`; every
     one that does not is reported at start (a long prompt would otherwise stop the run when
     drawn)."""
-    tasks = getattr(kit.source, "tasks", None)
+    sources = getattr(kit.source, "sources", (kit.source,))  # a mixture: each component
+    tasks = [t for src in sources for t in (getattr(src, "tasks", None) or ())]
     if not tasks:
         return
     limit = config.model.max_seq_len - config.sampling.max_new_tokens
@@ -421,7 +425,8 @@ def build_run(config, workdir: str) -> Run:
         try:
             heldout = heldout_tasks(kit.source, e.num_tasks, e.seed)
         except ValueError as err:
-            raise ConfigError(f"config.eval.num_tasks={e.num_tasks}: no held-out set: {err}") from None
+            raise ConfigError(f"config.eval.num_tasks={e.num_tasks}: no held-out set: "
+                              f"{err}") from None
         if e.greedy:
             eval_kw = dict(samples_per_task=1, pass_k=(1,),
                            sampling=dataclasses.replace(sampling, greedy=True))
