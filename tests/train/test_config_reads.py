@@ -20,6 +20,7 @@ def _tiny(name, checkpoint=None):
         c.model.init_from = checkpoint
         c.model.dtype, c.model.remat, c.model.max_seq_len = "float32", False, 256
         c.sampling.max_new_tokens = 8
+        c.rollout.prompt_bucket = 0  # one prompt shape: one compile
         c.train.num_minibatches = c.train.num_microbatches = 1
     else:
         c.model.num_layers, c.model.d_model, c.model.num_heads, c.model.num_kv_heads = 1, 16, 2, 2

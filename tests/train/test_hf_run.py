@@ -1,7 +1,9 @@
 """A user's checkpoint on a user's data, end to end on real loading code: a tiny random Qwen2
 saved by transformers with a BPE tokenizer and chat template → GRPO on a GSM8K-format file →
 Hugging Face export → transformers reload with the trained policy's logits → `--mode=eval`.
-The same for code tasks through the bubblewrap sandbox."""
+The same for code tasks through the bubblewrap sandbox. Both are slow (compiles); the default
+suite runs the HF config one step with its export (tests/train/test_config_reads.py), the export
+and reload (tests/models/test_prompts_export.py) and the eval mode (below)."""
 
 import json
 import os
@@ -65,6 +67,7 @@ def tiny_hf_config(checkpoint, task, **over):
     return c
 
 
+@pytest.mark.slow
 def test_gsm8k_file_train_export_reload_eval(tmp_path, tiny_hf_checkpoint):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
