@@ -59,15 +59,25 @@ def get_config() -> ml_collections.ConfigDict:
 
     # ---------------------------------------------------------------- tokenizer
     c.tokenizer = ml_collections.ConfigDict()
-    c.tokenizer.kind = "char"       # "char": CharTokenizer over the task kit's alphabet (pad 0, bos 1, eos 2).
+    c.tokenizer.kind = "char"       # "char": CharTokenizer over the task kit's alphabet (pad 0, bos 1,
+                                    # eos 2; kits without an alphabet cannot use it) | "hf": the
+                                    # Hugging Face tokenizer of tokenizer.path (AutoTokenizer).
+    c.tokenizer.path = ""           # hf: local tokenizer folder; "" = model.init_from.
+    c.tokenizer.chat_template = False  # hf: render prompts with the tokenizer's chat template
+                                    # (system + user turn, assistant turn opened); single-turn
+                                    # kits. Generation stops on eos and the template's
+                                    # end-of-turn token (rlvr.models.prompts).
+    c.tokenizer.system_prompt = ""  # chat template: the system message ("" = none).
+    c.tokenizer.instruction = ""    # hf: text appended to every prompt on its own line, e.g.
+                                    # "Put your final answer within \boxed{}." ("" = none).
 
     # ---------------------------------------------------------------- task (rlvr.tasks kits)
     c.task = ml_collections.ConfigDict()
     c.task.names = ("arithmetic",)  # task kits (rlvr.tasks.kit registry); several = a mixture of
                                     # single-turn kits.
     c.task.weights = (1.0,)         # mixture weights, one per name (normalised).
-    # Keyword arguments for the task kit(s) (difficulty, demo_style, ...); forwarded as-is and
-    # validated by the kit's builder.
+    # Keyword arguments for the task kit(s) (difficulty, demo_style, eval_path of a dataset file
+    # kit, ...); forwarded as-is and validated by the kit's builder.
     c.task.kwargs = ml_collections.ConfigDict()
     c.task.pool_size = 0            # 0: fresh training tasks every step; N: a fixed pool of N
                                     # train tasks drawn once (needed by curricula and PivotRL,
@@ -118,8 +128,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.collector = ""        # "": the algorithm's own; groups (G samples / episodes per task)
                                     # | pivots (PivotRL's probed turn states).
     c.rollout.max_turns = 8         # multi-turn kits: most actions per episode.
-    c.rollout.prompt_bucket = 0     # prompts / histories padded to a multiple of this many tokens
-                                    # (few jit shapes); 0: one shape, max_seq_len - max_new_tokens.
+    c.rollout.prompt_bucket = 64    # prompts / histories padded to a multiple of this many tokens,
+                                    # capped at max_seq_len - max_new_tokens (a few jit shapes,
+                                    # short prompts stay short); 0: one shape, that cap.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (R5.1, R6.2): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).
@@ -208,6 +219,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval.samples_per_task = 4     # n samples (or episodes) per task (pass@k needs n ≥ k).
     c.eval.pass_k = (1, 4)          # k values reported as pass@k (eq.93).
     c.eval.temperature = 1.0        # eval sampling temperature (sampled success).
+    c.eval.greedy = False           # greedy decoding: one sample per task (success = pass@1);
+                                    # samples_per_task, pass_k and temperature are then unused.
     c.eval.seed = 12345             # seed of the held-out set (disjoint from training streams).
 
     # ---------------------------------------------------------------- checkpoint (orbax)
@@ -215,6 +228,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.checkpoint.every = 50         # save every N steps (0 = only at the end, -1 = never).
     c.checkpoint.max_to_keep = 2    # checkpoints kept on disk.
     c.checkpoint.resume = True      # resume from the latest checkpoint in the workdir if any.
+    c.checkpoint.export = True      # at the end of training write <workdir>/export/: a Hugging Face
+                                    # folder (config, safetensors, tokenizer, chat template) that
+                                    # transformers loads (also: launch.py --mode=export).
 
     # ---------------------------------------------------------------- logging
     c.logging = ml_collections.ConfigDict()

@@ -11,3 +11,15 @@ if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_checkpoint(tmp_path_factory):
+    """A tiny random Qwen2 checkpoint saved by transformers with a BPE tokenizer and chat
+    template (rlvr.testing.build_checkpoint), built once per session."""
+    from rlvr.testing import build_checkpoint
+
+    return build_checkpoint(str(tmp_path_factory.mktemp("tiny-qwen")), saver="transformers")

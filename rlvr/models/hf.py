@@ -128,6 +128,12 @@ def save_pretrained(model: Transformer, path: str) -> None:
 
     if not isinstance(model, Transformer):
         raise ValueError(f"save_pretrained expects a Transformer, got {type(model).__name__}")
+    from rlvr.models.lora import has_adapters  # noqa: PLC0415 (lora imports this module)
+
+    if has_adapters(model):
+        raise ValueError("save_pretrained: the model carries LoRA adapters (and possibly a quantised base); "
+                         "write rlvr.models.lora.merge(model) (adapters folded in) or use "
+                         "rlvr.models.lora.save_merged / save_adapters")
     config = model.config
     os.makedirs(path, exist_ok=True)
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))

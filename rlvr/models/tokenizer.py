@@ -68,13 +68,18 @@ class CharTokenizer:
 
 
 class HFTokenizer:
-    """`transformers.AutoTokenizer` from a local folder, exposed through `Tokenizer`."""
+    """`transformers.AutoTokenizer` from a local folder, exposed through `Tokenizer`.
+
+    A tokenizer without a bos token (Qwen's) reports its eos as `bos_id` and `add_bos = False`
+    (prompts get no leading bos, `rlvr.models.prompts`); without a pad token, pad is eos.
+    """
 
     def __init__(self, path: str):
         if not os.path.isdir(path):
             raise ValueError(f"HFTokenizer path {path!r} is not a local folder")
         from transformers import AutoTokenizer
 
+        self.path = path
         self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.vocab_size = len(self.tok)
         eos = self.tok.eos_token_id
@@ -83,6 +88,7 @@ class HFTokenizer:
         if eos is None:
             raise ValueError(f"tokenizer at {path!r} defines no eos_token")
         self.pad_id, self.eos_id, self.bos_id = int(pad), int(eos), int(bos)
+        self.add_bos = self.tok.bos_token_id is not None
 
     def encode(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False))

@@ -31,14 +31,18 @@ class LineError:
 
 
 class TaskFileError(ValueError):
-    """A task file has bad records. `errors` lists every LineError; `path` names the file."""
+    """A task file has bad records. `errors` lists every LineError; `path` names the file;
+    `unit` says what the numbers count: "line" (JSONL, 1-based) or "row" (Parquet, 0-based)."""
 
-    def __init__(self, path: PathLike, errors: Iterable[LineError]):
+    def __init__(self, path: PathLike, errors: Iterable[LineError], unit: str = "line"):
         self.path = os.fspath(path)
         self.errors = list(errors)
+        self.unit = unit
         bad_lines = sorted({e.line for e in self.errors})
-        head = f"{self.path}: {len(bad_lines)} bad line(s) {bad_lines}"
-        super().__init__(head + "\n" + "\n".join(f"  {e}" for e in self.errors))
+        head = f"{self.path}: {len(bad_lines)} bad {unit}(s) {bad_lines}"
+        lines = [f"  {e}" if unit == "line" else f"  row {e.line}: {e.field}: {e.message}"
+                 for e in self.errors]
+        super().__init__(head + "\n" + "\n".join(lines))
 
 
 def _reject_constant(name: str):

@@ -38,6 +38,7 @@ import numpy as np
 
 from rlvr.core.curriculum import learning_progress_weights, variance_weights
 from rlvr.envs.base import retry_seed
+from rlvr.models.prompts import PromptRenderer
 from rlvr.records.batch import RolloutBatch, SampleMeta
 from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import env_error
@@ -201,16 +202,18 @@ class TaskSampler:
 
 # ----------------------------------------------------------------------------- engines
 class TextEngine:
-    """Single-turn rows: [bos] + prompt → completion (sampler) → outcome verifier (`Judge`)."""
+    """Single-turn rows: rendered prompt (`rlvr.models.prompts.PromptRenderer`; default
+    [bos] + prompt) → completion (sampler) → outcome verifier (`Judge`)."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, prompt_len: int,
-                 prompt_bucket: int = 0, environment_version: str = ""):
+                 prompt_bucket: int = 0, environment_version: str = "", renderer=None):
         self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
         self.prompt_len, self.prompt_bucket = prompt_len, prompt_bucket
         self.environment_version = environment_version
+        self.renderer = renderer or PromptRenderer(tokenizer)
 
     def encode(self, task: TaskSpec) -> list[int]:
-        ids = [self.tokenizer.bos_id] + list(self.tokenizer.encode(task.prompt))
+        ids = self.renderer.encode(task.prompt)
         if len(ids) > self.prompt_len:
             raise ValueError(f"prompt of task {task.task_id!r} has {len(ids)} tokens > "
                              f"model.max_seq_len - sampling.max_new_tokens = {self.prompt_len}")
@@ -252,14 +255,15 @@ class EpisodeEngine:
     environment, judged by the outcome verifier on the authoritative final state."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, kit, max_turns: int,
-                 max_tokens: int, prompt_bucket: int = 0, max_env_retries: int = 2):
+                 max_tokens: int, prompt_bucket: int = 0, max_env_retries: int = 2, renderer=None):
         self.model_of, self.tokenizer, self.judge, self.kit = model_of, tokenizer, judge, kit
+        self.renderer = renderer or PromptRenderer(tokenizer)
         self.max_turns, self.max_tokens, self.prompt_bucket = max_turns, max_tokens, prompt_bucket
         self.max_env_retries = max_env_retries
         self.environment_version = kit.environment_version()
 
     def start(self, task: TaskSpec, attempt: int = 0) -> EpisodeStart:
-        return EpisodeStart(task=task, prefix_tokens=tuple([self.tokenizer.bos_id] + self.tokenizer.encode(task.prompt)),
+        return EpisodeStart(task=task, prefix_tokens=tuple(self.renderer.encode(task.prompt)),
                             seed=retry_seed(task.random_seed, attempt))
 
     def episodes(self, params, starts: Sequence[EpisodeStart], keys, sampling: SamplingParams):

@@ -33,7 +33,7 @@ COLLECTORS = ("", "groups", "pivots")
 CHOICES = {
     "model.attention": ("xla", "cudnn"),
     "model.lora.quantize": QUANTIZATIONS,
-    "tokenizer.kind": ("char",),
+    "tokenizer.kind": ("char", "hf"),
     "task.curriculum": ("none", "variance", "learning_progress"),
     "algorithm.advantage": ADVANTAGES,
     "algorithm.policy_loss": ("",) + POLICY_LOSSES,
@@ -185,6 +185,9 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
             for f in fields:
                 out.setdefault(f, why)
 
+    if c.tokenizer.kind != "hf":
+        na(["tokenizer.path", "tokenizer.chat_template", "tokenizer.system_prompt",
+            "tokenizer.instruction"], f"tokenizer.kind is {c.tokenizer.kind!r}, not 'hf'", True)
     if c.model.init_from:
         na([f"model.{k}" for k in ("vocab_size", "num_layers", "d_model", "num_heads",
                                      "num_kv_heads", "d_ff")],
@@ -257,9 +260,14 @@ def _inactive(c) -> dict[str, str]:
         na(["train.sft_batch_size", "train.sft_learning_rate", "train.sft_pool"], "train.sft_steps is 0")
     if c.reward.executor == "inline":
         na(["reward.num_workers"], "reward.executor is 'inline'")
+    if not c.tokenizer.chat_template:
+        na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
-        na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed"],
-           "eval.num_tasks is 0")
+        na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed",
+            "eval.greedy"], "eval.num_tasks is 0")
+    elif c.eval.greedy:
+        na(["eval.samples_per_task", "eval.pass_k", "eval.temperature"],
+           "eval.greedy is on (one greedy sample per task)")
     if c.checkpoint.every < 0:
         na(["checkpoint.max_to_keep", "checkpoint.resume"], "checkpoint.every is -1 (never)")
     if c.logging.samples_every == 0:
@@ -400,7 +408,7 @@ def _consistency_errors(raw) -> list[str]:
     if r["policy_loss"] == "sequence_clip" and raw.kl.mode == "reward":
         errors.append("config.kl.mode='reward' does not apply to the sequence_clip objective (its "
                       "KL is a loss term): use kl.mode 'loss' or 'none'")
-    if raw.eval.num_tasks and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
+    if raw.eval.num_tasks and not raw.eval.greedy and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
     ro = raw.rollout

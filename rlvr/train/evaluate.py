@@ -53,9 +53,17 @@ class Evaluator:
     def evaluate(self, params) -> dict:
         if not self.tasks:
             return {}
+        return self.summarize(self.collect(params))
+
+    def collect(self, params):
+        """The judged held-out rows (`rlvr.train.collectors.Collected`, `samples_per_task` rows
+        per task, task-major)."""
+        keys = per_sample_keys(self.key, len(self.tasks) * self.n)
+        return self.engine.run(params, self.tasks, self.n, keys, self.sampling, -1)
+
+    def summarize(self, got) -> dict:
+        """The eval/* metrics of collected held-out rows (module docstring)."""
         n = self.n
-        keys = per_sample_keys(self.key, len(self.tasks) * n)
-        got = self.engine.run(params, self.tasks, n, keys, self.sampling, -1)
         s = got.samples
         valid = np.array([x.trial == "valid" and x.valid for x in s])
         passed = np.array([x.decision == "pass" and x.trial == "valid" for x in s], float)

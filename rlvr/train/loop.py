@@ -22,7 +22,8 @@ restarts, the time split (generate / verify / learn), throughput, cumulative rol
 (`cost/*`: policy calls, sampled tokens, prompt tokens; probes included) and, every
 `eval.every` steps, the held-out evaluation (`rlvr.train.evaluate`). Every
 `logging.samples_every` steps sampled records go to `samples.jsonl`. `train.token_budget`
-stops the run once that many tokens were sampled.
+stops the run once that many tokens were sampled. With `checkpoint.export` the trained policy
+ends as a Hugging Face folder in `<workdir>/export` (`rlvr.train.modes`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def _sft(r: Run, warm_cache):
         init, graphdef, rest, kit=r.kit, tokenizer=r.tokenizer, steps=t.sft_steps,
         batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate, length=c.model.max_seq_len,
         seed=c.seed, pool=t.sft_pool, num_microbatches=t.num_microbatches,
-        progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec)
+        progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec,
+        renderer=r.renderer)
     if r.lora is not None:
         params = r.lora.attach(params)
     params = jax.device_put(params, jax.tree.map(lambda x: x.sharding, r.init_params))
@@ -215,6 +217,12 @@ def _finish(r: Run, state, host: dict, metrics: dict, cost: RolloutCost, step: i
             from rlvr.train.plot import plot_metrics
 
             print("plot:", plot_metrics(r.workdir))
+    if c.checkpoint.export:  # every process takes part (multi-host gather); process 0 writes
+        from rlvr.train.modes import export_run
+
+        path = export_run(r, state.params, {"trained_steps": int(state.step)})
+        if path:
+            print("export:", path)
     r.state = state
     return result
 

@@ -19,7 +19,8 @@ from rlvr.algorithms import AlgorithmSettings, get_algorithm
 from rlvr.core.kl import init_kl_controller
 from rlvr.learner import jit_step, make_optimizer
 from rlvr.models import ModelConfig, Transformer, ValueModel
-from rlvr.models.tokenizer import CharTokenizer
+from rlvr.models.prompts import PromptRenderer, renderer_from_config
+from rlvr.models.tokenizer import CharTokenizer, HFTokenizer
 from rlvr.models.value import trainable_filter
 from rlvr.records.state import create_train_state, split_model
 from rlvr.rollout.sampler import SamplingParams
@@ -64,12 +65,58 @@ def optimizer_from_config(config, *, learning_rate: Optional[float] = None):
 
 
 def build_tokenizer(config, kit):
-    if config.tokenizer.kind == "char":
+    """The tokenizer of `config.tokenizer`: the kit's character alphabet, or a Hugging Face
+    tokenizer folder (`tokenizer.path`, default `model.init_from`)."""
+    t = config.tokenizer
+    if t.kind == "char":
         if kit.alphabet is None:
             raise ConfigError(f"config.tokenizer.kind='char' needs a task kit with an alphabet; "
-                              f"{kit.name!r} has none")
+                              f"{kit.name!r} has none: use tokenizer.kind='hf' with a Hugging "
+                              f"Face checkpoint (model.init_from) or tokenizer folder "
+                              f"(tokenizer.path)")
         return CharTokenizer(kit.alphabet)
-    raise ConfigError(f"config.tokenizer.kind={config.tokenizer.kind!r} is not supported")
+    path = t.path or config.model.init_from
+    if not path:
+        raise ConfigError("config.tokenizer.kind='hf' needs a tokenizer folder: set "
+                          "model.init_from to a Hugging Face checkpoint directory (e.g. "
+                          "--config.model.init_from=/models/Qwen2.5-0.5B-Instruct) or "
+                          "tokenizer.path")
+    try:
+        return HFTokenizer(path)
+    except (ValueError, OSError) as e:
+        field = "tokenizer.path" if t.path else "model.init_from"
+        raise ConfigError(f"config.{field}={path!r}: cannot load a Hugging Face tokenizer: "
+                          f"{e}") from None
+
+
+def build_renderer(config, kit, tokenizer) -> PromptRenderer:
+    """The prompt renderer of `config.tokenizer` (chat templates: single-turn kits only)."""
+    t = config.tokenizer
+    if t.kind == "hf" and t.chat_template and kit.multi_turn:
+        raise ConfigError(f"config.tokenizer.chat_template applies to single-turn kits; "
+                          f"{kit.name!r} is multi-turn")
+    try:
+        return renderer_from_config(t, tokenizer)
+    except ValueError as e:
+        raise ConfigError(f"config.tokenizer: {e}") from None
+
+
+def check_prompt_lengths(config, kit, renderer) -> None:
+    """A file source's prompts must fit `model.max_seq_len - sampling.max_new_tokens`; every
+    one that does not is reported at start (a long prompt would otherwise stop the run when
+    drawn)."""
+    sources = getattr(kit.source, "sources", (kit.source,))  # a mixture: each component
+    tasks = [t for src in sources for t in (getattr(src, "tasks", None) or ())]
+    if not tasks:
+        return
+    limit = config.model.max_seq_len - config.sampling.max_new_tokens
+    long = [(t.task_id, n) for t in tasks if (n := len(renderer.encode(t.prompt))) > limit]
+    if long:
+        shown = ", ".join(f"{i} ({n})" for i, n in long[:10])
+        raise ConfigError(f"{len(long)} prompt(s) of {kit.name!r} have more tokens than "
+                          f"model.max_seq_len - sampling.max_new_tokens = {limit}: {shown}"
+                          f"{' ...' if len(long) > 10 else ''}; raise model.max_seq_len or "
+                          f"remove them from the file")
 
 
 def build_policy(config, vocab_size: int) -> Transformer:
@@ -78,7 +125,19 @@ def build_policy(config, vocab_size: int) -> Transformer:
     if m.init_from:
         from rlvr.models import from_pretrained
 
-        policy = from_pretrained(m.init_from, dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat)
+        try:
+            policy = from_pretrained(m.init_from, dtype=m.dtype, param_dtype=m.param_dtype,
+                                     remat=m.remat)
+        except (ValueError, OSError) as e:
+            raise ConfigError(f"config.model.init_from={m.init_from!r}: {e}") from None
+        if policy.config.vocab_size < vocab_size:
+            raise ConfigError(f"config.model.init_from: the checkpoint's vocabulary "
+                              f"({policy.config.vocab_size}) is smaller than the tokenizer's "
+                              f"({vocab_size})")
+        if m.max_seq_len > policy.config.max_position_embeddings:
+            raise ConfigError(f"config.model.max_seq_len ({m.max_seq_len}) exceeds the "
+                              f"checkpoint's max_position_embeddings "
+                              f"({policy.config.max_position_embeddings})")
         cfg = dataclasses.replace(policy.config, attention_impl=m.attention)
         return policy if cfg == policy.config else _with_config(policy, cfg)
     cfg = ModelConfig(vocab_size=m.vocab_size or vocab_size, hidden_size=m.d_model,
@@ -126,6 +185,7 @@ class Run:
     workdir: str
     kit: Any
     tokenizer: Any
+    renderer: Any
     graphdef: Any
     rest: Any
     init_params: Any
@@ -324,8 +384,8 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
 class _Engines:
     """Builds the engine of the kit (single-turn text or multi-turn episodes) for a judge."""
 
-    def __init__(self, c, kit, tokenizer, graphdef, rest):
-        self.c, self.kit, self.tokenizer = c, kit, tokenizer
+    def __init__(self, c, kit, tokenizer, graphdef, rest, renderer=None):
+        self.c, self.kit, self.tokenizer, self.renderer = c, kit, tokenizer, renderer
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
@@ -334,9 +394,11 @@ class _Engines:
         if kit.multi_turn:
             return col.EpisodeEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                                      kit=kit, max_turns=c.rollout.max_turns, max_tokens=T,
-                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries)
+                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries,
+                                     renderer=self.renderer)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
-                              prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket)
+                              prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket,
+                              renderer=self.renderer)
 
 
 def build_run(config, workdir: str) -> Run:
@@ -350,6 +412,11 @@ def build_run(config, workdir: str) -> Run:
     process_index, num_processes = jax.process_index(), jax.process_count()
     kit = build_kit_checked(c)
     tokenizer = build_tokenizer(c, kit)
+    renderer = build_renderer(c, kit, tokenizer)
+    check_prompt_lengths(c, kit, renderer)
+    if c.train.sft_steps and kit.demonstration is None:
+        raise ConfigError(f"config.train.sft_steps={c.train.sft_steps}: task kit {kit.name!r} "
+                          f"has no demonstrations (set train.sft_steps=0)")
     policy = build_policy(c, tokenizer.vocab_size)
     lora = build_lora(c, policy)
     mesh, replicated = build_mesh(c)
@@ -358,7 +425,7 @@ def build_run(config, workdir: str) -> Run:
 
     s = c.sampling
     sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                              max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,))
+                              max_new_tokens=s.max_new_tokens, stop_token_ids=renderer.stop_ids)
     judge_kw = dict(executor=c.reward.executor, cache=c.reward.cache,
                     env_version=kit.environment_version())
     if c.reward.executor != "inline":
@@ -368,26 +435,37 @@ def build_run(config, workdir: str) -> Run:
     reward_config = reward_config_from(c)
     verifier = kit.turn_verifiers[c.pivot.reward] if pivots else kit.verifier
     judges = [Judge(verifier, reward_config, **judge_kw)]
-    engine = _Engines(c, kit, tokenizer, graphdef, rest)
+    engine = _Engines(c, kit, tokenizer, graphdef, rest, renderer)
     collector = build_collector(c, kit, tokenizer, engine, judges[0], sampling, workdir,
                                 process_index, num_processes)
 
+    # hidden check (R7.3): the kit's own; else, for kits whose outputs are the bare answer
+    # (character-level procedural kits), exact match with the reference
     hidden = kit.hidden_verifier
     hidden_fn = ((lambda task, out: float(hidden.verify(task, out).passed)) if hidden is not None
-                 else (None if kit.multi_turn else exact_hidden_check))
+                 else (exact_hidden_check if not kit.multi_turn and kit.alphabet is not None
+                       else None))
     evaluator = None
     if c.eval.num_tasks:
         e = c.eval
         judges.append(Judge(kit.verifier, reward_config, **judge_kw))
-        evaluator = Evaluator(
-            engine(judges[1]), heldout_tasks(kit.source, e.num_tasks, e.seed),
-            samples_per_task=e.samples_per_task,
-            sampling=dataclasses.replace(sampling, temperature=e.temperature),
-            pass_k=e.pass_k, seed=e.seed, hidden=hidden_fn)
+        try:
+            heldout = heldout_tasks(kit.source, e.num_tasks, e.seed)
+        except ValueError as err:
+            raise ConfigError(f"config.eval.num_tasks={e.num_tasks}: no held-out set: "
+                              f"{err}") from None
+        if e.greedy:
+            eval_kw = dict(samples_per_task=1, pass_k=(1,),
+                           sampling=dataclasses.replace(sampling, greedy=True))
+        else:
+            eval_kw = dict(samples_per_task=e.samples_per_task, pass_k=e.pass_k,
+                           sampling=dataclasses.replace(sampling, temperature=e.temperature))
+        evaluator = Evaluator(engine(judges[1]), heldout, seed=e.seed, hidden=hidden_fn, **eval_kw)
 
     from rlvr.parallel import batch_sharding
 
-    return Run(config=c, workdir=workdir, kit=kit, tokenizer=tokenizer, graphdef=graphdef,
+    return Run(config=c, workdir=workdir, kit=kit, tokenizer=tokenizer, renderer=renderer,
+               graphdef=graphdef,
                rest=rest, init_params=params, critic_params=critic_params,
                critic_optimizer=critic_opt, optimizer=optimizer, algorithm=algorithm, mesh=mesh,
                batch_sharding=batch_sharding(mesh, 1), replicated=replicated, collector=collector,

@@ -29,13 +29,17 @@ from tqdm.auto import tqdm
 from rlvr.algorithms.base import aggregate_exact
 from rlvr.learner import make_update
 from rlvr.models import scoring
+from rlvr.models.prompts import PromptRenderer
 from rlvr.records.state import create_train_state
 from rlvr.train.collectors import stream_seed
 
 
-def demo_stream(kit, task, tokenizer) -> tuple[list[int], list[float]]:
-    """(token ids, loss mask) of the kit's demonstration of `task` (module docstring)."""
-    ids = [tokenizer.bos_id] + list(tokenizer.encode(task.prompt))
+def demo_stream(kit, task, tokenizer, renderer=None) -> tuple[list[int], list[float]]:
+    """(token ids, loss mask) of the kit's demonstration of `task` (module docstring); the
+    prompt rendered by `renderer` (default [bos] + prompt), a single-turn completion closed by
+    its `end_id` (eos, or the chat template's end-of-turn token)."""
+    renderer = renderer or PromptRenderer(tokenizer)
+    ids = renderer.encode(task.prompt)
     mask = [0.0] * len(ids)
     demo = kit.demonstration(task)
     if kit.multi_turn:
@@ -44,7 +48,7 @@ def demo_stream(kit, task, tokenizer) -> tuple[list[int], list[float]]:
             ids += a + o
             mask += [1.0] * len(a) + [0.0] * len(o)
     else:
-        c = list(tokenizer.encode(demo)) + [tokenizer.eos_id]
+        c = list(tokenizer.encode(demo)) + [renderer.end_id]
         ids += c
         mask += [1.0] * len(c)
     return ids, mask
@@ -81,7 +85,7 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
                learning_rate: float, length: int, seed: int, pool: int = 0,
                num_microbatches: int = 1, progress: bool = True,
                log_fn: Optional[Callable[[int, dict], None]] = None,
-               cache_dir: Optional[str] = None, cache_spec: Any = None):
+               cache_dir: Optional[str] = None, cache_spec: Any = None, renderer=None):
     """Trains `params` for `steps` SFT steps on the kit's demonstrations; returns
     (params, last metrics). With `cache_dir`, parameters are loaded from / saved to
     `<cache_dir>/warm_<hash>.npz`, the hash covering `cache_spec` (what determines the result:
@@ -113,7 +117,7 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
     step_fn = jax.jit(lambda s, b: update(s, b, {}, s.rng), donate_argnums=0)
     metrics = {}
     for i in tqdm(range(steps), desc="sft", disable=not progress, leave=False):
-        streams = [demo_stream(kit, t, tokenizer) for t in tasks_of(i)]
+        streams = [demo_stream(kit, t, tokenizer, renderer) for t in tasks_of(i)]
         state, metrics = step_fn(state, sft_batch(streams, length, tokenizer.pad_id))
         if log_fn is not None and (i % 10 == 0 or i == steps - 1):
             log_fn(i, jax.device_get(metrics))

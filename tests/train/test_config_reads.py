@@ -10,13 +10,21 @@ from rlvr.tasks.kit import build_kit
 from rlvr.train import loop
 from rlvr.train.config import ConfigReads, flatten, inapplicable
 
-SHIPPED = ["base", "quickstart", "quickstart_lora", "grpo", "rloo", "reinforce", "ppo", "pivotrl", "agent_grpo", "sao"]
+SHIPPED = ["base", "quickstart", "quickstart_lora", "grpo", "rloo", "reinforce", "ppo", "pivotrl",
+           "agent_grpo", "sao", "gsm8k"]
 
 
-def _tiny(name):
+def _tiny(name, checkpoint=None):
     c = importlib.import_module(f"configs.{name}").get_config()
-    c.model.num_layers, c.model.d_model, c.model.num_heads, c.model.num_kv_heads = 1, 16, 2, 2
-    c.model.d_ff = 32
+    if c.tokenizer.kind == "hf":  # a Hugging Face config: the tiny checkpoint, float32, short
+        c.model.init_from = checkpoint
+        c.model.dtype, c.model.remat, c.model.max_seq_len = "float32", False, 256
+        c.sampling.max_new_tokens = 8
+        c.rollout.prompt_bucket = 0  # one prompt shape: one compile
+        c.train.num_minibatches = c.train.num_microbatches = 1
+    else:
+        c.model.num_layers, c.model.d_model, c.model.num_heads, c.model.num_kv_heads = 1, 16, 2, 2
+        c.model.d_ff = 32
     c.train.num_steps = 1
     c.train.progress = False
     if c.train.sft_steps:
@@ -37,8 +45,9 @@ def _tiny(name):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_every_field_read_or_refused(tmp_path, name):
-    c = _tiny(name)
+def test_every_field_read_or_refused(tmp_path, name, request):
+    hf = importlib.import_module(f"configs.{name}").get_config().tokenizer.kind == "hf"
+    c = _tiny(name, request.getfixturevalue("tiny_hf_checkpoint") if hf else None)
     tracked = ConfigReads(c)
     loop.run(tracked, str(tmp_path))
     kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())

@@ -1,0 +1,174 @@
+"""The evaluation and export modes of `launch.py` (`--mode=eval`, `--mode=export`).
+
+Both load the policy the run in `workdir` would continue from: the latest checkpoint in
+`<workdir>/checkpoints` that loads, or, when there is none, the starting policy
+(`model.init_from`, else the random init of the config's seed).
+
+`evaluate(config, workdir)` runs the configured held-out set (`eval.num_tasks` tasks, the
+"eval" split of the task source; `eval.greedy` or `eval.samples_per_task` samples at
+`eval.temperature`) through the run's own engine and reward path (`rlvr.train.evaluate`) and
+writes
+  * `<workdir>/eval.json`: what was evaluated (checkpoint step or starting policy, mode, task
+    count) and the metrics: eval/success with eval/success_ci95 (95 % interval, clustered by
+    task), eval/pass@k (unbiased, eq.93), eval/tokens, eval/truncation_rate, eval/unknown_rate,
+    eval/env_error_rate, eval/valid_rate, eval/hidden_success and eval/gap where the kit has a
+    hidden check; and `by_verifier`: per verifier (by version) n, success, unknown and
+    env_error rates;
+  * `<workdir>/eval_samples.jsonl`: one row per sample (task, prompt, output, decision, trial,
+    reward, tokens, stop reason, verifier, components, evidence).
+
+`export(config, workdir)` writes `<workdir>/export/` (`rlvr.models.export.export_hf`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import json
+import os
+import sys
+from typing import Any, Optional
+
+import jax
+import numpy as np
+
+from rlvr.train.config import ConfigError, validate_config
+
+
+def verifier_name(verifier, task) -> str:
+    """The version string of the verifier that judges `task` (the routed one for a router)."""
+    if hasattr(verifier, "verifier_for"):
+        try:
+            verifier = verifier.verifier_for(task)
+        except ValueError:
+            return "unrouted"
+    return str(getattr(verifier, "version", type(verifier).__name__))
+
+
+def load_policy_params(r) -> tuple[Any, dict]:
+    """(params, origin) of the run in `r.workdir`: its latest loadable checkpoint, else the
+    starting parameters. origin: {"checkpoint_step": s, "checkpoint_dir": ...} or
+    {"init_from": path or "random init"}."""
+    from rlvr.train.checkpoint import Checkpointer
+
+    ckdir = os.path.join(r.workdir, "checkpoints")
+    if os.path.isdir(ckdir):
+        ckpt = Checkpointer(ckdir, max_to_keep=max(1, r.config.checkpoint.max_to_keep))
+        try:
+            if ckpt.latest_step() is not None:
+                state, _, step, problems = ckpt.restore_latest(r.init_state(r.init_params))
+                for p in problems:
+                    print(f"skipped {p}", file=sys.stderr)
+                return state.params, {"checkpoint_step": int(step), "checkpoint_dir": ckdir}
+        finally:
+            ckpt.close()
+    return r.init_params, {"init_from": r.config.model.init_from or "random init"}
+
+
+def _host_params(r, params):
+    return jax.device_get(r.sampling_params(params))
+
+
+def export_run(r, params, origin: dict, path: Optional[str] = None) -> str:
+    """Writes the Hugging Face folder of `params` to `path` (default `<workdir>/export`).
+    Every process calls it (multi-host: the parameters are gathered); process 0 writes and
+    returns the path, the others return ""."""
+    from rlvr.models.export import export_hf
+
+    host = _host_params(r, params)
+    if not r.is_main:
+        return ""
+    meta = {"origin": origin, "task": list(r.config.task.names)}
+    path = path or os.path.join(r.workdir, "export")
+    model = r.model_of(host)
+    if r.lora is None:
+        return export_hf(model, r.tokenizer, r.renderer, path, metadata=meta)
+    # LoRA: the merged policy (adapters folded in, base dequantised) as the Hugging Face folder,
+    # and the adapters alone in the PEFT layout beside it (`<path>/adapters`)
+    from rlvr.models.lora import merge, save_adapters
+
+    out = export_hf(merge(model), r.tokenizer, r.renderer, path,
+                    metadata={**meta, "lora": {**dataclasses.asdict(r.lora.config), "adapters": "adapters"}})
+    save_adapters(model, os.path.join(out, "adapters"),
+                  base_model_name_or_path=r.config.model.init_from, config=r.lora.config)
+    return out
+
+
+def _sample_rows(r, got) -> list[dict]:
+    tokens = np.asarray(got.batch.loss_mask).sum(-1)
+    rows = []
+    for i, (s, t) in enumerate(zip(got.samples, got.tasks)):
+        rows.append({"task_id": s.task_id, "split": t.public_metadata.get("split"),
+                     "sample": i % r.evaluator.n,
+                     "prompt": s.prompt, "output": s.text, "decision": s.decision, "trial": s.trial,
+                     "reward": s.reward, "valid": s.valid, "tokens": int(tokens[i]),
+                     "stop_reason": s.stop_reason, "verifier": verifier_name(r.kit.verifier, t),
+                     "components": s.components, "evidence": s.evidence})
+    return rows
+
+
+def by_verifier(rows: list[dict]) -> dict:
+    """{verifier: {n, success (over valid samples), unknown_rate, env_error_rate}}."""
+    out = {}
+    for name in sorted({x["verifier"] for x in rows}):
+        xs = [x for x in rows if x["verifier"] == name]
+        valid = [x for x in xs if x["trial"] == "valid" and x["valid"]]
+        out[name] = {
+            "n": len(xs),
+            "success": (float(np.mean([x["decision"] == "pass" for x in valid])) if valid
+                        else float("nan")),
+            "unknown_rate": float(np.mean([x["decision"] == "unknown" and x["trial"] == "valid"
+                                           for x in xs])),
+            "env_error_rate": float(np.mean([x["trial"] == "env_error" for x in xs]))}
+    return out
+
+
+def evaluate(config, workdir: str) -> dict:
+    """`launch.py --mode=eval` (module docstring); returns the eval.json dict."""
+    from rlvr.train.setup import build_run
+
+    validate_config(config)
+    if not config.eval.num_tasks:
+        raise ConfigError("--mode=eval needs a held-out set: set config.eval.num_tasks > 0")
+    r = build_run(config, workdir)
+    try:
+        params, origin = load_policy_params(r)
+        got = r.evaluator.collect(params)
+        metrics = r.evaluator.summarize(got)
+        rows = _sample_rows(r, got)
+        e = r.config.eval
+        result = {"origin": origin, "task": list(r.config.task.names),
+                  "mode": "greedy" if e.greedy else "sampled",
+                  **({} if e.greedy else {"temperature": e.temperature,
+                                          "samples_per_task": e.samples_per_task}),
+                  "num_tasks": len(r.evaluator.tasks), "num_samples": len(rows),
+                  "metrics": {k: float(v) for k, v in metrics.items()},
+                  "by_verifier": by_verifier(rows)}
+        if r.is_main:
+            os.makedirs(workdir, exist_ok=True)
+            with open(os.path.join(workdir, "eval.json"), "w") as f:
+                json.dump(result, f, indent=2, default=float)
+            with open(os.path.join(workdir, "eval_samples.jsonl"), "w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            print(json.dumps({"origin": origin, **result["metrics"]}, indent=2))
+        return result
+    finally:
+        r.close()
+
+
+def export(config, workdir: str) -> str:
+    """`launch.py --mode=export`: `<workdir>/export/` from the latest checkpoint (or the
+    starting policy); returns its path."""
+    from rlvr.train.setup import build_run
+
+    validate_config(config)
+    r = build_run(config, workdir)
+    try:
+        params, origin = load_policy_params(r)
+        path = export_run(r, params, origin)
+        if path:
+            print(f"exported {origin} to {path}")
+        return path
+    finally:
+        r.close()
