@@ -15,6 +15,7 @@ LAYERS = {
     "tasks": 4,
     "algorithms": 5,
     "train": 6,
+    "testing": 7, "launch": 7,
 }
 
 
