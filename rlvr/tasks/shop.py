@@ -83,8 +83,8 @@ class ShopDifficulty:
 
 DIFFICULTIES = {
     "small": ShopDifficulty(min_items=2, max_items=3, max_qty=2, n_distractors=2, extra_turns=1),
-    "standard": ShopDifficulty(min_items=3, max_items=5, max_qty=3, n_distractors=2, extra_turns=1),
-    "hard": ShopDifficulty(min_items=4, max_items=6, max_qty=4, n_distractors=2, extra_turns=0),
+    "standard": ShopDifficulty(min_items=3, max_items=5, max_qty=2, n_distractors=2, extra_turns=1),
+    "hard": ShopDifficulty(min_items=4, max_items=6, max_qty=3, n_distractors=2, extra_turns=0),
 }
 
 

@@ -10,7 +10,8 @@ from rlvr.tasks.kit import build_kit
 from rlvr.train import loop
 from rlvr.train.config import ConfigReads, flatten, inapplicable
 
-SHIPPED = ["base", "quickstart", "grpo", "rloo", "reinforce", "ppo", "pivotrl", "agent_grpo", "sao"]
+SHIPPED = ["base", "quickstart", "grpo", "rloo", "reinforce", "ppo", "pivotrl", "agent_grpo", "sao",
+           "shop_grpo", "shop_pivotrl", "shop_sao"]
 
 
 def _tiny(name):
