@@ -15,7 +15,7 @@ def get_config():
     c.task.names = ("shop",)
     c.task.kwargs.difficulty = "standard"  # 3-5 ordered items: 7-11 actions, the payment decides.
     c.task.kwargs.demo_style = "diverse"   # seeded order patterns and payment forms (R2.8).
-    c.task.kwargs.latency_s = 0.004        # tool latency scale (s): Pareto(1.5) multiplier ≥ 1.
+    c.task.kwargs.latency_s = 0.01         # tool latency scale (s): Pareto(1.5) multiplier ≥ 1.
     c.task.kwargs.latency_alpha = 1.5
     c.task.kwargs.latency_cap = 30.0
     c.task.pool_size = 128                 # one fixed pool of training tasks for every method.
@@ -34,7 +34,7 @@ def get_config():
     c.train.epochs = 2                     # 2 epochs × 2 minibatches: the ratio moves, clipping acts.
     c.train.num_minibatches = 2
     c.train.num_steps = 200
-    c.train.sft_steps = 300                # demonstration warm start (decisive turn: sometimes right).
+    c.train.sft_steps = 1000               # demonstration warm start (decisive turn: sometimes right).
     c.train.sft_batch_size = 32
     c.train.sft_learning_rate = 3e-3
     c.train.sft_pool = 1024

@@ -1,8 +1,9 @@
 """SAO on the checkout task (SPEC R5; seed 003 §4-5):
 `python launch.py --config=configs/shop_sao.py --workdir=/tmp/shop_sao`.
 
-One episode per task from a rollout thread (16 per call) into a bounded queue, 32 per learner
-step in arrival order (no group barrier), staleness bound 2 with back-pressure; critic +
+One episode per task (no group) from a rollout thread (32 per call) into a bounded queue, 32 per
+learner step in arrival order, staleness bound 2 with back-pressure, so rollouts (and their tool
+latency) overlap the learner's updates; critic +
 Skip-Observation GAE; trust-region token masking against the behaviour log-probs; 2 critic updates
 per policy update; value pre-training (critic warm-up steps); critic attention frozen.
 """
@@ -25,7 +26,7 @@ def get_config():
     c.algorithm.critic_freeze_attention = True
     c.algorithm.recompute_old_logprobs = False
     c.rollout.asynchronous = True
-    c.rollout.producer_batch = 16
+    c.rollout.producer_batch = 32
     c.rollout.queue_size = 64
     c.rollout.max_staleness = 2
     c.rollout.staleness_backpressure = True

@@ -76,7 +76,6 @@ def main(argv=None):
             c.eval.num_tasks = max(8, ctx.sc["eval_tasks"] // 8)
         rec = runner.run_config(c, workdir_root=ctx.workdir, cache=ctx.cache, label=f"pilot/{method}",
                                 log=ctx.log)
-        rec["load_avg"] = os.getloadavg()[0]
         ctx.records.append(rec)
         pil[method] = pilot_numbers(rec)
     # learning speed: full-trajectory GRPO, evaluated every few steps

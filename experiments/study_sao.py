@@ -80,7 +80,7 @@ def analyse(ctx, recs, lrs):
                      f"{np.mean([common.clip_fraction(rec[s]) for s in seeds]):.4f}",
                      f"{np.mean([_mean_row(rec[s], 'critic/explained_variance') for s in seeds]):.3f}",
                      f"{np.mean([_mean_row(rec[s], 'sample/mean_lag') for s in seeds]):.2f}",
-                     f"{np.mean([rec[s].get('load_avg', float('nan')) for s in seeds]):.1f}"])
+                     f"{np.mean([np.mean(rec[s].get('load_avg', [float('nan')])) for s in seeds]):.1f}"])
     body = [
         f"Seeds: {len(seeds)} (paired). Tool latency scale {ctx.sc['latency_s']} s (Pareto α = 1.5, "
         f"see study_testbed.md). GRPO plateau {np.mean(grpo_plateau):.3f}; level ℓ = {level:.3f}. "

@@ -171,9 +171,9 @@ def main(argv=None):
 
     body = [
         "What the study trains on: a checkout task (`rlvr.tasks.shop`, difficulty "
-        f"`{ctx.sc['difficulty']}`): the order (e.g. `b2 d1 g3`) is in the prompt, prices are "
-        "hidden; reads (`get b` → `=7`) and cart adds (`add b2` → `ok`) copy from the prompt, and "
-        "the final payment (`pay 44` or `pay 14+3+27`) needs Σ qty × price from earlier "
+        f"`{ctx.sc['difficulty']}`): the order (e.g. `b1 d1 g1`) is in the prompt, prices are "
+        "hidden; reads (`get b` → `=7`) and cart adds (`add b1` → `ok`) copy from the prompt, and "
+        "the final payment (`pay 7+5+9` or `pay 21`) needs Σ qty × price from earlier "
         "observations — the decisive turn. Wrong adds are minefield events; a wrong payment "
         "fails the episode.",
         "## Episodes (demonstrations of the held-out tasks)",

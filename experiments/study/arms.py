@@ -26,7 +26,7 @@ METHODS = ("grpo", "pivotrl", "sao", "reinforce")
 SCALES = {
     "full": dict(
         model=dict(num_layers=2, d_model=128, num_heads=4, num_kv_heads=4, d_ff=512, max_seq_len=160),
-        difficulty="standard", latency_s=0.004, pool_size=128, sft_steps=300, sft_pool=1024,
+        difficulty="standard", latency_s=0.01, pool_size=128, sft_steps=1000, sft_pool=1024,
         eval_tasks=512, max_turns=12, max_new_tokens=20, checkpoint_every=10,
         # rollout-token budgets (cost/sampled_tokens) per comparison and evaluation spacing
         budget={"pivot": 150_000, "grpo": 300_000, "sao": 300_000, "stage2": 100_000},

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from experiments.study import arms, runner, stats
 
 
@@ -21,7 +19,6 @@ def run_arm(ctx, name: str, seed: int, lrs: dict, *, budget=None) -> dict:
     c = arms.arm_config(name, seed, ctx.sc, warm=warm(ctx, seed), lr=lrs[arm.method], budget=budget)
     rec = runner.run_config(c, workdir_root=ctx.workdir, cache=ctx.cache, export=arm.export,
                             label=f"{name}/seed{seed}", log=ctx.log)
-    rec["load_avg"] = os.getloadavg()[0]
     ctx.records.append(rec)
     return rec
 

@@ -53,7 +53,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
     ap.add_argument("--out", default=RESULTS, help="folder of the result files")
-    ap.add_argument("--workdir", default="/tmp/rlvr_study", help="run folders (resumable)")
+    ap.add_argument("--workdir", default="", help="run folders, resumable (default <cache>/work)")
     ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache)")
     return ap
 
@@ -62,13 +62,13 @@ def setup(name: str, args: argparse.Namespace) -> Ctx:
     from experiments.study.arms import scale
 
     quiet()
-    enable_compile_cache(args)
     sc = scale("quick" if args.quick else "full")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     cache = os.path.abspath(args.cache or os.path.join(out, ".study_cache"))
+    enable_compile_cache(os.path.join(cache, "jax_cache"))
     return Ctx(name=name, args=args, sc=sc, out=out, cache=cache,
-               workdir=os.path.abspath(os.path.join(args.workdir, "quick" if args.quick else "full")),
+               workdir=os.path.abspath(args.workdir or os.path.join(cache, "work")),
                seeds=tuple(range(args.seeds)), started=time.time())
 
 
@@ -78,12 +78,11 @@ def quiet() -> None:
     absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def enable_compile_cache(args) -> None:
-    """JAX's persistent compilation cache under the workdir: later processes of the study load
-    compiled sampler / learner shapes instead of compiling them again."""
+def enable_compile_cache(path: str) -> None:
+    """JAX's persistent compilation cache at `path`: later processes of the study load compiled
+    sampler / learner shapes instead of compiling them again."""
     import jax
 
-    path = os.path.join(os.path.abspath(args.workdir), "jax_cache")
     try:
         jax.config.update("jax_compilation_cache_dir", path)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)

@@ -175,7 +175,8 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
                export: bool = False, label: str = "", log: Callable = print) -> dict:
     """Runs (or resumes, or loads from the cache) one configured run; returns its record:
     key, label, code_version, config, rows (metrics.jsonl), result (the loop's result dict),
-    wall_s / cpu_s (summed over invocations), from_cache, model (exported folder or None)."""
+    wall_s / cpu_s (summed over invocations), load_avg (the machine's 1-minute load average when
+    the last invocation started and ended), from_cache, model (exported folder or None)."""
     from rlvr.version import code_version
 
     key = run_key(config, batch_bucket)
@@ -200,7 +201,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
             spent = json.load(f)
     log(f"  run {label or key} ({key}) in {wd}")
     validate_config(config)
-    t0, c0 = time.time(), time.process_time()
+    t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
     r = build_run(config, wd)
     try:
         bucket_engines(r, batch_bucket)
@@ -224,7 +225,8 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
         _write_json(spent_path, spent)
     rec = {"key": key, "label": label, "code_version": code_version(), "config": config_dict(config),
            "rows": read_metrics(wd), "result": result, **spent, "finished": time.time(),
-           "model": model_dir if export else None, "batch_bucket": batch_bucket}
+           "model": model_dir if export else None, "batch_bucket": batch_bucket,
+           "load_avg": [load0, os.getloadavg()[0]]}
     _write_json(path, rec)
     rec["from_cache"] = False
     return rec

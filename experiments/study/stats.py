@@ -141,7 +141,7 @@ def verdict(p: float, lo: float, hi: float, *, null: float, target: Optional[flo
         return "not measurable (missing runs)"
     sgn = 1 if better == "greater" else -1
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo == hi:
-        return "no interval (one seed)"
+        return "no interval (one seed, or every seed gave the same value)"
     beats_null = (lo > null) if sgn > 0 else (hi < null)
     worse_null = (hi < null) if sgn > 0 else (lo > null)
     if target is not None:

@@ -13,10 +13,12 @@ only in earlier observations and is where episodes fail (`decisive_turn`).
     of the prices and the order decides; generation keeps only the asked split's tasks);
   * `demonstrations(task, style=...)`: ONE recorded oracle trajectory per task with the exact
     environment snapshot before each action (PivotRL candidate states). Style "diverse"
-    (default): a per-task seeded pattern — all reads then all adds, read-add pairs, or all adds
-    then all reads — with the items in a random order, and a payment written as the total
-    (``pay 44``) or as the line subtotals in a random order (``pay 3+27+14``): functionally
-    equivalent forms (R2.8). Style "canonical": prompt order, reads first, ``pay <total>``;
+    (default): a per-task seeded pattern — all reads then all adds, or read-add pairs (items in
+    prompt order) — and a payment written as the total (``pay 21``) or as the line subtotals in
+    prompt order (``pay 7+5+9``): functionally equivalent forms (R2.8). With quantities 1 (the
+    "standard" difficulty) the subtotal form copies the prices read, the total needs their sum:
+    a policy that sometimes picks the total is sometimes wrong at the decisive turn. Style
+    "canonical": reads first, ``pay <total>``;
   * `render_episode(task, turns)`: prompt, then action + observation per turn (what the agent
     loop tokenises).
 
@@ -83,7 +85,7 @@ class ShopDifficulty:
 
 DIFFICULTIES = {
     "small": ShopDifficulty(min_items=2, max_items=3, max_qty=2, n_distractors=2, extra_turns=1),
-    "standard": ShopDifficulty(min_items=3, max_items=5, max_qty=2, n_distractors=2, extra_turns=1),
+    "standard": ShopDifficulty(min_items=3, max_items=5, max_qty=1, n_distractors=2, extra_turns=1),
     "hard": ShopDifficulty(min_items=4, max_items=6, max_qty=3, n_distractors=2, extra_turns=0),
 }
 
@@ -148,7 +150,7 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
 
 # ------------------------------------------------------------------------------ demonstrations
 DEMO_STYLES = ("canonical", "diverse")
-PATTERNS = ("reads_first", "pairs", "adds_first")
+PATTERNS = ("reads_first", "pairs")
 
 
 def demo_rng(task: TaskSpec) -> random.Random:
@@ -159,21 +161,16 @@ def demo_rng(task: TaskSpec) -> random.Random:
 def _diverse_plan(state, rng: random.Random) -> list[str]:
     order = [list(x) for x in state["order"]]
     pattern = rng.choice(PATTERNS)
-    reads = rng.sample(order, len(order))
-    adds = rng.sample(order, len(order))
-    gets = [f"get {k}\n" for k, _ in reads]
-    puts = [f"add {k}{q}\n" for k, q in adds]
+    gets = [f"get {k}\n" for k, _ in order]
+    puts = [f"add {k}{q}\n" for k, q in order]
     if pattern == "reads_first":
         plan = gets + puts
-    elif pattern == "adds_first":
-        plan = puts + gets
     else:
-        plan = [a for k, q in reads for a in (f"get {k}\n", f"add {k}{q}\n")]
+        plan = [a for k, q in order for a in (f"get {k}\n", f"add {k}{q}\n")]
     if rng.random() < 0.5:
         plan.append(f"pay {state['total']}\n")
     else:
-        subtotals = [q * state["prices"][k] for k, q in rng.sample(order, len(order))]
-        plan.append("pay " + "+".join(str(v) for v in subtotals) + "\n")
+        plan.append("pay " + "+".join(str(q * state["prices"][k]) for k, q in order) + "\n")
     return plan
 
 

@@ -83,4 +83,4 @@ def test_verdicts_without_effect_size():
     assert stats.verdict(0.1, 0.02, 0.2, null=0.0).startswith("HOLDS")
     assert stats.verdict(-0.1, -0.2, -0.02, null=0.0).startswith("FAILS")
     assert stats.verdict(0.1, -0.02, 0.2, null=0.0).startswith("UNRESOLVED")
-    assert stats.verdict(0.1, 0.1, 0.1, null=0.0) == "no interval (one seed)"
+    assert stats.verdict(0.1, 0.1, 0.1, null=0.0).startswith("no interval")

@@ -65,9 +65,11 @@ def test_demonstrations_are_diverse_and_judged_correct():
         for x in turns:  # every demonstration action is functionally acceptable at its state
             assert functional.accepts(x.state_before, x.action)
         kinds = [turn_kind(x.action) for x in turns[:-1]]
-        patterns.add("reads_first" if kinds[0] == "get" and kinds[1] == "get" else
-                     "adds_first" if kinds[0] == "add" else "pairs")
+        patterns.add("reads_first" if kinds[0] == "get" and kinds[1] == "get" else "pairs")
         pay_forms.add("+" in turns[-1].action)
+        subtotals = "+".join(str(q * t.environment_snapshot["state"]["prices"][k])
+                             for k, q in t.environment_snapshot["state"]["order"])
+        assert turns[-1].action in (f"pay {t.reference_answer}\n", f"pay {subtotals}\n")
         assert render_episode(t, turns) == t.prompt + "".join(x.action + x.observation for x in turns)
     assert patterns == set(PATTERNS) and pay_forms == {True, False}
     assert min(lengths) == 7 and max(lengths) == 11
