@@ -22,9 +22,10 @@ from rlvr.envs.base import (
     retry_seed,
 )
 from rlvr.envs.kv_store import KVStoreEnv
+from rlvr.envs.shop import ShopEnv
 from rlvr.records.task import TaskSpec
 
-ENVIRONMENTS = {KVStoreEnv.name: KVStoreEnv}
+ENVIRONMENTS = {KVStoreEnv.name: KVStoreEnv, ShopEnv.name: ShopEnv}
 
 
 def make_env(name_or_task: Any, **kwargs) -> Environment:
@@ -41,6 +42,6 @@ def make_env(name_or_task: Any, **kwargs) -> Environment:
 
 __all__ = [
     "ENVIRONMENTS", "EnvSnapshot", "Environment", "KVStoreEnv", "ResetIntegrityError",
-    "SnapshotError", "StepResult", "Turn", "canonical_json", "derive_seed", "group_seeds",
+    "SnapshotError", "ShopEnv", "StepResult", "Turn", "canonical_json", "derive_seed", "group_seeds",
     "hash_state", "make_env", "retry_seed",
 ]

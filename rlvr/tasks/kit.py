@@ -159,7 +159,7 @@ def _load_builtin() -> None:
     if _BUILTIN_LOADED:
         return
     _BUILTIN_LOADED = True
-    from rlvr.tasks import files, kv_agent, registry  # noqa: F401  (their imports register the kits)
+    from rlvr.tasks import files, kv_agent, registry, shop  # noqa: F401  (their imports register the kits)
 
 
 _BUILTIN_LOADED = False

@@ -11,7 +11,7 @@ from rlvr.train import loop
 from rlvr.train.config import ConfigReads, flatten, inapplicable
 
 SHIPPED = ["base", "quickstart", "quickstart_lora", "grpo", "rloo", "reinforce", "ppo", "pivotrl",
-           "agent_grpo", "sao", "gsm8k"]
+           "agent_grpo", "sao", "gsm8k", "shop_grpo", "shop_pivotrl", "shop_sao"]
 
 
 def _tiny(name, checkpoint=None):

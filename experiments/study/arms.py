@@ -1,0 +1,200 @@
+"""The study's configs: one base per method (configs/shop_*.py), scale presets, and the arms.
+
+Fairness rules every arm keeps (experiments/STUDY.md):
+  * the same task kit, difficulty, latency and task pool (`task.pool_size`); the same held-out set
+    (`eval.num_tasks` tasks, `eval.seed`); the same per-seed warm start (`model.init_from` = the
+    seed's SFT folder, see `runner.warm_folder`);
+  * the same KL term (β·KL(π_θ‖π_ref), k3, `kl.coef`), optimiser, epochs × minibatches and
+    rows per step (32 episodes or 32 turn samples);
+  * the same budget measure (`cost/sampled_tokens`: every token the policy generated, probes and
+    value pre-training rollouts included) and one token budget per comparison;
+  * an ablation arm changes exactly one thing of its method's main arm, and uses the method's
+    learning rate (chosen by the sweep before the main runs).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+from typing import Callable, Optional
+
+METHODS = ("grpo", "pivotrl", "sao", "reinforce")
+
+# Scale presets. "full": the calibrated plan (experiments/STUDY.md); "quick": seconds-long runs
+# of every code path (tests).
+SCALES = {
+    "full": dict(
+        model=dict(num_layers=2, d_model=128, num_heads=4, num_kv_heads=4, d_ff=512, max_seq_len=160),
+        difficulty="standard", latency_s=0.01, pool_size=128, sft_steps=1000, sft_pool=1024,
+        eval_tasks=512, max_turns=12, max_new_tokens=20, checkpoint_every=10,
+        # rollout-token budgets (cost/sampled_tokens) per comparison and evaluation spacing
+        budget={"pivot": 150_000, "grpo": 300_000, "sao": 300_000, "stage2": 100_000},
+        lr_budget={"pivot": 60_000, "grpo": 100_000, "sao": 100_000},
+        eval_points=10, sao_warmup={"none": 0, "small": 5, "large": 20},
+        lr_grid={"grpo": (3e-5, 1e-4, 3e-4), "pivotrl": (3e-5, 1e-4, 3e-4),
+                 "sao": (3e-5, 1e-4, 3e-4), "reinforce": (3e-5, 1e-4, 3e-4)},
+        tokens_per_step={"grpo": 1900, "pivotrl": 250, "sao": 1900, "reinforce": 1900},
+    ),
+    "quick": dict(
+        model=dict(num_layers=1, d_model=32, num_heads=2, num_kv_heads=2, d_ff=64, max_seq_len=96),
+        difficulty="small", latency_s=0.0005, pool_size=4, sft_steps=60, sft_pool=64,
+        eval_tasks=8, max_turns=8, max_new_tokens=12, checkpoint_every=2,
+        budget={"pivot": 1000, "grpo": 600, "sao": 600, "stage2": 300},
+        lr_budget={"pivot": 800, "grpo": 300, "sao": 300},
+        eval_points=2, sao_warmup={"none": 0, "small": 1, "large": 2},
+        lr_grid={"grpo": (1e-4, 3e-4), "pivotrl": (1e-4,), "sao": (1e-4,), "reinforce": (1e-4,)},
+        tokens_per_step={"grpo": 200, "pivotrl": 60, "sao": 200, "reinforce": 200},
+    ),
+}
+
+
+def scale(name: str) -> dict:
+    if name not in SCALES:
+        raise ValueError(f"scale must be one of {sorted(SCALES)}, got {name!r}")
+    return copy.deepcopy(SCALES[name])
+
+
+def _method_config(method: str):
+    module = {"grpo": "shop_grpo", "pivotrl": "shop_pivotrl", "sao": "shop_sao",
+              "reinforce": "shop_sao"}[method]
+    c = importlib.import_module(f"configs.{module}").get_config()
+    if method == "reinforce":
+        # SAO's pipeline (single rollout, asynchronous, trust region, whitening) with the critic
+        # replaced by a running-mean baseline (eq.76).
+        for k in ("gamma", "gae_lambda", "skip_observations", "critic_updates",
+                  "critic_warmup_steps", "critic_learning_rate", "critic_freeze_attention"):
+            c.algorithm[k] = importlib.import_module("configs.base").get_config().algorithm[k]
+        c.algorithm.name = "reinforce"
+        c.algorithm.policy_loss = "trust_region"
+        c.algorithm.baseline_momentum = 0.9
+    return c
+
+
+def base_config(method: str, seed: int, sc: dict):
+    """The method's main-arm config at scale `sc` for `seed` (random-init shape; `with_warm`
+    switches it to the warm-start folder)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    c = _method_config(method)
+    c.seed = seed
+    for k, v in sc["model"].items():
+        c.model[k] = v
+    c.task.kwargs.difficulty = sc["difficulty"]
+    c.task.kwargs.latency_s = sc["latency_s"]
+    c.task.pool_size = sc["pool_size"]
+    c.train.sft_steps = sc["sft_steps"]
+    c.train.sft_pool = sc["sft_pool"]
+    c.eval.num_tasks = sc["eval_tasks"]
+    c.rollout.max_turns = sc["max_turns"]
+    c.sampling.max_new_tokens = sc["max_new_tokens"]
+    c.checkpoint.every = sc["checkpoint_every"]
+    c.train.progress = False
+    if method == "sao":
+        c.algorithm.critic_warmup_steps = sc["sao_warmup"]["small"]
+    return c
+
+
+def with_warm(config, folder: str):
+    """`config` starting from the warm-start folder: model.init_from set, the random-init shape
+    fields back at their defaults (the folder's config.json gives the shape), no SFT."""
+    from configs import base
+
+    c = copy.deepcopy(config)
+    d = base.get_config()
+    for k in ("vocab_size", "num_layers", "d_model", "num_heads", "num_kv_heads", "d_ff"):
+        c.model[k] = d.model[k]
+    c.model.init_from = folder
+    c.train.sft_steps = 0
+    return c
+
+
+def schedule(config, *, budget: int, tokens_per_step: float, eval_points: int,
+             lr: Optional[float] = None):
+    """Budget, step cap and evaluation spacing: stop at `budget` sampled tokens, evaluate about
+    `eval_points` times over it (plus at the start and the end)."""
+    c = copy.deepcopy(config)
+    steps = max(1, int(round(budget / max(tokens_per_step, 1.0))))
+    c.train.token_budget = int(budget)
+    c.train.num_steps = int(steps * 3 + 10)  # cap: the token budget is what stops a run
+    c.eval.every = max(1, steps // max(eval_points, 1))
+    c.checkpoint.every = max(c.checkpoint.every, c.eval.every)
+    if lr is not None:
+        c.optimizer.learning_rate = float(lr)
+    return c
+
+
+# ----------------------------------------------------------------------------- arms
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One arm: its method (learning rate, tokens per step), what it changes, its budget key."""
+
+    name: str
+    method: str
+    change: Callable
+    budget: str
+    label: str
+    export: bool = False
+
+
+def _set(**fields):
+    def change(c, sc):
+        for path, v in fields.items():
+            section, key = path.split("__")
+            if isinstance(v, str) and v.startswith("warmup:"):
+                v = sc["sao_warmup"][v.split(":")[1]]
+            c[section][key] = v
+        return c
+    return change
+
+
+ARMS = {a.name: a for a in [
+    # --- PivotRL family (rollout-token efficiency)
+    Arm("grpo", "grpo", _set(), "grpo", "GRPO, full trajectories (group-synchronous)"),
+    Arm("pivotrl", "pivotrl", _set(), "pivot", "PivotRL: σ̂²>0 ∧ μ̂<λ, functional reward",
+        export=True),
+    Arm("pivot_all", "pivotrl", _set(pivot__selection="all"), "pivot", "PivotRL, all turns (no filter)"),
+    Arm("pivot_random", "pivotrl", _set(pivot__selection="random"), "pivot",
+        "PivotRL, random 30% of turns"),
+    Arm("pivot_variance", "pivotrl", _set(pivot__selection="variance"), "pivot",
+        "PivotRL, σ̂²>0 only"),
+    Arm("pivot_exact", "pivotrl", _set(pivot__reward="exact"), "pivot",
+        "PivotRL, exact-match reward"),
+    # --- SAO family (wall-clock with tool latency; critic ablations)
+    Arm("sao", "sao", _set(), "sao", "SAO: skip-obs GAE, 2 critic updates, small value pre-training, frozen attention"),
+    Arm("sao_naive_gae", "sao", _set(algorithm__skip_observations=False), "sao", "SAO, naive token GAE"),
+    Arm("sao_k1", "sao", _set(algorithm__critic_updates=1), "sao", "SAO, 1 critic update"),
+    Arm("sao_pretrain_none", "sao", _set(algorithm__critic_warmup_steps="warmup:none"), "sao",
+        "SAO, no value pre-training"),
+    Arm("sao_pretrain_large", "sao", _set(algorithm__critic_warmup_steps="warmup:large"), "sao",
+        "SAO, large value pre-training"),
+    Arm("sao_unfrozen", "sao", _set(algorithm__critic_freeze_attention=False), "sao",
+        "SAO, critic attention trained"),
+    Arm("reinforce", "reinforce", _set(), "sao", "Running-mean baseline instead of a critic"),
+]}
+
+PIVOT_FAMILY = ("grpo", "pivotrl", "pivot_all", "pivot_random", "pivot_variance", "pivot_exact")
+SAO_FAMILY = ("grpo", "sao", "sao_naive_gae", "sao_k1", "sao_pretrain_none", "sao_pretrain_large",
+              "sao_unfrozen", "reinforce")
+
+
+def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float, budget: Optional[int] = None):
+    """The full config of arm `name` for `seed`: its method's base, its one change, the warm
+    start, the method's learning rate, its family's budget and evaluation spacing."""
+    arm = ARMS[name]
+    c = base_config(arm.method, seed, sc)
+    c = arm.change(c, sc)
+    c = with_warm(c, warm)
+    return schedule(c, budget=budget if budget is not None else sc["budget"][arm.budget],
+                    tokens_per_step=sc["tokens_per_step"][arm.method],
+                    eval_points=sc["eval_points"], lr=lr)
+
+
+def stage2_config(seed: int, sc: dict, *, start: str, lr: float):
+    """Second stage of "PivotRL then end-to-end RL": full-trajectory GRPO from the PivotRL run's
+    final policy (`start`, a Hugging Face folder), with `budget["stage2"]` more tokens. Its KL
+    reference is the stage's start (the loop's reference is the initial policy)."""
+    c = base_config("grpo", seed, sc)
+    c = with_warm(c, start)
+    return schedule(c, budget=sc["budget"]["stage2"], tokens_per_step=sc["tokens_per_step"]["grpo"],
+                    eval_points=max(2, sc["eval_points"] // 2), lr=lr)

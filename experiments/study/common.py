@@ -1,0 +1,48 @@
+"""What the study scripts share: running an arm for a seed, and per-arm curves."""
+
+from __future__ import annotations
+
+from experiments.study import arms, runner, stats
+
+
+def method_default_lr(method: str) -> float:
+    return arms.base_config(method, 0, arms.scale("full")).optimizer.learning_rate
+
+
+def warm(ctx, seed: int) -> str:
+    return runner.warm_folder(arms.base_config("grpo", seed, ctx.sc), seed, ctx.cache, log=ctx.log)
+
+
+def run_arm(ctx, name: str, seed: int, lrs: dict, *, budget=None) -> dict:
+    """The record of arm `name` for `seed` (cached, resumable)."""
+    arm = arms.ARMS[name]
+    c = arms.arm_config(name, seed, ctx.sc, warm=warm(ctx, seed), lr=lrs[arm.method], budget=budget)
+    rec = runner.run_config(c, workdir_root=ctx.workdir, cache=ctx.cache, export=arm.export,
+                            label=f"{name}/seed{seed}", log=ctx.log)
+    ctx.records.append(rec)
+    return rec
+
+
+def run_stage2(ctx, seed: int, lrs: dict, first: dict) -> dict:
+    """The stage-2 record: full-trajectory GRPO started from the final policy of `first` (the
+    seed's PivotRL record, exported)."""
+    c = arms.stage2_config(seed, ctx.sc, start=first["model"], lr=lrs["grpo"])
+    rec = runner.run_config(c, workdir_root=ctx.workdir, cache=ctx.cache,
+                            label=f"pivotrl_then_grpo/seed{seed}", log=ctx.log)
+    ctx.records.append(rec)
+    return rec
+
+
+def arm_curve(rec: dict) -> dict:
+    lag = int(rec["config"].get("rollout.max_staleness", 0)) if rec["config"].get("rollout.asynchronous") else 0
+    return stats.curve(rec, async_lag=lag)
+
+
+def clip_fraction(rec: dict) -> float:
+    """Mean fraction of policy tokens (or actions) clipped / masked by the ratio bound over the
+    run's steps (`policy/clip_frac`, SAO's `policy/masked_frac`)."""
+    import numpy as np
+
+    vals = [r.get("policy/clip_frac", r.get("policy/masked_frac")) for r in rec["rows"]]
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else float("nan")

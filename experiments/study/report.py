@@ -1,0 +1,198 @@
+"""Command line, output folders, provenance and markdown / plot writing of the study scripts.
+
+Every script takes `--seeds`, `--quick` (seconds-long runs of every code path, the tests' mode),
+`--out` (where result files go; default experiments/results), `--workdir` (run folders,
+resumable) and `--cache` (run records and warm starts; default <out>/.study_cache), and writes
+`<out>/study_<name>.md` (+ `.png`, + `.json` with the numbers the text was written from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from typing import Callable, Optional
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "experiments", "results")
+
+
+@dataclasses.dataclass
+class Ctx:
+    """What a study script works with: settings, folders, the log and the run records."""
+
+    name: str
+    args: argparse.Namespace
+    sc: dict
+    out: str
+    cache: str
+    workdir: str
+    seeds: tuple
+    started: float
+    records: list = dataclasses.field(default_factory=list)
+
+    def log(self, msg: str) -> None:
+        print(f"[study_{self.name} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    def path(self, suffix: str) -> str:
+        return os.path.join(self.out, f"study_{self.name}{suffix}")
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
+    ap.add_argument("--out", default=RESULTS, help="folder of the result files")
+    ap.add_argument("--workdir", default="", help="run folders, resumable (default <cache>/work)")
+    ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache)")
+    return ap
+
+
+def setup(name: str, args: argparse.Namespace) -> Ctx:
+    from experiments.study.arms import scale
+
+    quiet()
+    sc = scale("quick" if args.quick else "full")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    cache = os.path.abspath(args.cache or os.path.join(out, ".study_cache"))
+    enable_compile_cache(os.path.join(cache, "jax_cache"))
+    return Ctx(name=name, args=args, sc=sc, out=out, cache=cache,
+               workdir=os.path.abspath(args.workdir or os.path.join(cache, "work")),
+               seeds=tuple(range(args.seeds)), started=time.time())
+
+
+def quiet() -> None:
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+def enable_compile_cache(path: str) -> None:
+    """JAX's persistent compilation cache at `path`: later processes of the study load compiled
+    sampler / learner shapes instead of compiling them again."""
+    import jax
+
+    try:
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    except Exception:  # noqa: BLE001 — an optional speed-up
+        pass
+
+
+def command(args) -> str:
+    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+
+
+def provenance(ctx: Ctx) -> str:
+    """Code version, command, and which runs came from the cache (computed with that code)."""
+    from rlvr.version import code_version
+
+    cached = [r for r in ctx.records if r.get("from_cache")]
+    fresh = [r for r in ctx.records if not r.get("from_cache")]
+    versions = sorted({r["code_version"] for r in ctx.records})
+    lines = [f"Code version (`rlvr.version.code_version()`): `{code_version()}`"
+             + (f"; runs computed with: {', '.join(f'`{v}`' for v in versions)}" if versions else ""),
+             f"Command: `{command(ctx.args)}`",
+             f"Runs: {len(ctx.records)} ({len(fresh)} computed now, {len(cached)} from the cache "
+             f"`{os.path.relpath(ctx.cache, ROOT) if ctx.cache.startswith(ROOT) else ctx.cache}`, keyed by code "
+             f"version + config)."]
+    if cached:
+        lines.append("From the cache: " + ", ".join(sorted(r.get("label") or r["key"] for r in cached)) + ".")
+    wall = sum(r.get("wall_s", 0.0) for r in ctx.records)
+    cpu = sum(r.get("cpu_s", 0.0) for r in ctx.records)
+    lines.append(f"Compute of these runs (summed over the invocations that computed them): "
+                 f"{wall / 3600:.2f} wall-hours, {cpu / 3600:.2f} CPU-hours (process CPU time).")
+    return "\n\n".join(lines)
+
+
+def table(header: list, rows: list) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dict] = None) -> str:
+    """Writes study_<name>.md (title, body, provenance, settings) and .json (numbers)."""
+    parts = [f"# {title}", body, "## Provenance", provenance(ctx)]
+    if settings is not None:
+        parts += ["Settings:", "```json\n" + json.dumps(settings, indent=1, sort_keys=True,
+                                                        default=str) + "\n```"]
+    text = "\n\n".join(parts) + "\n"
+    with open(ctx.path(".md"), "w") as f:
+        f.write(text)
+    with open(ctx.path(".json"), "w") as f:
+        json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
+    ctx.log(f"wrote {ctx.path('.md')}")
+    return text
+
+
+def _jsonable(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def plot_curves(path: str, panels: list) -> None:
+    """panels: [(title, xlabel, [(label, x, y), ...], hline or None)] → one figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (title, xlabel, series, hline) in zip(axes[0], panels):
+        for label, x, y in series:
+            ax.plot(x, y, marker=".", label=label)
+        if hline is not None:
+            ax.axhline(hline, color="k", ls=":", lw=1)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("held-out success")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mean_curve(curves: list, x: str, grid: np.ndarray) -> np.ndarray:
+    """Mean over seeds of success interpolated on a common grid of measure `x` (NaN beyond a
+    seed's last evaluation)."""
+    import warnings
+
+    ys = [np.interp(grid, c[x], c["success"], left=np.nan, right=np.nan) for c in curves]
+    if not ys:
+        return grid * np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # grid points no seed reached
+        return np.nanmean(np.array(ys), axis=0)
+
+
+def load_json(path: str, what: str, hint: str) -> dict:
+    if not os.path.exists(path):
+        raise SystemExit(f"{what} not found at {path}: {hint}")
+    with open(path) as f:
+        return json.load(f)
+
+
+def chosen_lrs(ctx: Ctx, method_default: Callable[[str], float]) -> dict:
+    """The learning rates chosen by study_lr (its json), or the config defaults if the sweep has
+    not run (the reading says so)."""
+    p = os.path.join(ctx.out, "study_lr.json")
+    if os.path.exists(p):
+        with open(p) as f:
+            return {"lr": json.load(f)["chosen"], "source": "study_lr.json"}
+    return {"lr": {m: method_default(m) for m in ("grpo", "pivotrl", "sao", "reinforce")},
+            "source": "config defaults (study_lr has not run)"}

@@ -1,0 +1,232 @@
+"""Runs study arms through the one loop, resumably, with a run cache keyed by code version.
+
+* `warm_folder(config, seed, cache)`: the seed's SFT warm start (`rlvr.train.sft.warm_start`,
+  cached like the loop's `warm_cache`), exported as a Hugging Face folder. Every arm of a seed
+  starts from it through `model.init_from` (`train.sft_steps = 0`), so policy, reference and the
+  critic's trunk (`ValueModel.from_policy` copies the policy it is built from) all start from
+  the same warm-started weights.
+* `run_config(config, ...)`: `validate_config` → `build_run` → `loop.train` in a work dir named
+  by the run key (an interrupted run resumes from its latest checkpoint). The record (metrics
+  rows, result, wall / CPU seconds, code version) is cached as `<cache>/runs/<key>.json`; the key
+  hashes the code version (`rlvr.version.code_version()`), the full config and this module's
+  engine version, so a cached run is never reused for other code or settings. `export=True`
+  also writes the final policy as a Hugging Face folder (`<cache>/models/<key>`: the start of a
+  second stage).
+
+Two things are added around the loop, both outside `rlvr/train`:
+  * multi-turn engines sample with the active batch padded to a multiple of `batch_bucket` rows
+    (`rlvr.rollout.agent_loop.sample_turn(batch_bucket=...)`, through `run_episodes(policy=...)`),
+    so a run compiles a few sampler shapes instead of one per number of still-active episodes
+    (padding rows are copies of the first row with its key and are dropped: samples unchanged);
+  * each held-out evaluation's duration is logged as `eval/wall_s` (wall-clock measures leave
+    evaluation out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any, Callable, Optional
+
+ENGINE_VERSION = "bucketed-episodes/1"
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _write_json(path: str, data: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, default=float)
+    os.replace(tmp, path)
+
+
+def config_dict(config) -> dict:
+    from rlvr.train.config import flatten
+
+    return {k: (list(v) if isinstance(v, tuple) else v.to_dict() if hasattr(v, "to_dict") else v)
+            for k, v in flatten(config).items()}
+
+
+def run_key(config, batch_bucket: int) -> str:
+    from rlvr.version import code_version
+
+    return _sha({"code": code_version(), "config": config_dict(config), "engine": ENGINE_VERSION,
+                 "batch_bucket": batch_bucket})
+
+
+# ----------------------------------------------------------------------------- warm start
+def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
+    """The Hugging Face folder of the seed's SFT warm start of `config`'s model shape, task and
+    `train.sft_*` settings (computed once, cached under `<cache>/warm/<key>`)."""
+    from rlvr.version import code_version
+
+    c = config
+    spec = {"code": code_version(), "model": {k: v for k, v in config_dict(c).items()
+                                              if k.startswith(("model.", "tokenizer.", "task."))},
+            "sft": [c.train.sft_steps, c.train.sft_batch_size, c.train.sft_learning_rate,
+                    c.train.sft_pool], "seed": seed}
+    folder = os.path.join(cache, "warm", _sha(spec))
+    if os.path.exists(os.path.join(folder, "warm.json")):
+        return folder
+    from flax import nnx
+
+    from rlvr.models.hf import save_pretrained
+    from rlvr.records.state import split_model
+    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
+    from rlvr.train.sft import warm_start
+
+    t0, c0 = time.time(), time.process_time()
+    kit = build_kit_checked(c)
+    tok = build_tokenizer(c, kit)
+    policy = build_policy(c, tok.vocab_size)
+    graphdef, params, rest = split_model(policy)
+    params, m = warm_start(params, graphdef, rest, kit=kit, tokenizer=tok, steps=c.train.sft_steps,
+                           batch_size=c.train.sft_batch_size, learning_rate=c.train.sft_learning_rate,
+                           length=c.model.max_seq_len, seed=seed, pool=c.train.sft_pool,
+                           progress=False)
+    tmp = f"{folder}.tmp{os.getpid()}"
+    save_pretrained(nnx.merge(graphdef, params, rest), tmp)
+    _write_json(os.path.join(tmp, "warm.json"), {
+        "spec": spec, "sft_nll": float(m.get("sft/nll", float("nan"))),
+        "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0})
+    if os.path.exists(folder):  # another process finished first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, folder)
+    log(f"  warm start seed {seed}: {time.time() - t0:.0f} s -> {folder}")
+    return folder
+
+
+def warm_info(folder: str) -> dict:
+    with open(os.path.join(folder, "warm.json")) as f:
+        return json.load(f)
+
+
+# ----------------------------------------------------------------------------- engines
+def _bucketed_engine_class():
+    from rlvr.rollout.agent_loop import run_episodes, sample_turn
+    from rlvr.train.collectors import EpisodeEngine
+
+    class BucketedEpisodeEngine(EpisodeEngine):
+        """`EpisodeEngine` whose sampler calls pad the active episodes to a multiple of
+        `batch_bucket` rows (module docstring)."""
+
+        def __init__(self, base, batch_bucket: int):  # noqa: D107 — takes over a built engine
+            self.__dict__.update(base.__dict__)
+            self.batch_bucket = int(batch_bucket)
+
+        def episodes(self, params, starts, keys, sampling):
+            model = self.model_of(params)
+            limit = self.max_tokens - sampling.max_new_tokens
+
+            def policy(prefixes, sub, sp, **kw):
+                return sample_turn(model, prefixes, sub, sp, batch_bucket=self.batch_bucket,
+                                   max_prompt_len=limit, **kw)
+
+            return run_episodes(model, starts, self.kit.env_factory, keys, tokenizer=self.tokenizer,
+                                sampling=sampling, terminator=self.kit.action_terminator,
+                                max_turns=self.max_turns, max_tokens=self.max_tokens,
+                                seq_bucket=self.max_tokens, prompt_bucket=self.prompt_bucket,
+                                policy=policy)
+
+    return EpisodeEngine, BucketedEpisodeEngine
+
+
+def bucket_engines(r, batch_bucket: int) -> int:
+    """Replaces the multi-turn engines of a built Run (collector, asynchronous collector's inner
+    one, evaluator) with bucketed ones; returns how many were replaced."""
+    if batch_bucket <= 1:
+        return 0
+    base, bucketed = _bucketed_engine_class()
+    n = 0
+    col = r.collector
+    for obj, attr in ((getattr(col, "inner", col), "engine"), (getattr(col, "inner", col), "episode_engine"),
+                      (r.evaluator, "engine")):
+        e = getattr(obj, attr, None) if obj is not None else None
+        if isinstance(e, base) and not isinstance(e, bucketed):
+            setattr(obj, attr, bucketed(e, batch_bucket))
+            n += 1
+    return n
+
+
+def time_evaluations(r) -> None:
+    """Adds `eval/wall_s` (the evaluation's duration) to every evaluation's metrics."""
+    if r.evaluator is None:
+        return
+    inner = r.evaluator.evaluate
+
+    def timed(params):
+        t0 = time.perf_counter()
+        out = inner(params)
+        return {**out, "eval/wall_s": time.perf_counter() - t0}
+
+    r.evaluator.evaluate = timed
+
+
+# ----------------------------------------------------------------------------- runs
+def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
+               export: bool = False, label: str = "", log: Callable = print) -> dict:
+    """Runs (or resumes, or loads from the cache) one configured run; returns its record:
+    key, label, code_version, config, rows (metrics.jsonl), result (the loop's result dict),
+    wall_s / cpu_s (summed over invocations), load_avg (the machine's 1-minute load average when
+    the last invocation started and ended), from_cache, model (exported folder or None)."""
+    from rlvr.version import code_version
+
+    key = run_key(config, batch_bucket)
+    path = os.path.join(cache, "runs", f"{key}.json")
+    model_dir = os.path.join(cache, "models", key)
+    if os.path.exists(path) and (not export or os.path.exists(os.path.join(model_dir, "config.json"))):
+        with open(path) as f:
+            rec = json.load(f)
+        rec["from_cache"] = True
+        return rec
+    from rlvr.train.config import validate_config
+    from rlvr.train.loop import train
+    from rlvr.train.metrics import read_metrics
+    from rlvr.train.setup import build_run
+
+    wd = os.path.join(workdir_root, key)
+    os.makedirs(wd, exist_ok=True)
+    spent_path = os.path.join(wd, "study_spent.json")
+    spent = {"wall_s": 0.0, "cpu_s": 0.0, "invocations": 0}
+    if os.path.exists(spent_path):
+        with open(spent_path) as f:
+            spent = json.load(f)
+    log(f"  run {label or key} ({key}) in {wd}")
+    validate_config(config)
+    t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
+    r = build_run(config, wd)
+    try:
+        bucket_engines(r, batch_bucket)
+        time_evaluations(r)
+        result = train(r)
+        if export:
+            from rlvr.models.hf import save_pretrained
+
+            tmp = f"{model_dir}.tmp{os.getpid()}"
+            save_pretrained(r.model_of(r.state.params), tmp)
+            if os.path.exists(model_dir):
+                import shutil
+
+                shutil.rmtree(model_dir)
+            os.replace(tmp, model_dir)
+    finally:
+        r.close()
+        spent = {"wall_s": spent["wall_s"] + time.time() - t0,
+                 "cpu_s": spent["cpu_s"] + time.process_time() - c0,
+                 "invocations": spent["invocations"] + 1}
+        _write_json(spent_path, spent)
+    rec = {"key": key, "label": label, "code_version": code_version(), "config": config_dict(config),
+           "rows": read_metrics(wd), "result": result, **spent, "finished": time.time(),
+           "model": model_dir if export else None, "batch_bucket": batch_bucket,
+           "load_avg": [load0, os.getloadavg()[0]]}
+    _write_json(path, rec)
+    rec["from_cache"] = False
+    return rec

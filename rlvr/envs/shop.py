@@ -1,0 +1,370 @@
+"""`ShopEnv`: a multi-turn checkout tool environment with hidden prices and tool latency.
+
+SPEC R2.5, R2.8, R6.3, R6.6; seed 000 §2 (turn states, functional acceptance), seed 003 §4.1
+(tool calls of varying duration: a group barrier waits for the slowest), §7.2 (a continuation
+from a pivot sees the pivot's exact state).
+
+A task is an order of n items with quantities, e.g. the prompt ``"b2 d1 g3\\n"`` (2 of b, 1 of
+d, 3 of g). Prices are hidden (digits 1-9); the policy acts one line at a time:
+
+  ========================  ==================  ==============================================
+  action                    observation         effect on the authoritative state
+  ========================  ==================  ==============================================
+  ``get x``                 ``=7``              price of x read (``!none``: not sold here)
+  ``add xq``                ``ok``              q units of x put in the cart (``add b2``)
+  ``pay <expr>``            ``ok``              payment of the expression's value; episode ends
+  anything else             ``!bad``            nothing but the turn counter (policy failure)
+  ========================  ==================  ==============================================
+
+An episode needs 2n + 1 actions (n reads, n adds, one payment; any order of the reads and adds
+works) and has `extra_turns` spare turns. Almost every turn is easy (copy an item and quantity
+from the prompt, skip what was done); the payment is *decisive*: its value must equal
+Σ qty × price over the order, computed from prices seen only in earlier observations, and a
+wrong value fails the episode. ``<expr>`` is an integer or a sum of integers (``44``,
+``14+27+3``), evaluated by `rlvr.envs.kv_store.eval_expr` (no ``eval``). ``pay`` answers ``ok``
+whatever the value: only the authoritative state proves the goal (seed 002 §3.4).
+
+An ``add`` that is not exactly one requested line (an item not ordered, a wrong quantity, an item
+already in the cart) is a **minefield** event: the customer's cart is wrong and the episode fails.
+
+Tool latency (seed 003 §4.1): each call takes L = latency_s · min(latency_cap, u^(-1/α)) seconds,
+a Pareto(α) draw scaled by `latency_s` (0 = no latency), with u a counter-based uniform of
+(seed, turn, action) — seeded, so a restored snapshot and a group sharing the environment seed
+(common random numbers, R6.6) replay the same latencies for the same calls. The call returns its
+observation at once but the environment is *busy* until the call's deadline: the next `step`,
+`state`, `snapshot` or `state_hash` waits (sleeps on the host) until then. The agent loop steps
+every active episode of a batch one after another and then reads their snapshots, so the calls of
+one turn run concurrently, as against a tool server, and a batch turn takes as long as its
+slowest call — the barrier whose cost single-rollout asynchronous training avoids.
+
+Every step produces an event applied by the pure `apply_event`; the state carries the event log,
+so a verifier can replay it from the initial snapshot (V_transition, eq.36) and check goal,
+invariant and minefield predicates (eq.84). Every text uses only characters of `ALPHABET`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from typing import Any, Mapping, Optional
+
+from rlvr.envs.base import Environment, StepResult, derive_seed, hash_state
+from rlvr.envs.kv_store import eval_expr
+from rlvr.records.task import TaskSpec
+
+ENV_NAME = "shop"
+ENV_VERSION = "shop/1"
+ITEMS = "abcdefgh"
+TOOLS = ("get", "add", "pay")
+MAX_QTY = 9
+
+OBS_BAD = "!bad\n"
+OBS_NONE = "!none\n"
+OBS_OK = "ok\n"
+
+# Every character a prompt, action or observation of this environment may contain.
+ALPHABET: str = "".join(sorted(set(ITEMS + "0123456789+-=!\n " + "getaddpay" + "ok" + "badnone")))
+
+_GET_RE = re.compile(r"^get ([a-z])$")
+_ADD_RE = re.compile(r"^add ([a-z])([0-9])$")
+_PAY_RE = re.compile(r"^pay (.+)$")
+_STATE_FIELDS = ("prices", "order", "total", "max_turns", "turn", "read", "cart", "paid",
+                 "events", "done", "stop_reason")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers: parsing, rendering, transitions.
+
+
+def parse_action(action: str) -> Optional[tuple[str, Any]]:
+    """(tool, argument) of a one-line action, or None if malformed: ("get", "b"),
+    ("add", ("b", 2)), ("pay", "14+27"). One trailing newline is allowed."""
+    if not isinstance(action, str):
+        return None
+    line = action[:-1] if action.endswith("\n") else action
+    if "\n" in line:
+        return None
+    m = _GET_RE.match(line)
+    if m:
+        return "get", m.group(1)
+    m = _ADD_RE.match(line)
+    if m:
+        return "add", (m.group(1), int(m.group(2)))
+    m = _PAY_RE.match(line)
+    if m:
+        return "pay", m.group(1)
+    return None
+
+
+def render_order(order) -> str:
+    """Prompt text of an order [[item, qty], ...]: [["b", 2], ["d", 1]] → "b2 d1\\n"."""
+    return " ".join(f"{k}{q}" for k, q in order) + "\n"
+
+
+def order_total(order, prices: Mapping[str, int]) -> int:
+    """Σ qty × price over the order (the reference answer)."""
+    return sum(int(q) * int(prices[k]) for k, q in order)
+
+
+def initial_state(prices: Mapping[str, int], order, max_turns: int) -> dict:
+    """The authoritative state at turn 0 (plain JSON types)."""
+    prices = {str(k): int(v) for k, v in sorted(prices.items())}
+    order = [[str(k), int(q)] for k, q in order]
+    for k, v in prices.items():
+        if k not in ITEMS or not 1 <= v <= 9:
+            raise ValueError(f"prices: items must be in {ITEMS!r} and prices 1-9, got {k!r}: {v!r}")
+    if not order:
+        raise ValueError("order: must name at least one item")
+    for k, q in order:
+        if k not in prices or not 1 <= q <= MAX_QTY:
+            raise ValueError(f"order: each line must be [item sold here, qty 1-{MAX_QTY}], got {[k, q]}")
+    if len({k for k, _ in order}) != len(order):
+        raise ValueError(f"order: items must be distinct, got {order}")
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 2 * len(order) + 1:
+        raise ValueError(f"max_turns must be an int >= 2n+1 = {2 * len(order) + 1}, got {max_turns!r}")
+    return {
+        "prices": prices,            # hidden prices of every item sold here
+        "order": order,              # [[item, qty], ...] the customer's order
+        "total": order_total(order, prices),
+        "max_turns": max_turns,
+        "turn": 0,                   # actions taken
+        "read": [],                  # distinct items whose price was read, in order
+        "cart": {},                  # item -> qty added
+        "paid": None,                # {"expr": str, "value": int} after `pay`
+        "events": [],                # the authoritative event log
+        "done": False,
+        "stop_reason": None,         # "eos" (paid) | "max_turns"
+    }
+
+
+def make_task_snapshot(state: Mapping[str, Any]) -> dict:
+    """The `TaskSpec.environment_snapshot` record of an initial state (name, version, state and
+    its sha256, the expected hash of eq.90)."""
+    return {"env": ENV_NAME, "env_version": ENV_VERSION, "state": copy.deepcopy(dict(state)),
+            "sha256": hash_state(state)}
+
+
+def validate_state(state: Any) -> None:
+    """Raise ValueError naming the field if `state` is not a well-formed shop state."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"shop state must be a mapping, got {type(state).__name__}")
+    missing = [f for f in _STATE_FIELDS if f not in state]
+    if missing:
+        raise ValueError(f"shop state: missing fields {missing}")
+    for f in ("prices", "cart"):
+        if not isinstance(state[f], Mapping):
+            raise ValueError(f"shop state.{f} must be a mapping item → int")
+    if not isinstance(state["order"], list) or not state["order"]:
+        raise ValueError("shop state.order must be a non-empty list of [item, qty]")
+    for f in ("total", "max_turns", "turn"):
+        if not isinstance(state[f], int) or isinstance(state[f], bool):
+            raise ValueError(f"shop state.{f} must be an int, got {state[f]!r}")
+
+
+def add_is_correct(state: Mapping[str, Any], item: str, qty: int) -> bool:
+    """True iff ``add {item}{qty}`` puts exactly one requested line, not yet in the cart."""
+    want = dict((k, q) for k, q in state["order"])
+    return item in want and item not in state["cart"] and qty == want[item]
+
+
+def cart_complete(state: Mapping[str, Any]) -> bool:
+    """True iff the cart holds exactly the order."""
+    return dict(state["cart"]) == {k: q for k, q in state["order"]}
+
+
+def observation_of(event: Mapping[str, Any]) -> str:
+    """The observation text an event produces."""
+    tool = event["tool"]
+    if tool == "get":
+        return f"={event['price']}\n" if event["result"] == "price" else OBS_NONE
+    if tool in ("add", "pay"):
+        return OBS_OK
+    return OBS_BAD
+
+
+def make_event(state: Mapping[str, Any], action: str) -> dict:
+    """The event that `action` causes in `state` (pure; does not change `state`)."""
+    line = action[:-1] if action.endswith("\n") else action
+    turn = state["turn"]
+    parsed = parse_action(action)
+    if parsed is None:
+        return {"turn": turn, "tool": "invalid", "text": line[:64]}
+    tool, arg = parsed
+    if tool == "get":
+        if arg in state["prices"]:
+            return {"turn": turn, "tool": "get", "item": arg, "result": "price",
+                    "price": state["prices"][arg]}
+        return {"turn": turn, "tool": "get", "item": arg, "result": "none"}
+    if tool == "add":
+        item, qty = arg
+        ok = add_is_correct(state, item, qty)
+        return {"turn": turn, "tool": "add", "item": item, "qty": qty, "correct": ok,
+                "minefield": not ok}
+    value = eval_expr(arg)
+    if value is None:
+        return {"turn": turn, "tool": "invalid", "text": line[:64]}
+    return {"turn": turn, "tool": "pay", "expr": arg, "value": value}
+
+
+def apply_event(state: Mapping[str, Any], event: Mapping[str, Any]) -> dict:
+    """s_{t+1} = transition(s_t, event) (pure: returns a new state; seed 002 eq.35)."""
+    if state["done"]:
+        raise RuntimeError("apply_event: the episode is already done")
+    s = copy.deepcopy(dict(state))
+    event = copy.deepcopy(dict(event))
+    if event.get("turn") != s["turn"]:
+        raise ValueError(f"event turn {event.get('turn')!r} does not match state turn {s['turn']}")
+    tool = event["tool"]
+    if tool == "get":
+        if event["result"] == "price" and event["item"] not in s["read"]:
+            s["read"].append(event["item"])
+    elif tool == "add":
+        s["cart"][event["item"]] = int(s["cart"].get(event["item"], 0)) + int(event["qty"])
+    elif tool == "pay":
+        s["paid"] = {"expr": event["expr"], "value": event["value"]}
+        s["done"], s["stop_reason"] = True, "eos"
+    elif tool != "invalid":
+        raise ValueError(f"event.tool must be one of get/add/pay/invalid, got {tool!r}")
+    s["turn"] += 1
+    s["events"].append(event)
+    if not s["done"] and s["turn"] >= s["max_turns"]:
+        s["done"], s["stop_reason"] = True, "max_turns"
+    return s
+
+
+def oracle_action(state: Mapping[str, Any]) -> str:
+    """The canonical next action (newline-terminated): read the order's prices in order, then
+    add its lines in order, then pay the total (``pay 44``)."""
+    for k, _ in state["order"]:
+        if k not in state["read"]:
+            return f"get {k}\n"
+    for k, q in state["order"]:
+        if k not in state["cart"]:
+            return f"add {k}{q}\n"
+    return f"pay {state['total']}\n"
+
+
+def latency_draw(seed: int, turn: int, action: str, alpha: float, cap: float) -> float:
+    """min(cap, u^(-1/α)) with u the counter-based uniform of (seed, turn, action): a Pareto(α)
+    multiplier ≥ 1 (heavy-tailed for small α)."""
+    u = (derive_seed("latency", seed, turn, action) + 1) / float((1 << 63) + 1)
+    return min(float(cap), u ** (-1.0 / float(alpha)))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class ShopEnv(Environment):
+    """Checkout tool environment with hidden prices (see module docstring).
+
+    Args:
+      latency_s: scale of the simulated tool latency in seconds (0 = none).
+      latency_alpha: Pareto tail index α (> 1: finite mean α/(α−1) · latency_s before the cap).
+      latency_cap: largest latency multiplier.
+    """
+
+    name = ENV_NAME
+    version = ENV_VERSION
+
+    def __init__(self, *, latency_s: float = 0.0, latency_alpha: float = 1.5,
+                 latency_cap: float = 30.0):
+        super().__init__()
+        if not (isinstance(latency_s, (int, float)) and latency_s >= 0.0):
+            raise ValueError(f"latency_s must be a number >= 0, got {latency_s!r}")
+        if not (isinstance(latency_alpha, (int, float)) and latency_alpha > 0.0):
+            raise ValueError(f"latency_alpha must be a number > 0, got {latency_alpha!r}")
+        if not (isinstance(latency_cap, (int, float)) and latency_cap >= 1.0):
+            raise ValueError(f"latency_cap must be a number >= 1, got {latency_cap!r}")
+        self.latency_s = float(latency_s)
+        self.latency_alpha = float(latency_alpha)
+        self.latency_cap = float(latency_cap)
+        self._state: Optional[dict] = None
+        self._busy_until = 0.0
+        self.last_latency_s = 0.0   # the latency of the latest call (seconds)
+        self.total_latency_s = 0.0  # sum over this environment's calls (seconds)
+
+    # -- latency -------------------------------------------------------------------------------
+    def _wait(self) -> None:
+        """Sleeps until the latest tool call has finished (no-op without latency)."""
+        left = self._busy_until - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def call_latency(self, turn: int, action: str) -> float:
+        """Seconds the call `action` at `turn` takes (0 without latency)."""
+        if self.latency_s == 0.0:
+            return 0.0
+        return self.latency_s * latency_draw(self._seed, turn, action, self.latency_alpha,
+                                             self.latency_cap)
+
+    # -- protocol ------------------------------------------------------------------------------
+    def reset(self, task: TaskSpec, *, seed: int) -> str:
+        if not isinstance(task, TaskSpec):
+            raise ValueError(f"reset expects a TaskSpec, got {type(task).__name__}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        snap = task.environment_snapshot
+        if not isinstance(snap, Mapping):
+            raise ValueError(f"task {task.task_id}: environment_snapshot must be a mapping, got {snap!r}")
+        for f in ("env", "env_version", "state", "sha256"):
+            if f not in snap:
+                raise ValueError(f"task {task.task_id}: environment_snapshot lacks field {f!r}")
+        if (snap["env"], snap["env_version"]) != (self.name, self.version):
+            raise ValueError(
+                f"task {task.task_id}: environment_snapshot is for {snap['env']}/{snap['env_version']}, "
+                f"this environment is {self.name}/{self.version}")
+        state = copy.deepcopy(dict(snap["state"]))
+        validate_state(state)
+        self._wait()
+        self._load(state, seed)
+        self._check_reset_integrity(snap["sha256"])
+        if state["turn"] != 0 or state["events"] or state["done"]:
+            raise ValueError(f"task {task.task_id}: environment_snapshot.state is not an initial state")
+        prompt = render_order(state["order"])
+        if task.prompt != prompt:
+            raise ValueError(f"task {task.task_id}: prompt {task.prompt!r} does not match the "
+                             f"environment's order {prompt!r}")
+        return prompt
+
+    def step(self, action: str) -> StepResult:
+        if self._state is None:
+            raise RuntimeError("step() before reset()")
+        self._wait()
+        if self._state["done"]:
+            raise RuntimeError("step() after the episode is done; reset() or restore() first")
+        if not isinstance(action, str):
+            raise ValueError(f"action must be a string, got {type(action).__name__}")
+        latency = self.call_latency(self._state["turn"], action)
+        event = make_event(self._state, action)
+        self._state = apply_event(self._state, event)
+        self.last_latency_s = latency
+        self.total_latency_s += latency
+        self._busy_until = time.monotonic() + latency
+        info = {"turn": self._state["turn"], "stop_reason": self._state["stop_reason"],
+                "valid_action": event["tool"] in TOOLS, "latency_s": latency}
+        return StepResult(observation=observation_of(event), done=self._state["done"], info=info,
+                          event=copy.deepcopy(event))
+
+    def state(self) -> dict:
+        if self._state is None:
+            raise RuntimeError("state() before reset()")
+        self._wait()
+        return copy.deepcopy(self._state)
+
+    def _load(self, state: dict, seed: int) -> None:
+        validate_state(state)
+        self._state = state
+        self._seed = int(seed)
+        self._busy_until = 0.0
+
+    # -- conveniences --------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return bool(self._state is not None and self._state["done"])
+
+
+__all__ = ["ALPHABET", "ENV_NAME", "ENV_VERSION", "ITEMS", "ShopEnv", "add_is_correct",
+           "apply_event", "cart_complete", "initial_state", "latency_draw", "make_event",
+           "make_task_snapshot", "observation_of", "oracle_action", "order_total",
+           "parse_action", "render_order", "validate_state"]

@@ -1,0 +1,86 @@
+"""The study's measures: curves from metric rows (wall-clock with the asynchronous correction),
+cost to a success level (interpolated, censored), success at a budget, seed-paired bootstrap
+intervals and the verdicts written from them."""
+
+import math
+
+import numpy as np
+import pytest
+
+from experiments.study import stats
+
+
+def rec(evals, steps, asynchronous=False):
+    """evals: {step: (success, tokens)}; steps: {step: step seconds}."""
+    rows = [{"step": s, "time/step_s": v} for s, v in steps.items()]
+    for s, (succ, tok) in evals.items():
+        row = next((r for r in rows if r["step"] == s), None)
+        if row is None:
+            row = {"step": s}
+            rows.append(row)
+        row.update({"eval/success": succ, "cost/sampled_tokens": tok, "cost/prompt_tokens": 2 * tok})
+    return {"rows": rows}
+
+
+def test_curve_orders_evaluations_and_accumulates_step_time():
+    r = rec({0: (0.1, 0), 2: (0.3, 200), 4: (0.5, 400)}, {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0})
+    c = stats.curve(r)
+    assert c["step"].tolist() == [0, 2, 4]
+    assert c["wall_s"].tolist() == [0.0, 3.0, 10.0]
+    assert c["prompt_tokens"].tolist() == [0, 400, 800]
+
+
+def test_async_correction_charges_steps_after_an_evaluation_the_median():
+    # the step right after the evaluation at step 2 found its batch ready (0.1 s)
+    steps = {1: 2.0, 2: 2.0, 3: 0.1, 4: 2.0, 5: 2.0}
+    r = rec({0: (0.0, 0), 2: (0.2, 2), 5: (0.4, 5)}, steps)
+    plain = stats.curve(r)
+    fixed = stats.curve(r, async_lag=0)
+    assert plain["wall_s"][-1] == fixed["wall_s"][-1] == pytest.approx(8.1)
+    lagged = stats.curve(r, async_lag=1)  # steps 3 and 4 (and 1, 2 after the step-0 eval)
+    assert lagged["wall_s"][-1] == pytest.approx(10.0)
+
+
+def test_cost_to_level_interpolates_and_censors():
+    c = {"success": np.array([0.1, 0.3, 0.7, 0.9]), "tokens": np.array([0.0, 100.0, 200.0, 300.0])}
+    assert stats.cost_to(c, 0.5) == (pytest.approx(150.0), True)
+    assert stats.cost_to(c, 0.05) == (0.0, True)
+    assert stats.cost_to(c, 0.95) == (300.0, False)
+
+
+def test_at_budget_admits_the_final_overshooting_evaluation():
+    c = {"success": np.array([0.1, 0.5, 0.6, 0.8]), "tokens": np.array([0.0, 500.0, 1000.0, 1030.0])}
+    assert stats.at_budget(c, 1000.0) == 0.8
+    assert stats.at_budget(c, 1000.0, tol=0.0) == 0.6
+    assert stats.at_budget(c, 1000.0, last=2) == pytest.approx(0.7)
+    assert math.isnan(stats.at_budget(c, -1.0))
+
+
+def test_bootstrap_and_paired_measures():
+    p, lo, hi = stats.bootstrap([1.0, 2.0, 3.0, 4.0])
+    assert p == 2.5 and 1.0 <= lo < p < hi <= 4.0
+    assert stats.bootstrap([2.0]) == (2.0, 2.0, 2.0)
+    assert all(math.isnan(v) for v in stats.bootstrap([]))
+    d = stats.paired_diff([0.8, 0.7, 0.9], [0.5, 0.5, 0.6])
+    assert d[0] == pytest.approx(0.2667, abs=1e-3) and d[1] > 0
+    r = stats.paired_ratio([400.0, 900.0], [100.0, 100.0])
+    assert r[0] == pytest.approx(6.0) and r[1] == pytest.approx(4.0) and r[2] == pytest.approx(9.0)
+
+
+@pytest.mark.parametrize("ci, target, expected", [
+    ((4.0, 3.2, 5.0), 3.0, "HOLDS"),
+    ((2.0, 1.5, 2.5), 3.0, "direction holds, the paper's effect size is ruled out"),
+    ((2.5, 1.2, 4.0), 3.0, "direction holds (interval excludes no effect); effect size not resolved"),
+    ((0.5, 0.3, 0.8), 3.0, "FAILS (the interval excludes no effect in the opposite direction)"),
+    ((1.5, 0.8, 2.5), 3.0, "FAILS to show"),
+    ((2.0, 0.8, 4.0), 3.0, "UNRESOLVED"),
+])
+def test_verdicts_against_null_and_effect_size(ci, target, expected):
+    assert stats.verdict(*ci, null=1.0, target=target).startswith(expected)
+
+
+def test_verdicts_without_effect_size():
+    assert stats.verdict(0.1, 0.02, 0.2, null=0.0).startswith("HOLDS")
+    assert stats.verdict(-0.1, -0.2, -0.02, null=0.0).startswith("FAILS")
+    assert stats.verdict(0.1, -0.02, 0.2, null=0.0).startswith("UNRESOLVED")
+    assert stats.verdict(0.1, 0.1, 0.1, null=0.0).startswith("no interval")
