@@ -3,7 +3,7 @@
     python benchmarks/lora_quickstart.py [--seeds 0 1 2] [--arms full lora] [--workroot DIR]
 
 Runs `configs/quickstart.py` (full fine-tuning) and `configs/quickstart_lora.py` (rank-8 adapters
-on every block projection, lr 1e-2; the same SFT warm start, then the same 1200 GRPO steps) for
+on every block projection and trained norm scales, lr 3e-3; the same SFT warm start, then the same 1200 GRPO steps) for
 each seed, unless DIR/<arm>_s<seed>/result.json already exists (runs can be launched separately
 with launch.py into those folders). Reports per run the held-out sampled success before and after
 RL, the gain, the fraction of parameters trained, and the median learner and whole-step seconds

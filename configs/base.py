@@ -56,6 +56,8 @@ def get_config() -> ml_collections.ConfigDict:
                             "down_proj")
     c.model.lora.quantize = "none"  # QLoRA: none | int8 | nf4 storage of the frozen block
                                     # projections (embeddings, norms, LM head stay param_dtype).
+    c.model.lora.train_norms = False  # also train the RMSNorm scales (a few d_model vectors): lets
+                                      # RL sharpen the policy, which projection adapters cannot.
 
     # ---------------------------------------------------------------- tokenizer
     c.tokenizer = ml_collections.ConfigDict()

@@ -1,6 +1,6 @@
 """Quickstart with a LoRA policy: the same task, warm start and GRPO run as configs/quickstart.py,
-but RL trains only rank-8 adapters on every block projection (the warm-started base is frozen,
-and would be the KL reference at no memory cost).
+but RL trains only rank-8 adapters on every block projection and offsets on the RMSNorm scales
+(the warm-started base is frozen, and would be the KL reference at no memory cost).
 
     python launch.py --config=configs/quickstart_lora.py --workdir=/tmp/rlvr_quickstart_lora
 
@@ -15,5 +15,6 @@ def get_config():
     c = quickstart.get_config()
     c.model.lora.rank = 8
     c.model.lora.alpha = 16.0
+    c.model.lora.train_norms = True    # the norm scales too: RL must sharpen the policy
     c.optimizer.learning_rate = 3e-3   # adapters: 3x the full fine-tuning rate (1e-2 collapses)
     return c

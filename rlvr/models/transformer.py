@@ -154,15 +154,22 @@ class Linear(nnx.Module):
 
 
 class RMSNorm(nnx.Module):
+    """y = (scale (+ scale_delta)) · x / sqrt(mean(x²) + eps). `scale_delta` is an optional
+    zero-initialised trainable offset (`rlvr.models.lora` with `train_norms`), None otherwise."""
+
     def __init__(self, dim, *, eps, dtype, param_dtype):
         self.scale = nnx.Param(jnp.ones((dim,), param_dtype), logical_axes=("norm",))
+        self.scale_delta = nnx.data(None)
         self.eps = eps
         self.dtype = dtype
 
     def __call__(self, x):
         x32 = x.astype(jnp.float32)
         y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-        return self.scale[...].astype(self.dtype) * y.astype(self.dtype)
+        scale = self.scale[...].astype(jnp.float32)
+        if self.scale_delta is not None:
+            scale = scale + self.scale_delta[...].astype(jnp.float32)
+        return scale.astype(self.dtype) * y.astype(self.dtype)
 
 
 class Attention(nnx.Module):

@@ -246,7 +246,8 @@ def _inactive(c) -> dict[str, str]:
             out.setdefault(f, why)
 
     if c.model.lora.rank == 0:
-        na(["model.lora.alpha", "model.lora.dropout", "model.lora.targets", "model.lora.quantize"],
+        na(["model.lora.alpha", "model.lora.dropout", "model.lora.targets", "model.lora.quantize",
+            "model.lora.train_norms"],
            "model.lora.rank is 0 (LoRA off)")
     if c.kl.mode == "none":
         na(["kl.estimator", "kl.coef", "kl.adaptive"], "kl.mode is 'none'")

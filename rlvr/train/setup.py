@@ -162,7 +162,7 @@ def build_lora(config, policy: Transformer):
 
     return apply_lora(policy, LoRAConfig(rank=lo.rank, alpha=lo.alpha, dropout=lo.dropout,
                                          targets=tuple(lo.targets), quantize=lo.quantize,
-                                         seed=config.seed))
+                                         seed=config.seed, train_norms=lo.train_norms))
 
 
 def _with_config(policy: Transformer, cfg: ModelConfig) -> Transformer:

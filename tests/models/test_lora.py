@@ -35,7 +35,7 @@ def _perturb(policy, scale=0.1, seed=3):
 def test_config_rejects_bad_values():
     for kw, field in ((dict(rank=0), "rank"), (dict(alpha=0.0), "alpha"), (dict(dropout=1.0), "dropout"),
                       (dict(targets=("q_proj", "lm_head")), "targets"),
-                      (dict(quantize="int4"), "quantize")):
+                      (dict(quantize="int4"), "quantize"), (dict(train_norms=1), "train_norms")):
         with pytest.raises(ValueError, match=f"LoRAConfig.{field}"):
             L.LoRAConfig(**kw)
 
@@ -50,6 +50,30 @@ def test_adapters_start_at_the_base_and_the_reference_is_the_base_exactly():
     assert np.abs(np.asarray(adapted(TOKENS)) - base).max() > 1e-3
     ref = policy.model_of(policy.reference_params(params))
     np.testing.assert_array_equal(np.asarray(ref(TOKENS)), base)
+
+
+def test_train_norms_scale_the_logits_and_the_reference_keeps_the_base_norms():
+    """With train_norms every RMSNorm gets a zero-initialised trainable offset: the policy starts
+    at its base, the final norm's offset scales the logits (what projection adapters cannot do:
+    the final norm divides their effect on the residual's size out), and π_ref (adapters off)
+    uses the base norms exactly. Merging folds the offsets into the norm weights."""
+    model = _model()
+    base = np.asarray(model(TOKENS))
+    policy = L.apply_lora(model, L.LoRAConfig(rank=2, train_norms=True))
+    np.testing.assert_array_equal(np.asarray(model(TOKENS)), base)
+    _, params, _ = nnx.split(model, nnx.Param, ...)
+    trained, _ = nnx.split_state(params, policy.trainable, ...)
+    deltas = [p for p, _ in nnx.to_flat_state(trained) if p[-1] == "scale_delta"]
+    assert len(deltas) == 2 * model.config.num_layers + 1
+    # the final norm's offset = its scale: every logit doubles (the LM head is linear)
+    model.model.norm.scale_delta.set_value(model.model.norm.scale[...].astype(jnp.float32))
+    np.testing.assert_allclose(np.asarray(model(TOKENS)), 2 * base, rtol=1e-5, atol=1e-5)
+    _, params, _ = nnx.split(model, nnx.Param, ...)
+    ref = policy.model_of(policy.reference_params(params))
+    np.testing.assert_array_equal(np.asarray(ref(TOKENS)), base)
+    merged = L.merge(model)
+    assert merged.model.norm.scale_delta is None
+    np.testing.assert_allclose(np.asarray(merged(TOKENS)), 2 * base, rtol=1e-5, atol=1e-5)
 
 
 def test_trainable_filter_selects_only_the_adapters():
@@ -201,10 +225,11 @@ def test_memory_train_state_qwen_0_5b_shape():
     assert L.tree_bytes(qlora) < L.tree_bytes(lora) * 0.55
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
-def test_export_merged_and_peft_adapters_load_in_transformers(tmp_path, arch):
+@pytest.mark.parametrize("arch,train_norms", [("qwen2", False), ("llama", False), ("qwen2", True)])
+def test_export_merged_and_peft_adapters_load_in_transformers(tmp_path, arch, train_norms):
     """Merged weights through save_pretrained load in transformers; the adapters alone in the
-    PEFT layout load with peft onto the base checkpoint; both give our logits."""
+    PEFT layout (trained norms as modules_to_save) load with peft onto the base checkpoint;
+    both give our logits."""
     pytest.importorskip("peft")
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -212,7 +237,7 @@ def test_export_merged_and_peft_adapters_load_in_transformers(tmp_path, arch):
     base_dir = tmp_path / "base"
     build_hf_checkpoint(base_dir, arch)
     model = from_pretrained(str(base_dir))
-    policy = L.apply_lora(model, L.LoRAConfig(rank=4, alpha=12.0,
+    policy = L.apply_lora(model, L.LoRAConfig(rank=4, alpha=12.0, train_norms=train_norms,
                                               targets=("q_proj", "v_proj", "o_proj", "up_proj")))
     adapted = policy.model_of(_perturb(policy, scale=0.2))
     ours = np.asarray(adapted(TOKENS))
@@ -223,6 +248,7 @@ def test_export_merged_and_peft_adapters_load_in_transformers(tmp_path, arch):
     L.save_adapters(adapted, str(tmp_path / "adapters"), base_model_name_or_path=str(base_dir))
     cfg = json.loads((tmp_path / "adapters" / "adapter_config.json").read_text())
     assert cfg["r"] == 4 and cfg["lora_alpha"] == 12.0 and cfg["peft_type"] == "LORA"
+    assert bool(cfg["modules_to_save"]) == train_norms
     base_hf = AutoModelForCausalLM.from_pretrained(str(base_dir))
     peft_model = PeftModel.from_pretrained(base_hf, str(tmp_path / "adapters"))
     peft_model.eval()
@@ -232,7 +258,7 @@ def test_export_merged_and_peft_adapters_load_in_transformers(tmp_path, arch):
 
     # and back: PEFT adapters load into a fresh adapted model
     fresh = from_pretrained(str(base_dir))
-    L.apply_lora(fresh, L.LoRAConfig(rank=4, alpha=12.0,
+    L.apply_lora(fresh, L.LoRAConfig(rank=4, alpha=12.0, train_norms=train_norms,
                                       targets=("q_proj", "v_proj", "o_proj", "up_proj")))
     L.load_adapters(fresh, str(tmp_path / "adapters"))
     np.testing.assert_allclose(np.asarray(fresh(TOKENS)), ours, atol=1e-5)
