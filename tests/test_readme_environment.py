@@ -30,7 +30,7 @@ def counter_module(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("algorithm", ["pivotrl", "sao"])
+@pytest.mark.parametrize("algorithm", ["pivotrl", pytest.param("sao", marks=pytest.mark.slow)])
 def test_readme_environment_trains_through_launch(counter_module, tmp_path, algorithm):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", f"--config={counter_module / 'my_counter_config.py'}:{algorithm}",

@@ -187,6 +187,7 @@ def test_dropout_only_in_train_mode():
     assert L.LoRAPolicy.train_mode.fget(L.apply_lora(_model(), L.LoRAConfig(rank=4))) is None
 
 
+@pytest.mark.slow
 def test_memory_train_state_qwen_0_5b_shape():
     """TrainState bytes of a Qwen2.5-0.5B-shaped policy (abstract, jax.eval_shape): full
     fine-tuning + KL holds params, Adam's two moments and a reference copy (4 × params); LoRA +

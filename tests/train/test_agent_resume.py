@@ -18,7 +18,7 @@ def _tiny(name, num_steps):
     return tiny_agent_config(name, **over)
 
 
-@pytest.mark.parametrize("name", ["pivotrl", "agent_grpo"])
+@pytest.mark.parametrize("name", ["pivotrl", pytest.param("agent_grpo", marks=pytest.mark.slow)])
 def test_resume_continues_exactly(tmp_path, name):
     cache = str(tmp_path / "warm")
     ra, a = run_tiny(_tiny(name, 3), tmp_path / "a", warm_cache=cache)

@@ -44,7 +44,8 @@ def _tiny(name, checkpoint=None):
     return c
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("shop_") else n
+                                  for n in SHIPPED])  # the study configs: slow
 def test_every_field_read_or_refused(tmp_path, name, request):
     hf = importlib.import_module(f"configs.{name}").get_config().tokenizer.kind == "hf"
     c = _tiny(name, request.getfixturevalue("tiny_hf_checkpoint") if hf else None)

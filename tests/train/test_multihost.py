@@ -37,7 +37,7 @@ def _check(p, name):
     return out
 
 
-@pytest.mark.parametrize("kind", ["text", "agent"])
+@pytest.mark.parametrize("kind", ["text", pytest.param("agent", marks=pytest.mark.slow)])
 def test_two_processes_match_one_process(tmp_path, kind):
     cmd = [sys.executable, "-m", "tests.train.multihost_worker", kind]
     ref = subprocess.run(cmd + [str(tmp_path / "single")], cwd=ROOT, env=_env(4), capture_output=True,
