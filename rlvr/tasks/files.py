@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
 from rlvr.tasks import splits
-from rlvr.tasks.loader import LineError, TaskFileError
+from rlvr.tasks.loader import LineError, TaskFileError, read_json_lines
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # family -> shipped file (both splits, marked by each record's split field)
@@ -88,26 +88,8 @@ def read_rows(path: str) -> tuple[list[tuple[int, Any]], list[LineError], str]:
     if not low.endswith(JSONL_SUFFIXES):
         raise ValueError(f"{path}: unknown file type; expected one of "
                          f"{JSONL_SUFFIXES + PARQUET_SUFFIXES}")
-    rows, errors = [], []
-    with open(path, "rb") as f:
-        raw_lines = f.read().split(b"\n")
-    for lineno, raw in enumerate(raw_lines, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            errors.append(LineError(lineno, "<encoding>", f"not UTF-8: {e}"))
-            continue
-        if not text.strip():
-            continue
-        try:
-            rows.append((lineno, json.loads(text, parse_constant=_reject_constant)))
-        except ValueError as e:
-            errors.append(LineError(lineno, "<json>", f"invalid JSON: {e}"))
+    rows, errors = read_json_lines(path)
     return rows, errors, "line"
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed (only finite numbers)")
 
 
 def _content_id(prefix: str, *parts: str) -> str:

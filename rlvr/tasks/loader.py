@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Iterable, Union
+from typing import Any, Iterable, Union
 
 from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
 
@@ -49,6 +49,27 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not allowed (only finite numbers)")
 
 
+def read_json_lines(path: PathLike) -> tuple[list[tuple[int, Any]], list[LineError]]:
+    """(rows, errors) of a JSONL file: rows are (1-based line number, parsed value); blank lines
+    are skipped; a line that is not UTF-8 or not JSON (NaN / Infinity included) is an error."""
+    rows, errors = [], []
+    with open(path, "rb") as f:
+        raw_lines = f.read().split(b"\n")
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            errors.append(LineError(lineno, "<encoding>", f"not UTF-8: {e}"))
+            continue
+        if not text.strip():
+            continue
+        try:
+            rows.append((lineno, json.loads(text, parse_constant=_reject_constant)))
+        except ValueError as e:  # json.JSONDecodeError is a ValueError
+            errors.append(LineError(lineno, "<json>", f"invalid JSON: {e}"))
+    return rows, errors
+
+
 def load_jsonl(path: PathLike) -> list[TaskSpec]:
     """Reads and validates a JSONL task file.
 
@@ -61,24 +82,10 @@ def load_jsonl(path: PathLike) -> list[TaskSpec]:
         task_ids (pointing at the first occurrence) and a file with no records at all.
       FileNotFoundError: when the file does not exist.
     """
-    errors: list[LineError] = []
     tasks: list[TaskSpec] = []
     first_line_of: dict[str, int] = {}
-    with open(path, "rb") as f:
-        raw_lines = f.read().split(b"\n")
-    for lineno, raw in enumerate(raw_lines, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            errors.append(LineError(lineno, "<encoding>", f"not UTF-8: {e}"))
-            continue
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text, parse_constant=_reject_constant)
-        except ValueError as e:  # json.JSONDecodeError is a ValueError
-            errors.append(LineError(lineno, "<json>", f"invalid JSON: {e}"))
-            continue
+    rows, errors = read_json_lines(path)
+    for lineno, record in rows:
         problems = validate_record(record)
         if problems:
             errors.extend(LineError(lineno, field, msg) for field, msg in problems)
