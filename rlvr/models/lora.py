@@ -16,9 +16,9 @@ With `train_norms`, every RMSNorm also gets a zero-initialised `LoRAParam` offse
 peaked the next-token distribution is: the final RMSNorm divides out the residual stream's norm,
 so the logits' scale is set by the frozen final norm and LM head alone, and a policy that must
 become nearly deterministic (RL sharpening) cannot. Trained norm scales restore that freedom for a
-few thousand parameters (on the quickstart they lift LoRA's share of full fine-tuning's gain from
-16 % to 80 % on one seed, see benchmarks/results/lora_quickstart_cpu.md). PEFT exports them as
-`modules_to_save` (the trained norm weights in full).
+few thousand parameters (LoRA with and without them against full fine-tuning on the quickstart:
+benchmarks/results/lora_quickstart_cpu.md). PEFT exports them as `modules_to_save` (the trained
+norm weights in full).
 
 QLoRA stores every block projection's frozen kernel quantised with qwix (`QuantizedKernel`):
 int8 with one absmax scale per output channel, or 4-bit NormalFloat (nf4) with one absmax scale
