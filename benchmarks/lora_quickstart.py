@@ -1,6 +1,6 @@
 """LoRA vs full fine-tuning on the quickstart (held-out gain, trainable fraction, step time).
 
-    python benchmarks/lora_quickstart.py [--seeds 0 1 2] [--arms full lora] [--workroot DIR]
+    python benchmarks/lora_quickstart.py [--seeds 0 1 2] [--arms full lora lora_projections_only] [--workroot DIR]
 
 Runs `configs/quickstart.py` (full fine-tuning) and `configs/quickstart_lora.py` (rank-8 adapters
 on every block projection and trained norm scales, lr 3e-3; the same SFT warm start, then the same 1200 GRPO steps) for
@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-ARMS = {"full": "quickstart", "lora": "quickstart_lora", "qlora": "quickstart_lora"}
+ARMS = {"full": "quickstart", "lora": "quickstart_lora", "qlora": "quickstart_lora",
+        "lora_projections_only": "quickstart_lora"}
 SKIP = 10
 
 
@@ -34,6 +35,8 @@ def arm_config(arm: str, seed: int, steps: int = 0):
         c.train.num_steps, c.eval.every = steps, steps
     if arm == "qlora":
         c.model.lora.quantize = "nf4"
+    if arm == "lora_projections_only":  # adapters alone: the norm scales stay frozen
+        c.model.lora.train_norms = False
     c.seed = seed
     c.train.progress = False
     c.logging.tensorboard = False
@@ -107,7 +110,8 @@ def main():
                                + ", ".join(f"{g / f:.0%}" for g, f in zip(gains[arm], gains["full"])))
     text = "\n".join(["# LoRA vs full fine-tuning on the quickstart", "",
                       f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared); "
-                      f"seeds {a.seeds}; times are medians over RL steps {SKIP + 1}+.", ""]
+                      f"seeds {a.seeds}; times are medians over RL steps {SKIP + 1}+. Command: "
+                      f"`python benchmarks/lora_quickstart.py {' '.join(sys.argv[1:])}`", ""]
                      + lines + [""] + summary)
     print(text)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
