@@ -153,6 +153,28 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
     return text
 
 
+README_BEGIN, README_END = "<!-- study summary: begin (written by study_all.py) -->", \
+    "<!-- study summary: end -->"
+
+
+def update_readme(ctx: Ctx, block: str) -> None:
+    """Replaces the study-summary block of experiments/README.md with `block` when the results
+    go to experiments/results (a `--out` elsewhere leaves the README alone)."""
+    if os.path.abspath(ctx.out) != os.path.abspath(RESULTS):
+        return
+    path = os.path.join(os.path.dirname(RESULTS), "README.md")
+    with open(path) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit(f"{path}: the study-summary markers are missing ({README_BEGIN!r} ... "
+                         f"{README_END!r})")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(path, "w") as f:
+        f.write(f"{head}{README_BEGIN}\n{block.strip()}\n{README_END}{tail}")
+    ctx.log(f"updated {path}")
+
+
 def _jsonable(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
