@@ -113,6 +113,14 @@ def summary(ctx, elapsed_s: float) -> None:
     ]
     report.write(ctx, "Study summary: which of the papers' claims hold on the checkout testbed",
                  "\n\n".join(body), {"targets": rows, "compute": comp})
+    arms_run = ", ".join(sorted(ctx.arms)) if ctx.arms else "all"
+    report.update_readme(ctx, "\n\n".join([
+        f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {len(ctx.seeds)} seeds, "
+        f"arms: {arms_run} (command and provenance in `results/study_summary.md`).",
+        report.table(["target", "measure", "point [95% CI]", "verdict"], rows) if rows else
+        "No result files yet.",
+        f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
+        f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))
 
 
 if __name__ == "__main__":

@@ -32,11 +32,14 @@ def main(argv=None):
     from experiments.study import arms, common
 
     lrs = report.chosen_lrs(ctx, common.method_default_lr)
-    recs = {a: {} for a in arms.PIVOT_FAMILY + ("two_stage",)}
+    required = ("grpo", "pivotrl")
+    recs = {a: {} for a in arms.PIVOT_FAMILY + ("two_stage",) if ctx.wants(a, required=required)}
     for seed in ctx.seeds:
         for a in arms.PIVOT_FAMILY:
-            recs[a][seed] = common.run_arm(ctx, a, seed, lrs["lr"])
-        recs["two_stage"][seed] = common.run_stage2(ctx, seed, lrs["lr"], recs["pivotrl"][seed])
+            if a in recs:
+                recs[a][seed] = common.run_arm(ctx, a, seed, lrs["lr"])
+        if "two_stage" in recs:
+            recs["two_stage"][seed] = common.run_stage2(ctx, seed, lrs["lr"], recs["pivotrl"][seed])
     analyse(ctx, recs, lrs)
 
 
@@ -45,7 +48,8 @@ def analyse(ctx, recs, lrs):
 
     seeds = ctx.seeds
     cur = {a: {s: common.arm_curve(r) for s, r in by.items()} for a, by in recs.items()}
-    for s in seeds:  # the second stage's costs come after the first stage's
+    nan = float("nan")
+    for s in seeds if "two_stage" in cur else ():  # the second stage's costs come after the first's
         p = cur["pivotrl"][s]
         cur["two_stage"][s] = stats.shift(cur["two_stage"][s], p["tokens"][-1], p["prompt_tokens"][-1],
                                           p["wall_s"][-1])
@@ -61,11 +65,12 @@ def analyse(ctx, recs, lrs):
     both = {a: to_level(a, "prompt_tokens") for a in cur}
     wall = {a: to_level(a, "wall_s") for a in cur}
     n = {}
+    not_run = [(nan, False)] * len(seeds)  # an arm this invocation did not run
 
     def ratio(a, b, measure):
         """GRPO-like arm b's cost ÷ arm a's cost to ℓ, per seed (censored runs at their last cost)."""
-        num = [measure[b][i][0] for i in range(len(seeds))]
-        den = [measure[a][i][0] for i in range(len(seeds))]
+        num = [measure.get(b, not_run)[i][0] for i in range(len(seeds))]
+        den = [measure.get(a, not_run)[i][0] for i in range(len(seeds))]
         return stats.paired_ratio(num, den)
 
     n["tokens_ratio"] = ratio("pivotrl", "grpo", tok)
@@ -73,10 +78,13 @@ def analyse(ctx, recs, lrs):
     n["wall_ratio"] = ratio("pivotrl", "grpo", wall)
     n["two_stage_tokens_ratio"] = ratio("two_stage", "grpo", tok)
     final = {a: [stats.at_budget(cur[a][s], B, last=2) for s in seeds] for a in cur if a != "two_stage"}
-    final["two_stage"] = [stats.at_budget(cur["two_stage"][s], float(cur["two_stage"][s]["tokens"][-1]), last=2)
-                          for s in seeds]
-    final["grpo_at_two_stage_budget"] = [stats.at_budget(cur["grpo"][s], float(cur["two_stage"][s]["tokens"][-1]), last=2)
-                                         for s in seeds]
+    if "two_stage" in cur:
+        final["two_stage"] = [stats.at_budget(cur["two_stage"][s], float(cur["two_stage"][s]["tokens"][-1]),
+                                              last=2) for s in seeds]
+        final["grpo_at_two_stage_budget"] = [
+            stats.at_budget(cur["grpo"][s], float(cur["two_stage"][s]["tokens"][-1]), last=2) for s in seeds]
+    for a in list(arms.PIVOT_FAMILY) + ["two_stage", "grpo_at_two_stage_budget"]:
+        final.setdefault(a, [nan] * len(seeds))
     diffs = {
         "filter_minus_all": stats.paired_diff(final["pivotrl"], final["pivot_all"]),
         "filter_minus_random": stats.paired_diff(final["pivotrl"], final["pivot_random"]),
@@ -87,11 +95,12 @@ def analyse(ctx, recs, lrs):
         "two_stage_minus_grpo_same_tokens": stats.paired_diff(final["two_stage"], final["grpo_at_two_stage_budget"]),
     }
     reached = {a: sum(r for _, r in tok[a]) for a in tok}
+    not_run_arms = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a not in cur]
     # --- tables
     labels = {**{a: arms.ARMS[a].label for a in arms.PIVOT_FAMILY},
               "two_stage": "PivotRL, then full-trajectory GRPO from its final policy"}
     rows = []
-    for a in list(arms.PIVOT_FAMILY) + ["two_stage"]:
+    for a in [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a in cur]:
         fs = stats.bootstrap(final[a])
         rows.append([a, labels[a], report_tokens(tok[a]), f"{reached[a]}/{len(seeds)}",
                      stats.fmt_ci(*fs), f"{np.mean([cur[a][s]['tokens'][-1] for s in seeds]):.0f}",
@@ -105,7 +114,9 @@ def analyse(ctx, recs, lrs):
         f"{', '.join(f'{v:.3f}' for v in grpo_plateau)}); level ℓ = 0.9 × plateau = {level:.3f}. "
         f"PivotRL-family budget {B} rollout tokens; GRPO budget {ctx.sc['budget']['grpo']}; "
         f"second stage {ctx.sc['budget']['stage2']}. Learning rates from {lrs['source']}: "
-        + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + ".",
+        + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + "."
+        + (f" Arms not run in this invocation (their rows read n/a): {', '.join(not_run_arms)}."
+           if not_run_arms else ""),
         report.table(["arm", "what", "rollout tokens to ℓ (per seed; > = not reached)", "reached ℓ",
                       f"final success at {B} tokens [95% CI over seeds]", "tokens spent",
                       "clip fraction", "train wall-clock (s)"], rows),
@@ -144,10 +155,10 @@ def analyse(ctx, recs, lrs):
     panels = [
         ("PivotRL vs GRPO (mean over seeds)", "rollout tokens",
          [(a, grid_t, report.mean_curve(list(cur[a].values()), "tokens", grid_t))
-          for a in ("grpo", "pivotrl", "two_stage")], level),
+          for a in ("grpo", "pivotrl", "two_stage") if a in cur], level),
         ("pivot selection and reward (mean over seeds)", "rollout tokens",
          [(a, np.linspace(0, B, 40), report.mean_curve(list(cur[a].values()), "tokens", np.linspace(0, B, 40)))
-          for a in SELECTION], level),
+          for a in SELECTION if a in cur], level),
         ("PivotRL vs GRPO: training wall-clock", "seconds",
          [(a, grid_w, report.mean_curve(list(cur[a].values()), "wall_s", grid_w)) for a in ("grpo", "pivotrl")],
          level),

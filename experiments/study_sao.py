@@ -31,9 +31,9 @@ def main(argv=None):
     from experiments.study import arms, common
 
     lrs = report.chosen_lrs(ctx, common.method_default_lr)
-    recs = {a: {} for a in arms.SAO_FAMILY}
+    recs = {a: {} for a in arms.SAO_FAMILY if ctx.wants(a, required=("grpo", "sao"))}
     for seed in ctx.seeds:
-        for a in arms.SAO_FAMILY:
+        for a in recs:
             recs[a][seed] = common.run_arm(ctx, a, seed, lrs["lr"])
     analyse(ctx, recs, lrs)
 
@@ -54,13 +54,19 @@ def analyse(ctx, recs, lrs):
     wall = {a: [stats.cost_to(cur[a][s], level, "wall_s") for s in seeds] for a in cur}
     tok = {a: [stats.cost_to(cur[a][s], level, "tokens") for s in seeds] for a in cur}
     reached = {a: sum(r for _, r in wall[a]) for a in cur}
+    nan = float("nan")
+    not_run = [(nan, False)] * len(seeds)  # an arm this invocation did not run
+    not_run_arms = [a for a in arms.SAO_FAMILY if a not in cur]
 
     def ratio(a, b, m):
-        return stats.paired_ratio([m[b][i][0] for i in range(len(seeds))], [m[a][i][0] for i in range(len(seeds))])
+        return stats.paired_ratio([m.get(b, not_run)[i][0] for i in range(len(seeds))],
+                                  [m.get(a, not_run)[i][0] for i in range(len(seeds))])
 
     n = {"wall_ratio": ratio("sao", "grpo", wall), "tokens_ratio": ratio("sao", "grpo", tok),
          "reinforce_wall_ratio": ratio("sao", "reinforce", wall)}
     final = {a: [stats.at_budget(cur[a][s], B, last=2) for s in seeds] for a in cur}
+    for a in not_run_arms:
+        final[a] = [nan] * len(seeds)
     pairs = [("sao", "grpo", "SAO − GRPO"),
              ("sao", "sao_naive_gae", "skip-observation − naive GAE"),
              ("sao", "sao_k1", "2 − 1 critic updates"),
@@ -70,7 +76,7 @@ def analyse(ctx, recs, lrs):
              ("sao", "reinforce", "critic − running-mean baseline (target > 0, clearly)")]
     diffs = {f"{a}-{b}": stats.paired_diff(final[a], final[b]) for a, b, _ in pairs}
     rows = []
-    for a in arms.SAO_FAMILY:
+    for a in [a for a in arms.SAO_FAMILY if a in cur]:
         rec = recs[a]
         rows.append([a, arms.ARMS[a].label,
                      ", ".join((f"{v:.0f}" if ok else f">{v:.0f}") for v, ok in wall[a]),
@@ -85,7 +91,9 @@ def analyse(ctx, recs, lrs):
         f"Seeds: {len(seeds)} (paired). Tool latency scale {ctx.sc['latency_s']} s (Pareto α = 1.5, "
         f"see study_testbed.md). GRPO plateau {np.mean(grpo_plateau):.3f}; level ℓ = {level:.3f}. "
         f"Budget {B} rollout tokens per arm. Learning rates from {lrs['source']}: "
-        + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + ".",
+        + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + "."
+        + (f" Arms not run in this invocation (their rows read n/a): {', '.join(not_run_arms)}."
+           if not_run_arms else ""),
         report.table(["arm", "what", "train wall-clock to ℓ, s (per seed)", "rollout tokens to ℓ",
                       "reached ℓ", f"final success at {B} tokens [95% CI]", "s / learner step",
                       "clip / mask fraction", "critic EV (mean)", "sample lag", "load avg"], rows),
@@ -106,10 +114,10 @@ def analyse(ctx, recs, lrs):
     gt = np.linspace(0, B, 50)
     panels = [
         ("SAO vs GRPO: training wall-clock (tool latency on)", "seconds",
-         [(a, gw, report.mean_curve(list(cur[a].values()), "wall_s", gw)) for a in ("grpo", "sao", "reinforce")],
+         [(a, gw, report.mean_curve(list(cur[a].values()), "wall_s", gw)) for a in ("grpo", "sao", "reinforce") if a in cur],
          level),
         ("SAO ablations (mean over seeds)", "rollout tokens",
-         [(a, gt, report.mean_curve(list(cur[a].values()), "tokens", gt)) for a in arms.SAO_FAMILY], level),
+         [(a, gt, report.mean_curve(list(cur[a].values()), "tokens", gt)) for a in arms.SAO_FAMILY if a in cur], level),
     ]
     report.plot_curves(ctx.path(".png"), panels)
     numbers = {"level": level, "grpo_plateau": grpo_plateau, "ratios": n, "diffs": diffs, "final": final,

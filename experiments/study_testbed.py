@@ -79,7 +79,9 @@ def warm_policy_stats(ctx, seed: int, tasks_probe, m: int) -> dict:
     from rlvr.verifiers.shop import ShopExactMatchVerifier, ShopFunctionalVerifier, turn_kind
 
     sc = ctx.sc
-    folder = runner.warm_folder(arms.base_config("pivotrl", seed, sc), seed, ctx.cache, log=ctx.log)
+    from experiments.study import common
+
+    folder = common.warm(ctx, seed)
     c = arms.with_warm(arms.base_config("pivotrl", seed, sc), folder)
     validate_config(c)
     r = build_run(c, os.path.join(ctx.workdir, f"testbed_seed{seed}"))
@@ -163,7 +165,8 @@ def main(argv=None):
     heldout = kit.source.heldout(ctx.sc["eval_tasks"], seed=c.eval.seed)
     demo = demo_stats(kit, tok, heldout)
     lat = latency_stats(ctx.sc, heldout)
-    per_seed = [warm_policy_stats(ctx, s, heldout, args.probe_m) for s in ctx.seeds]
+    warm_seeds = (0,) if ctx.sc.get("shared_warm") else ctx.seeds  # one warm start: one policy
+    per_seed = [warm_policy_stats(ctx, s, heldout, args.probe_m) for s in warm_seeds]
 
     def ms(vals):
         v = np.asarray(vals, float)

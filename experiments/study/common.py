@@ -10,6 +10,8 @@ def method_default_lr(method: str) -> float:
 
 
 def warm(ctx, seed: int) -> str:
+    """The seed's warm-start folder (seed 0's for every seed when the scale shares one)."""
+    seed = 0 if ctx.sc.get("shared_warm") else seed
     return runner.warm_folder(arms.base_config("grpo", seed, ctx.sc), seed, ctx.cache, log=ctx.log)
 
 

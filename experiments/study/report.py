@@ -39,10 +39,16 @@ class Ctx:
     workdir: str
     seeds: tuple
     started: float
+    arms: Optional[frozenset] = None
     records: list = dataclasses.field(default_factory=list)
 
     def log(self, msg: str) -> None:
         print(f"[study_{self.name} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    def wants(self, arm: str, *, required: tuple = ("grpo",)) -> bool:
+        """Whether `arm` runs in this invocation (`--arms`; the comparison's reference arms
+        always run)."""
+        return self.arms is None or arm in self.arms or arm in required
 
     def path(self, suffix: str) -> str:
         return os.path.join(self.out, f"study_{self.name}{suffix}")
@@ -52,6 +58,10 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
+    ap.add_argument("--scale", default="full", help="settings preset: full (the plan in STUDY.md) or "
+                    "session (shorter budgets, one shared warm start; the same testbed and model)")
+    ap.add_argument("--arms", default="", help="comma-separated arms to run (default: all of the "
+                    "script's arms; GRPO, PivotRL and SAO always run where they are the reference)")
     ap.add_argument("--out", default=RESULTS, help="folder of the result files")
     ap.add_argument("--workdir", default="", help="run folders, resumable (default <cache>/work)")
     ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache)")
@@ -62,14 +72,20 @@ def setup(name: str, args: argparse.Namespace) -> Ctx:
     from experiments.study.arms import scale
 
     quiet()
-    sc = scale("quick" if args.quick else "full")
+    sc = scale("quick" if args.quick else args.scale)
+    chosen = frozenset(a.strip() for a in args.arms.split(",") if a.strip())
+    from experiments.study.arms import ARMS
+
+    unknown = sorted(chosen - set(ARMS) - {"two_stage"})
+    if unknown:
+        raise SystemExit(f"--arms: unknown arm(s) {unknown}; allowed: {sorted(ARMS) + ['two_stage']}")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     cache = os.path.abspath(args.cache or os.path.join(out, ".study_cache"))
     enable_compile_cache(os.path.join(cache, "jax_cache"))
     return Ctx(name=name, args=args, sc=sc, out=out, cache=cache,
                workdir=os.path.abspath(args.workdir or os.path.join(cache, "work")),
-               seeds=tuple(range(args.seeds)), started=time.time())
+               seeds=tuple(range(args.seeds)), started=time.time(), arms=chosen or None)
 
 
 def quiet() -> None:
@@ -135,6 +151,28 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
         json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
     ctx.log(f"wrote {ctx.path('.md')}")
     return text
+
+
+README_BEGIN, README_END = "<!-- study summary: begin (written by study_all.py) -->", \
+    "<!-- study summary: end -->"
+
+
+def update_readme(ctx: Ctx, block: str) -> None:
+    """Replaces the study-summary block of experiments/README.md with `block` when the results
+    go to experiments/results (a `--out` elsewhere leaves the README alone)."""
+    if os.path.abspath(ctx.out) != os.path.abspath(RESULTS):
+        return
+    path = os.path.join(os.path.dirname(RESULTS), "README.md")
+    with open(path) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit(f"{path}: the study-summary markers are missing ({README_BEGIN!r} ... "
+                         f"{README_END!r})")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(path, "w") as f:
+        f.write(f"{head}{README_BEGIN}\n{block.strip()}\n{README_END}{tail}")
+    ctx.log(f"updated {path}")
 
 
 def _jsonable(x):
