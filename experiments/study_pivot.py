@@ -110,8 +110,9 @@ def analyse(ctx, recs, lrs):
     body = [
         f"Seeds: {len(seeds)} (paired: every arm of a seed starts from the same warm start and "
         f"sees the same task pool and held-out set). Warm-start success "
-        f"{np.mean(warm_succ):.3f}; GRPO plateau {np.mean(grpo_plateau):.3f} (per seed "
-        f"{', '.join(f'{v:.3f}' for v in grpo_plateau)}); level ℓ = 0.9 × plateau = {level:.3f}. "
+        f"{np.mean(warm_succ):.3f}; GRPO's end level {np.mean(grpo_plateau):.3f} (mean of its last three "
+        f"evaluations, per seed {', '.join(f'{v:.3f}' for v in grpo_plateau)}; a plateau only where "
+        f"its curve has flattened, see the plot); level ℓ = 0.9 × that = {level:.3f}. "
         f"PivotRL-family budget {B} rollout tokens; GRPO budget {ctx.sc['budget']['grpo']}; "
         f"second stage {ctx.sc['budget']['stage2']}. Learning rates from {lrs['source']}: "
         + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + "."

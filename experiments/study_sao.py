@@ -89,7 +89,8 @@ def analyse(ctx, recs, lrs):
                      f"{np.mean([np.mean(rec[s].get('load_avg', [float('nan')])) for s in seeds]):.1f}"])
     body = [
         f"Seeds: {len(seeds)} (paired). Tool latency scale {ctx.sc['latency_s']} s (Pareto α = 1.5, "
-        f"see study_testbed.md). GRPO plateau {np.mean(grpo_plateau):.3f}; level ℓ = {level:.3f}. "
+        f"see study_testbed.md). GRPO's end level (mean of its last three evaluations; a plateau only where its curve has "
+        f"flattened) {np.mean(grpo_plateau):.3f}; level ℓ = 0.9 × that = {level:.3f}. "
         f"Budget {B} rollout tokens per arm. Learning rates from {lrs['source']}: "
         + ", ".join(f"{m} {v:g}" for m, v in lrs["lr"].items()) + "."
         + (f" Arms not run in this invocation (their rows read n/a): {', '.join(not_run_arms)}."
