@@ -1,20 +1,33 @@
-"""Throughput of a Hugging Face run (configs/gsm8k.py) at tiny size on this machine.
+"""Throughput of a Hugging Face run (configs/gsm8k.py): one GRPO step end to end and its parts.
 
     python benchmarks/hf_train_loop.py [--steps 20] [--tasks gsm8k:builtin,code:builtin]
-        [--out benchmarks/results/hf_train_loop_cpu.md]
+        [--out benchmarks/results/hf_train_loop_cpu.md]                     # CPU, tiny shape
+    python benchmarks/hf_train_loop.py --size qwen2.5-0.5b --tasks gsm8k:builtin --steps 4
+                                                                             # GPU
 
-Builds the tiny random Qwen2 checkpoint of `rlvr.testing` (2 layers, width 32, BPE tokenizer
-with 2048 tokens and a chat template), then runs `configs/gsm8k.py` on each task file with
-4 prompts × 4 samples per step, up to 32 new tokens, float32, prompts padded to one 256-token
-shape; held-out evaluation and checkpoints off. Reports min / median / max over the steps after
-the first `SKIP` (compilation excluded) of samples/s, tokens/s (completion tokens) and the
-generate / verify / learn seconds per step. The numbers are the loop's own overheads around a
-toy model, not a model-size measurement. Prints a markdown table and writes it to --out.
+Builds a random Qwen2 checkpoint of the chosen shape with `rlvr.testing.build_checkpoint` (BPE
+tokenizer with 2048 tokens and a chat template; at the Qwen2.5-0.5B shape the embedding is padded
+to its 151,936 rows), then runs `configs/gsm8k.py` on each task file, prompts padded to one
+`--prompt-len` shape, sampling at temperature 1; held-out evaluation and checkpoints off.
+
+  tiny          2 layers, width 32; 4 prompts × 4 samples, ≤ 32 new tokens, float32, prompt 256.
+                The numbers are the loop's own overheads around a toy model.
+  qwen2.5-0.5b  24 layers, d 896; 64 prompts × 8 samples, prompt 256 + ≤ 512 new, bf16 compute
+                with float32 master weights, remat, 4 minibatches × 4 microbatches. A random
+                policy rarely samples a stop token, so nearly every sample runs the full 512:
+                the longest step the settings allow.
+
+Reports min / median / max over the steps after the first `--skip` (compilation excluded) of
+samples/s, tokens/s (completion tokens), the generate / verify / learn seconds per step, and the
+parts' sum as a share of the step (the rest is host time between them). Prints a markdown table
+and writes it to --out (default: benchmarks/results/hf_train_loop_<backend>[_<size>].md, or
+$OUT/ when set).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
 import sys
@@ -30,61 +43,96 @@ from rlvr.testing import build_checkpoint  # noqa: E402
 from rlvr.train import loop  # noqa: E402
 from rlvr.train.metrics import read_metrics  # noqa: E402
 
-SKIP = 3
+SIZES = {  # checkpoint shape (Hugging Face Qwen2Config fields) and the run's settings
+    "tiny": dict(shape={}, prompts=4, group=4, prompt_len=256, new_tokens=32, dtype="float32",
+                 remat=False, minibatches=1, microbatches=1),
+    "qwen2.5-0.5b": dict(
+        shape=dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                   num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
+                   model_vocab_size=151936),
+        prompts=64, group=8, prompt_len=256, new_tokens=512, dtype="bfloat16", remat=True,
+        minibatches=4, microbatches=4),
+}
 KEYS = ("throughput/samples_per_s", "throughput/tokens_per_s", "time/generate_s",
         "time/verify_s", "time/learn_s", "time/step_s")
 
 
-def run_one(checkpoint: str, task: str, steps: int) -> dict:
+def run_one(checkpoint: str, task: str, steps: int, skip: int, s: dict) -> dict:
     c = gsm8k.get_config()
     c.model.init_from = checkpoint
-    c.model.dtype, c.model.remat, c.model.max_seq_len = "float32", False, 288
-    c.rollout.prompt_bucket = 256
+    c.model.dtype, c.model.param_dtype, c.model.remat = s["dtype"], "float32", s["remat"]
+    c.model.attention = s["attention"]
+    c.model.max_seq_len = s["prompt_len"] + s["new_tokens"]
+    c.rollout.prompt_bucket = s["prompt_len"]
     c.task.names = (task,)
-    c.sampling.max_new_tokens, c.sampling.prompts_per_step = 32, 4
-    c.algorithm.group_size = 4
+    c.sampling.max_new_tokens, c.sampling.prompts_per_step = s["new_tokens"], s["prompts"]
+    c.sampling.temperature = 1.0
+    c.algorithm.group_size = s["group"]
     c.train.num_steps, c.train.progress = steps, False
-    c.train.num_minibatches = c.train.num_microbatches = 1
+    c.train.num_minibatches, c.train.num_microbatches = s["minibatches"], s["microbatches"]
     c.eval.num_tasks = 0
     c.checkpoint.every, c.checkpoint.export = -1, False
     c.logging.tensorboard = c.logging.plot = False
     c.logging.samples_every = 0
     with tempfile.TemporaryDirectory() as d:
         loop.run(c, d)
-        rows = [r for r in read_metrics(d) if "time/step_s" in r][SKIP:]
-    return {k: [float(r[k]) for r in rows] for k in KEYS}
+        rows = [r for r in read_metrics(d) if "time/step_s" in r][skip:]
+    out = {k: [float(r[k]) for r in rows] for k in KEYS}
+    parts = np.sum([out[k] for k in KEYS[2:5]], axis=0)
+    out["share"] = list(parts / np.asarray(out["time/step_s"]))
+    return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--skip", type=int, default=3, help="first steps excluded (compilation)")
     ap.add_argument("--tasks", default="gsm8k:builtin,code:builtin")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                  "hf_train_loop_cpu.md"))
+    ap.add_argument("--attention", default="xla", help="model.attention: xla | cudnn")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.steps <= args.skip:
+        ap.error(f"--steps ({args.steps}) must exceed --skip ({args.skip})")
+    s = dict(SIZES[args.size], attention=args.attention)
+    shape = dict(s["shape"])
+    if shape:
+        shape["max_position_embeddings"] = max(1024, s["prompt_len"] + s["new_tokens"])
     with tempfile.TemporaryDirectory() as d:
-        ckpt = build_checkpoint(os.path.join(d, "tiny-qwen"))
-        res = {t: run_one(ckpt, t, args.steps) for t in args.tasks.split(",")}
+        ckpt = build_checkpoint(os.path.join(d, "checkpoint"), saver="rlvr" if shape else "auto",
+                                **shape)
+        res = {t: run_one(ckpt, t, args.steps, args.skip, s) for t in args.tasks.split(",")}
     fmt = lambda v, p: "/".join(f"{x:.{p}f}" for x in (min(v), np.median(v), max(v)))  # noqa: E731
+    dev = jax.devices()[0]
     lines = [
-        "# Hugging Face run throughput (tiny checkpoint)",
+        f"# Hugging Face run throughput ({args.size} checkpoint), {datetime.date.today().isoformat()}",
         "",
-        f"Command: `python benchmarks/hf_train_loop.py --steps {args.steps}`; machine: "
-        f"{platform.machine()}, {os.cpu_count()} CPU cores (shared), jax {jax.__version__}, "
-        f"backend {jax.default_backend()}. `configs/gsm8k.py` with the tiny random Qwen2 of "
-        f"rlvr.testing, 4 prompts × 4 samples per step, ≤ 32 new tokens, chat-template prompts "
-        f"padded to 256 tokens, float32. min/median/max over steps {SKIP + 1}..{args.steps}.",
+        f"Command: `python benchmarks/hf_train_loop.py {' '.join(sys.argv[1:])}`; machine: "
+        f"{platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, backend "
+        f"{jax.default_backend()} ({dev.device_kind}). `configs/gsm8k.py` with a random Qwen2 "
+        f"checkpoint of the {args.size} shape, {s['prompts']} prompts × {s['group']} samples per "
+        f"step, ≤ {s['new_tokens']} new tokens at temperature 1, chat-template prompts padded to "
+        f"{s['prompt_len']} tokens, {s['dtype']} compute, remat {s['remat']}, attention "
+        f"{s['attention']}, {s['minibatches']} minibatches × {s['microbatches']} microbatches. "
+        f"min/median/max over steps {args.skip + 1}..{args.steps}; share = (generate + verify + "
+        f"learn) / step.",
         "",
-        "| task | samples/s | tokens/s | generate s | verify s | learn s | step s |",
-        "|---|---|---|---|---|---|---|",
+        "| task | samples/s | tokens/s | generate s | verify s | learn s | step s | share |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for t, m in res.items():
         lines.append(f"| {t} | {fmt(m[KEYS[0]], 1)} | {fmt(m[KEYS[1]], 0)} | {fmt(m[KEYS[2]], 3)} | "
-                     f"{fmt(m[KEYS[3]], 3)} | {fmt(m[KEYS[4]], 3)} | {fmt(m[KEYS[5]], 3)} |")
+                     f"{fmt(m[KEYS[3]], 3)} | {fmt(m[KEYS[4]], 3)} | {fmt(m[KEYS[5]], 3)} | "
+                     f"{fmt(m['share'], 3)} |")
     table = "\n".join(lines)
     print(table)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    out = args.out
+    if out is None:
+        name = f"hf_train_loop_{jax.default_backend()}" + ("" if args.size == "tiny" else f"_{args.size}")
+        folder = os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "results")
+        out = os.path.join(folder, name + ".md")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
         f.write(table + "\n")
 
 

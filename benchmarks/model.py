@@ -114,8 +114,16 @@ def train_step_bench(config, batch, seq, steps=3, remat=False):
 
 
 # --------------------------------------------------------------------------- decode
-def decode_bench(config, batch, prompt_len, new_tokens, model=None):
-    """Our jitted sampler, greedy, no stop tokens (all rows run N steps). Returns tokens/s."""
+DECODE_MODES = {
+    "greedy": dict(greedy=True),
+    "sampled": dict(temperature=1.0, top_p=0.95),   # RL-style: temperature 1, nucleus 0.95
+}
+
+
+def decode_bench(config, batch, prompt_len, new_tokens, model=None, mode="greedy", repeats=1):
+    """Our jitted sampler, no stop tokens (all rows run N steps), `mode` one of DECODE_MODES.
+
+    Returns (tokens/s per timed call [repeats], seconds of the last call, model)."""
     from flax import nnx
 
     from rlvr.models import Transformer
@@ -126,15 +134,23 @@ def decode_bench(config, batch, prompt_len, new_tokens, model=None):
     prompts = jax.random.randint(jax.random.key(1), (batch, prompt_len), 3, config.vocab_size,
                                  jnp.int32)
     mask = jnp.ones((batch, prompt_len), bool)
-    params = SamplingParams(greedy=True, max_new_tokens=new_tokens)
+    params = SamplingParams(max_new_tokens=new_tokens, **DECODE_MODES[mode])
     t0 = time.time()
     out = block(sample(model, prompts, mask, jax.random.key(0), params, pad_id=0))
     log(f"  compile+first decode {time.time() - t0:.1f}s")
-    t0 = time.time()
-    out = block(sample(model, prompts, mask, jax.random.key(1), params, pad_id=0))
-    dt = time.time() - t0
-    gen = int(np.asarray(out.lengths).sum())
-    return gen / dt, dt, model
+    rates = []
+    for r in range(repeats):
+        t0 = time.time()
+        out = block(sample(model, prompts, mask, jax.random.key(1 + r), params, pad_id=0))
+        dt = time.time() - t0
+        rates.append(int(np.asarray(out.lengths).sum()) / dt)
+    return rates, dt, model
+
+
+def spread(rates) -> str:
+    """min / median / max of a list of rates."""
+    v = np.asarray(rates, float)
+    return " / ".join(f"{x:,.0f}" for x in (v.min(), np.median(v), v.max()))
 
 
 # --------------------------------------------------------------------------- suites
@@ -154,9 +170,9 @@ def cpu_suite(args):
         for b in [int(x) for x in args.decode_batches.split(",")]:
             log(f"{name}: decode batch {b}, prompt {args.prompt}, new {args.new_tokens}")
             try:
-                tps, dt, model = decode_bench(cfg, b, args.prompt, args.new_tokens, model)
+                rates, dt, model = decode_bench(cfg, b, args.prompt, args.new_tokens, model)
                 rows_dec.append(f"| {name} | {b} | {args.prompt} | {args.new_tokens} | "
-                                f"{dt:.2f} s | {tps:,.0f} | {peak_memory_gb()} |")
+                                f"{dt:.2f} s | {rates[0]:,.0f} | {peak_memory_gb()} |")
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 rows_dec.append(f"| {name} | {b} | {args.prompt} | {args.new_tokens} | "
@@ -182,7 +198,15 @@ def matmul_tflops(n=8192, iters=10):
     return 2 * n ** 3 * iters / (time.time() - t0) / 1e12
 
 
-def hf_generate_bench(config, batch, prompt_len, new_tokens, model_cache, device="cuda"):
+HF_MODES = ("eager", "static")
+
+
+def hf_generate_bench(config, batch, prompt_len, new_tokens, model_cache, device="cuda",
+                      mode="eager", repeats=1):
+    """transformers `generate`, greedy, sdpa attention. mode "eager": the default dynamic cache;
+    "static": a static KV cache, which makes `generate` compile the decode step with
+    `torch.compile` (the fair baseline: no per-token Python/eager overhead). The warm-up call
+    runs the full length so compilation is not timed. Returns (tokens/s [repeats], seconds)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -196,14 +220,26 @@ def hf_generate_bench(config, batch, prompt_len, new_tokens, model_cache, device
     ids = torch.randint(3, config.vocab_size, (batch, prompt_len), device=device)
     kw = dict(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
               pad_token_id=0, eos_token_id=None)
+    if mode == "static":
+        kw["cache_implementation"] = "static"
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    rates = []
     with torch.no_grad():
-        m.generate(ids, **dict(kw, max_new_tokens=4, min_new_tokens=4))  # warm-up
-        torch.cuda.synchronize() if device == "cuda" else None
         t0 = time.time()
-        out = m.generate(ids, **kw)
-        torch.cuda.synchronize() if device == "cuda" else None
-        dt = time.time() - t0
-    return batch * (out.shape[1] - prompt_len) / dt, dt
+        m.generate(ids, **(kw if mode == "static" else dict(kw, max_new_tokens=4, min_new_tokens=4)))
+        sync()
+        log(f"  transformers {mode} warm-up {time.time() - t0:.1f}s")
+        for _ in range(repeats):
+            t0 = time.time()
+            out = m.generate(ids, **kw)
+            sync()
+            dt = time.time() - t0
+            rates.append(batch * (out.shape[1] - prompt_len) / dt)
+    return rates, dt
 
 
 def gpu_suite(args):
@@ -240,7 +276,8 @@ def gpu_suite(args):
     # 2) train step MFU, ~1B (Llama-3.2-1B shape), params fp32, compute bf16
     train_rows = []
     for label, over_kw, remat in (("xla attention, remat", {}, True),
-                                  ("cudnn attention, remat", {"attention_impl": "cudnn"}, True)):
+                                  ("cudnn attention, remat", {"attention_impl": "cudnn"}, True),
+                                  ("cudnn attention, no remat", {"attention_impl": "cudnn"}, False)):
         if over(0.45):
             train_rows.append(f"| {label} | skipped (time budget) | | | |")
             continue
@@ -263,45 +300,52 @@ def gpu_suite(args):
               "| variant | time/step | tokens/s | MFU vs 790 TFLOP/s | MFU vs measured matmul "
               "| peak GB |", "|---|---|---|---|---|---|", *train_rows, ""]
 
-    # 3) decode: ours vs transformers generate, Qwen2-0.5B shape, bf16
+    # 3) decode: ours (greedy, sampled) vs transformers generate (eager, static + compile)
     cfg = make_config(args.gpu_decode_size, dtype="bfloat16")
     batches = [int(x) for x in args.gpu_decode_batches.split(",")]
-    ours, theirs = {}, {}
+    cells = {}
     model = None
     for b in batches:
-        if over(0.75):
-            ours[b] = "skipped (time)"
-            continue
-        try:
-            log(f"our sampler {args.gpu_decode_size} batch {b}")
-            tps, dt, model = decode_bench(cfg, b, args.gpu_prompt, args.gpu_new_tokens, model)
-            ours[b] = f"{tps:,.0f}"
-            log(f"  {tps:,.0f} tok/s")
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            ours[b] = f"failed: {e!r:.60}"
+        for mode in DECODE_MODES:
+            if over(0.7):
+                cells[b, mode] = "skipped (time)"
+                continue
+            try:
+                log(f"our sampler {args.gpu_decode_size} batch {b} {mode}")
+                rates, dt, model = decode_bench(cfg, b, args.gpu_prompt, args.gpu_new_tokens,
+                                                model, mode=mode, repeats=args.repeats)
+                cells[b, mode] = spread(rates)
+                log(f"  {cells[b, mode]} tok/s")
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                cells[b, mode] = f"failed: {e!r:.60}"
     del model
     cache = {}
-    for b in batches:
-        if over(0.9):
-            theirs[b] = "skipped (time)"
-            continue
-        try:
-            log(f"transformers generate {args.gpu_decode_size} batch {b}")
-            import torch
+    for mode in HF_MODES:
+        for b in batches:
+            if over(0.9):
+                cells[b, "hf " + mode] = "skipped (time)"
+                continue
+            try:
+                log(f"transformers generate {mode} {args.gpu_decode_size} batch {b}")
+                import torch
 
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
-            tps, dt = hf_generate_bench(cfg, b, args.gpu_prompt, args.gpu_new_tokens, cache, dev)
-            theirs[b] = f"{tps:,.0f}"
-            log(f"  {tps:,.0f} tok/s")
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            theirs[b] = f"failed: {e!r:.60}"
+                dev = "cuda" if torch.cuda.is_available() else "cpu"
+                rates, dt = hf_generate_bench(cfg, b, args.gpu_prompt, args.gpu_new_tokens, cache,
+                                              dev, mode=mode, repeats=args.repeats)
+                cells[b, "hf " + mode] = spread(rates)
+                log(f"  {cells[b, 'hf ' + mode]} tok/s")
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                cells[b, "hf " + mode] = f"failed: {e!r:.60}"
+    cols = list(DECODE_MODES) + ["hf " + m for m in HF_MODES]
     lines += [f"### Decode, {args.gpu_decode_size} shape (random init), bf16, prompt {args.gpu_prompt}, "
-              f"{args.gpu_new_tokens} new tokens, greedy", "",
-              "| batch | rlvr sampler tokens/s | transformers generate tokens/s (sdpa) |",
-              "|---|---|---|", *[f"| {b} | {ours.get(b, '')} | {theirs.get(b, '')} |"
-                                 for b in batches], ""]
+              f"{args.gpu_new_tokens} new tokens, tokens/s min / median / max of {args.repeats}", "",
+              "rlvr greedy | rlvr sampled = temperature 1 + top-p 0.95 | transformers `generate` "
+              "greedy (sdpa): eager dynamic cache | static cache + torch.compile", "",
+              "| batch | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols),
+              *[f"| {b} | " + " | ".join(cells.get((b, c), "") for c in cols) + " |"
+                for b in batches], ""]
     return "\n".join(lines)
 
 
@@ -321,9 +365,10 @@ def main():
     ap.add_argument("--matmul-n", type=int, default=8192)
     ap.add_argument("--gpu-train-batch", type=int, default=8)
     ap.add_argument("--gpu-train-seq", type=int, default=2048)
-    ap.add_argument("--gpu-decode-batches", default="16,64,256")
+    ap.add_argument("--gpu-decode-batches", default="16,256")
     ap.add_argument("--gpu-prompt", type=int, default=128)
     ap.add_argument("--gpu-new-tokens", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3, help="GPU suite: timed decode calls")
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="GPU suite: later measurements are skipped past this wall time")
     ap.add_argument("--out", default=None, help="write the markdown here too")

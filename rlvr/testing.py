@@ -72,11 +72,14 @@ def build_tokenizer(path: str, *, vocab_size: int = 2048, corpus: Optional[Itera
 
 
 def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 2048, saver: str = "auto",
-                     **model_kw) -> str:
+                     model_vocab_size: int = 0, **model_kw) -> str:
     """Writes the tiny checkpoint folder (module docstring) to `path`; returns `path`.
 
     saver: "transformers" (needs torch), "rlvr" (no torch) or "auto" (transformers if torch
-    imports). `model_kw` override the `TINY_QWEN` shape.
+    imports). vocab_size: the tokenizer's BPE vocabulary. model_vocab_size: the model's embedding
+    rows, padded beyond the tokenizer's (as Qwen2.5 pads 151,665 tokens to 151,936; 0 = the
+    tokenizer's size); ids past the tokenizer decode to nothing. `model_kw` override the
+    `TINY_QWEN` shape.
     """
     if saver not in ("auto", "transformers", "rlvr"):
         raise ValueError(f"build_checkpoint: saver must be auto | transformers | rlvr, got "
@@ -85,6 +88,11 @@ def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 2048, saver:
     tok = build_tokenizer(path, vocab_size=vocab_size)
     shape = {**TINY_QWEN, **model_kw}
     vocab = len(tok)
+    if model_vocab_size:
+        if model_vocab_size < vocab:
+            raise ValueError(f"build_checkpoint: model_vocab_size ({model_vocab_size}) must be >= "
+                             f"the tokenizer's {vocab} tokens (or 0)")
+        vocab = model_vocab_size
     if saver == "auto":
         try:
             import torch  # noqa: F401

@@ -5,7 +5,9 @@ One RL update (`Algorithm.train_step`, pure; the loop jits it with shardings and
   1. `make_train_batch`   RolloutBatch → dict of arrays (loss_mask folded with valid).
   2. `score`              no-grad forward passes: old log-probs (π_old, recomputed at the
                           sampling temperature or the sampler's saved behaviour log-probs), token
-                          entropy, reference log-probs when KL is on (R3.7).
+                          entropy, reference log-probs when KL is on (R3.7). The policy's pass
+                          is skipped when a single optimiser step follows and nothing before it
+                          reads π_old (`scores_before_update`): the loss's forward is at π_old.
   3. `shape_rewards`      KL as reward penalty (eq.22) when kl.mode == "reward".
   4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → "advantages".
   5. `update_critic`      (critic algorithms) value-loss learner steps.
@@ -210,16 +212,42 @@ class Algorithm:
                                       attention_mask=tb["attention_mask"],
                                       temperature=self.settings.temperature)
 
+    @property
+    def scores_before_update(self) -> bool:
+        """Whether `score` runs the policy's no-grad forward pass before the update.
+
+        It is skipped when nothing before the update needs π_old and the learner makes a single
+        optimiser step (epochs × num_minibatches = 1), whose forward pass sees the same
+        parameters: π_old is then the behaviour log-probs (`recompute_old_logprobs=False`) or the
+        loss's own log-probs under stop-gradient (ratio exactly 1), and the loss reports
+        `behavior_logprob_gap`. It runs with several optimiser steps, with the KL reward penalty
+        (eq.22 needs π_old before the advantages), and with the KL loss term on recomputed
+        log-probs (its `kl/*` metrics read π_old).
+        """
+        s = self.settings
+        if s.epochs * s.num_minibatches > 1 or s.kl_mode == "reward":
+            return True
+        return s.recompute_old_logprobs and s.kl_mode == "loss"
+
     def score(self, state, tb: dict) -> tuple[dict, dict]:
         """No-grad passes: old_logprobs, entropy, ref_logprobs (KL). Returns (tb, metrics)."""
         s = self.settings
         tb = dict(tb)
         m = tb["loss_mask"] > 0
+        if not self.scores_before_update:
+            if not s.recompute_old_logprobs:
+                tb["old_logprobs"] = tb["behavior_logprobs"]
+            return self._score_reference(state, tb, m, {})
         logprobs, entropy = self._logprobs(self.policy_model(state.params), tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
         tb["old_logprobs"] = logprobs if s.recompute_old_logprobs else tb["behavior_logprobs"]
+        return self._score_reference(state, tb, m, metrics)
+
+    def _score_reference(self, state, tb: dict, m, metrics: dict) -> tuple[dict, dict]:
+        """Reference log-probs (KL on) and the KL metrics against π_old when it is known."""
+        s = self.settings
         if s.kl_mode != "none" and "ref_logprobs" not in tb:
             ref = state.ref_params
             if ref is None and self.lora is not None:
@@ -228,7 +256,7 @@ class Algorithm:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
             ref_lp, _ = self._logprobs(self.policy_model(ref), tb)
             tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
-        if "ref_logprobs" in tb:
+        if "ref_logprobs" in tb and "old_logprobs" in tb:
             kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)
             seq_kl = jnp.sum(kl_tok, axis=-1)
             metrics["kl/seq_mean"] = masked_mean(seq_kl, jnp.any(m, axis=-1))
@@ -285,11 +313,15 @@ class Algorithm:
     def policy_objective(self, logprobs, entropy, mb: dict, aux: dict):
         """The policy objective (module docstring) + entropy bonus + KL loss term (eq.72), exact
         under accumulation. Pure in its arrays: logprobs, entropy [B, T]; mb holds loss_mask,
-        valid, old_logprobs, advantages and (KL loss) ref_logprobs; aux the learner's
+        valid, advantages, old_logprobs (absent: π_old = stop_gradient(logprobs), the single
+        step after a skipped score pass), behavior_logprobs (only then, for the
+        `behavior_logprob_gap` metric) and (KL loss) ref_logprobs; aux the learner's
         minibatch-wide denominators (and kl_coef). Metrics are additive over micro-batches."""
         s = self.settings
         kind = self.policy_loss_kind
         m = mb["loss_mask"] > 0
+        if "old_logprobs" not in mb:  # one optimiser step on recomputed π_old: π_old = π_θ
+            mb = dict(mb, old_logprobs=jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0)))
         if kind == "sequence_clip":
             agg = "seq-mean-token-sum"
             pg, pm = sequence_clip_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
@@ -325,6 +357,9 @@ class Algorithm:
                    **{k: v * scale for k, v in frac.items()}}
         if kind != "sequence_clip":
             metrics.update(ratio_max=pm["ratio_max"], ratio_min=pm["ratio_min"])
+        if "behavior_logprobs" in mb:  # `score` skipped its pass: this forward is at π_old
+            gap = jnp.abs(jnp.where(m, logprobs, 0.0) - mb["behavior_logprobs"])
+            metrics["behavior_logprob_gap"] = masked_mean(gap, m) * token_share(m, aux)
         if s.kl_mode == "loss":
             kl_tok = core_kl.kl_estimate(logprobs, mb["ref_logprobs"], s.kl_estimator, loss_mask=m)
             kl_term = aggregate(kl_tok, m, agg) * scale
@@ -338,7 +373,11 @@ class Algorithm:
         return self.policy_update(state, batch, aux, key)
 
     def policy_batch_keys(self, tb):
-        keys = ["tokens", "attention_mask", "positions", "loss_mask", "valid", "old_logprobs", "advantages"]
+        keys = ["tokens", "attention_mask", "positions", "loss_mask", "valid", "advantages"]
+        if "old_logprobs" in tb:
+            keys.append("old_logprobs")
+        if not self.scores_before_update:
+            keys.append("behavior_logprobs")
         if self.settings.kl_mode == "loss":
             keys.append("ref_logprobs")
         return keys

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The accelerator benchmarks, prepared to run unattended on one GPU inside a short lease.
+#
+#   bash benchmarks/device_wheels.sh                       # here, once: wheels into .whl/
+#   bash benchmarks/device_suite.sh [PART ...]             # there, carrying .whl
+#
+# PARTs, each bounded by its own timeout (seconds), in this order by default:
+#   core_ops  (60)   GAE forms and PPO / turn-level losses at [1024, 8192]
+#   rl_step   (200)  one GRPO step end to end, Qwen2.5-0.5B shape, 64 prompts x 8, 256 + 512 new
+#   multiturn (100)  8-turn episodes, KV cache extended across turns vs re-prefilled
+#   model     (250)  bf16 matmul, train-step MFU (Llama-3.2-1B shape), decode greedy / sampled
+#                    and the transformers baselines (eager; static cache + torch.compile)
+# All four take about 10 minutes; two calls of about 5 (`core_ops rl_step multiturn`, then
+# `model`) leave room to rerun one. Results: $OUT/*.md (markdown tables), $OUT/device.txt (GPU,
+# driver, JAX version, date) and $OUT/suite.log (everything printed); without $OUT they go to
+# benchmarks/results/device/.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-benchmarks/results/device}
+mkdir -p "$OUT"
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+  python3 -c "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__, jax.devices())"
+  date -u +"%Y-%m-%d %H:%M UTC"
+} 2>&1 | tee "$OUT/device.txt"
+
+part() {  # part NAME SECONDS COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s) $(date -u +%H:%M:%S)"
+  timeout "$limit" "$@"
+  echo "== $name exit $? $(date -u +%H:%M:%S)"
+}
+
+for p in ${*:-core_ops rl_step multiturn model}; do
+  case $p in
+    core_ops) part core_ops 60 python3 benchmarks/core_ops.py --sizes 1024x8192 --repeats 5 \
+                --out "$OUT/core_ops_gpu.md" ;;
+    rl_step) part rl_step 200 python3 benchmarks/hf_train_loop.py --size qwen2.5-0.5b \
+               --tasks gsm8k:builtin --steps 4 --skip 2 --out "$OUT/rl_step_gpu.md" ;;
+    multiturn) part multiturn 100 python3 benchmarks/multiturn.py --size qwen0.5b \
+                 --out "$OUT/multiturn_gpu.md" ;;
+    model) part model 250 python3 benchmarks/model.py --gpu-suite --budget-s 220 \
+             --out "$OUT/model_gpu.md" ;;
+    *) echo "device_suite: unknown part $p (core_ops rl_step multiturn model)"; exit 2 ;;
+  esac
+done 2>&1 | tee -a "$OUT/suite.log"
