@@ -26,9 +26,10 @@ concatenate ops on a pair of arrays, so it compiles to thousands of HLO instruct
 `method="blocked"` solves both recurrences in closed form with a handful of cumulative ops (below).
 `method="auto"` picks "scan" on CPU and "associative" elsewhere, by `jax.default_backend()` at
 trace time; it does not pick "blocked" yet, because the case for "blocked" on an accelerator so
-far rests on backend-independent proxies measured on CPU (roughly 10x fewer optimised-HLO
-instructions and 5x fewer bytes accessed than "associative", `benchmarks/core_ops.py`), and
-"auto" should change only on a measured accelerator time.
+far rests on proxies read from the program XLA compiles for CPU (9-13x fewer optimised-HLO
+instructions, ~30 top-level ops instead of ~160-240, and 4-5x fewer estimated bytes accessed than
+"associative" at [64, 1024] to [1024, 8192]; `benchmarks/core_ops.py`), and "auto" should change
+only on a measured accelerator time.
 
 Blocked form (`method="blocked"`). Both coefficients take few values, so neither recurrence needs
 a general scan:
@@ -47,7 +48,7 @@ a general scan:
     [T/C, T/C] product per row whose exponents are ≥ 0 (no overflow), and
     y_t = c^{n_t} (within-block cumsum_t + Z_j).
 The cumulative ops run over C (and T/C) only; XLA lowers them to a short tree of reduce-windows,
-so the whole method is ~20-30 fused ops with no loop. The cross-block product costs
+so the whole method is ~20-35 fused ops with no loop. The cross-block product costs
 (T/C)² per row, so "blocked" falls back to "associative" when T/C would exceed 256 (c = γλ so
 small that C < T/256), and whenever γ or λ is traced (C must be known at trace time); c = 0
 needs no recurrence (advantages = TD errors) and c = 1 no rescaling.

@@ -103,8 +103,11 @@ def test_blocked_matches_numpy_reference_across_many_blocks(seed, shape, skip, b
     assert np.all(np.asarray(adv)[m == 0] == 0) and np.all(np.asarray(ret)[m == 0] == 0)
 
 
-@pytest.mark.parametrize("lam", [0.95, 0.99, 1.0])
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(
+    "method, lam",
+    # The other forms once (compiling "associative" at T = 4096 takes ~30 s on 2 cores).
+    [("blocked", 0.95), ("blocked", 0.99), ("blocked", 1.0), ("scan", 1.0), ("associative", 1.0)],
+)
 def test_long_rows_float32_error_stays_small(method, lam):
     # [8, 4096] in float32 against a float64 reference: the error is float32 rounding of sums of
     # O(100) terms, nothing grows with T (the blocked rescaling included).
@@ -118,7 +121,7 @@ def test_long_rows_float32_error_stays_small(method, lam):
         np.testing.assert_allclose(ret, ref_ret, rtol=5e-5, atol=5e-5)
 
 
-def test_blocked_rescaling_at_its_bound_is_exact():
+def test_blocked_rescaling_at_its_bound_stays_finite_and_accurate():
     # gamma*lam = 0.5 with C = 64: factors up to 0.5^-64 = 2^64, TD errors of size ~1e3.
     r, v, m, boot = _inputs(4, 4, 300)
     r, v = 1e3 * r, 1e3 * v
