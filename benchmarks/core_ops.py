@@ -20,6 +20,9 @@ estimate of bytes accessed (a while body counted once).
 Runs unchanged on CPU, GPU or TPU (whatever `jax.default_backend()` is):
   python benchmarks/core_ops.py --sizes 64x1024,256x2048,1024x8192 --repeats 5 \
       --out benchmarks/results/core_ops_<backend>.md
+and, to choose the block length of method="blocked" on an accelerator (the default is 256 tokens):
+  python benchmarks/core_ops.py --sizes 1024x8192 \
+      --methods associative,blocked:64,blocked:128,blocked:256,blocked:512
 """
 
 from __future__ import annotations
@@ -150,6 +153,12 @@ def hlo_stats(jitted, *args):
     return ops, f"{top}{' +loop' if loop else ''}", mb
 
 
+def _gae_kwargs(method):
+    """"blocked:128" → method="blocked", block_size=128; any other name → method=name."""
+    name, _, block = method.partition(":")
+    return dict(method=name, block_size=int(block)) if block else dict(method=name)
+
+
 def bench(sizes, repeats, np_repeats, methods=METHODS):
     rows = []
     for batch, length in sizes:
@@ -160,7 +169,7 @@ def bench(sizes, repeats, np_repeats, methods=METHODS):
         jax_gae = {}
         fns = {
             (skip, method): jax.jit(lambda r, v, m, method=method, skip=skip: gae(
-                r, v, m, gamma=GAMMA, lam=LAM, skip_observations=skip, method=method))
+                r, v, m, gamma=GAMMA, lam=LAM, skip_observations=skip, **_gae_kwargs(method)))
             for skip in (True, False) for method in methods
         }
         gae_args = (d["rewards"], d["values"], d["mask"])
@@ -211,15 +220,16 @@ def main(argv=None):
                     help="comma-separated BxT sizes (default: %(default)s)")
     ap.add_argument("--repeats", type=int, default=5, help="timed calls per op (min / median / max reported)")
     ap.add_argument("--methods", default=",".join(METHODS),
-                    help="comma-separated GAE methods to time (default: %(default)s)")
+                    help="comma-separated GAE methods to time; blocked:N = method blocked with "
+                         "block_size N, to tune the block length (default: %(default)s)")
     ap.add_argument("--np-repeats", type=int, default=None, help="timed numpy calls (default: --repeats)")
     ap.add_argument("--out", default=None, help="also write the markdown table to this file")
     args = ap.parse_args(argv)
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",") if s]
     methods = tuple(m for m in args.methods.split(",") if m)
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in methods if m not in METHODS and not re.fullmatch(r"blocked:[1-9]\d*", m)]
     if bad:
-        ap.error(f"--methods: unknown {bad}; allowed: {METHODS}")
+        ap.error(f"--methods: unknown {bad}; allowed: {METHODS} and blocked:N (N ≥ 1)")
     dev = jax.devices()[0]
     env = (
         f"backend: {jax.default_backend()} · device: {dev.device_kind} ({len(jax.devices())} visible) · "

@@ -236,7 +236,8 @@ def gae(
         a terminal state; pass V of the next state for a truncated rollout).
       method: "auto" | "scan" | "associative" | "blocked" (see module docstring). "blocked"
         needs γ and λ known at trace time (Python or numpy scalars, or concrete arrays); with a
-        traced γ or λ, or γλ too small for blocks of ≥ T/256 tokens, it runs "associative".
+        traced γ or λ (block_size then unused), or γλ too small for blocks of ≥ T/256 tokens, it
+        runs "associative".
       block_size: optional int ≥ 1, method="blocked" only: the block length C (default: the
         largest power of two ≤ 256, ≤ T, with (γλ)^-C ≤ 2^64). Larger values than that bound
         are rejected; tune it per accelerator with `benchmarks/core_ops.py`.
