@@ -1,16 +1,28 @@
 """Speed of rlvr.core ops against straightforward numpy implementations of the same functions.
 
-Times per call (best of --repeats, after compile and a warm-up call, `block_until_ready`) for
-  - GAE, both forms (`lax.scan`, `lax.associative_scan`) x skip-observation on/off,
+Times per call (min / median / max of --repeats, after compile and a warm-up call,
+`block_until_ready`) for
+  - GAE, every form (`lax.scan`, `lax.associative_scan`, the closed-form "blocked") x
+    skip-observation on/off,
   - ppo_token_loss (token-mean) and sequence_clip_loss (PivotRL turn-level),
 at a few [B, T] sizes on multi-turn masks (prompt, action/observation blocks, padding), next to a
 numpy implementation on the same inputs (GAE: a reverse loop over tokens vectorised over the
-batch; losses: vectorised numpy). `numpy/jax` > 1 means JAX is faster. `max|Δ|` checks that
-both compute the same numbers.
+batch; losses: vectorised numpy). `numpy/jax` > 1 means JAX is faster (from the JAX min).
+`max abs diff` checks that both compute the same numbers.
+
+Next to the times, three proxies read from the compiled program on the backend that ran, which
+need no accelerator to compare forms: `HLO ops` = instructions in the optimised HLO module (all
+computations, fusion bodies included); `top-level ops` = instructions of its entry computation
+other than parameters, constants, bitcasts and tuples (roughly the kernels launched per call;
+"+loop" marks a while loop whose body runs once per token); `HLO MB` = XLA's cost-analysis
+estimate of bytes accessed (a while body counted once).
 
 Runs unchanged on CPU, GPU or TPU (whatever `jax.default_backend()` is):
   python benchmarks/core_ops.py --sizes 64x1024,256x2048,1024x8192 --repeats 5 \
       --out benchmarks/results/core_ops_<backend>.md
+and, to choose the block length of method="blocked" on an accelerator (the default is 256 tokens):
+  python benchmarks/core_ops.py --sizes 1024x8192 \
+      --methods associative,blocked:64,blocked:128,blocked:256,blocked:512
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import sys
 import time
 
@@ -27,10 +40,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 
-from rlvr.core.gae import gae  # noqa: E402
+from rlvr.core.gae import GAE_METHODS, gae  # noqa: E402
 from rlvr.core.losses import ppo_token_loss, sequence_clip_loss  # noqa: E402
 
 GAMMA, LAM = 1.0, 0.95
+METHODS = tuple(m for m in GAE_METHODS if m != "auto")
 
 
 def make_inputs(batch, length, seed=0):
@@ -98,6 +112,7 @@ def np_seq(logp, old, adv, mask, eps=0.2):
 # ---------------- timing ----------------
 
 def time_fn(fn, repeats):
+    """All `repeats` timed calls (seconds) after compile + warm-up, and the last output."""
     for _ in range(2):  # compile + warm-up
         out = fn()
         jax.block_until_ready(out)
@@ -107,10 +122,44 @@ def time_fn(fn, repeats):
         out = fn()
         jax.block_until_ready(out)
         times.append(time.perf_counter() - t0)
-    return min(times), out
+    return times, out
 
 
-def bench(sizes, repeats, np_repeats):
+_OPCODE = re.compile(r"\b([a-z][\w-]*)\(")
+_NOT_KERNELS = {"parameter", "constant", "bitcast", "tuple", "get-tuple-element"}
+
+
+def hlo_stats(jitted, *args):
+    """(HLO ops, top-level ops, MB accessed) of the optimised program `jitted` compiles to."""
+    compiled = jitted.lower(*args).compile()
+    ops, top, loop, in_entry = 0, 0, False, False
+    for line in compiled.as_text().splitlines():
+        s = line.strip()
+        if s.startswith("ENTRY"):
+            in_entry = True
+            continue
+        if in_entry and s == "}":
+            in_entry = False
+        if " = " not in s or not s.startswith(("%", "ROOT")):
+            continue
+        ops += 1
+        m = _OPCODE.search(s.split(" = ", 1)[1])
+        if in_entry and m and m.group(1) not in _NOT_KERNELS:
+            top += 1
+            loop = loop or m.group(1) == "while"
+    cost = compiled.cost_analysis()
+    cost = (cost[0] if cost else {}) if isinstance(cost, (list, tuple)) else (cost or {})
+    mb = cost.get("bytes accessed", float("nan")) / 1e6
+    return ops, f"{top}{' +loop' if loop else ''}", mb
+
+
+def _gae_kwargs(method):
+    """"blocked:128" → method="blocked", block_size=128; any other name → method=name."""
+    name, _, block = method.partition(":")
+    return dict(method=name, block_size=int(block)) if block else dict(method=name)
+
+
+def bench(sizes, repeats, np_repeats, methods=METHODS):
     rows = []
     for batch, length in sizes:
         x = make_inputs(batch, length)
@@ -120,74 +169,95 @@ def bench(sizes, repeats, np_repeats):
         jax_gae = {}
         fns = {
             (skip, method): jax.jit(lambda r, v, m, method=method, skip=skip: gae(
-                r, v, m, gamma=GAMMA, lam=LAM, skip_observations=skip, method=method))
-            for skip in (True, False) for method in ("scan", "associative")
+                r, v, m, gamma=GAMMA, lam=LAM, skip_observations=skip, **_gae_kwargs(method)))
+            for skip in (True, False) for method in methods
         }
+        gae_args = (d["rewards"], d["values"], d["mask"])
         for _ in range(2):
             for key, f in fns.items():
-                t, out = time_fn(lambda: f(d["rewards"], d["values"], d["mask"]), repeats)
-                if key not in jax_gae or t < jax_gae[key][0]:
-                    jax_gae[key] = (t, out)
+                ts, out = time_fn(lambda: f(*gae_args), repeats)
+                jax_gae.setdefault(key, [[], out])[0].extend(ts)
         for skip in (True, False):
-            t_np, (ref_adv, _) = time_fn(lambda: np_gae(x["rewards"], x["values"], x["mask"], skip), np_repeats)
-            for method in ("scan", "associative"):
-                t, (adv, _) = jax_gae[skip, method]
+            ts_np, (ref_adv, _) = time_fn(lambda: np_gae(x["rewards"], x["values"], x["mask"], skip), np_repeats)
+            for method in methods:
+                ts, (adv, _) = jax_gae[skip, method]
                 diff = float(np.max(np.abs(np.asarray(adv) - ref_adv)))
                 name = f"gae {method} skip={'on' if skip else 'off'}"
-                rows.append((name, batch, length, t, t_np, diff))
+                rows.append((name, batch, length, ts, min(ts_np), diff, hlo_stats(fns[skip, method], *gae_args)))
                 print(_fmt_row(rows[-1]), flush=True)
         f = jax.jit(lambda lp, old, a, m: ppo_token_loss(lp, old, a, m)[0])
-        t, out = time_fn(lambda: f(d["logp"], d["old"], d["adv"], d["mask"]), repeats)
-        t_np, ref = time_fn(lambda: np_ppo(x["logp"], x["old"], x["adv"], x["mask"]), np_repeats)
-        rows.append(("ppo_token_loss", batch, length, t, t_np, abs(float(out) - float(ref))))
+        args = (d["logp"], d["old"], d["adv"], d["mask"])
+        ts, out = time_fn(lambda: f(*args), repeats)
+        ts_np, ref = time_fn(lambda: np_ppo(x["logp"], x["old"], x["adv"], x["mask"]), np_repeats)
+        rows.append(("ppo_token_loss", batch, length, ts, min(ts_np), abs(float(out) - float(ref)),
+                     hlo_stats(f, *args)))
         print(_fmt_row(rows[-1]), flush=True)
         f = jax.jit(lambda lp, old, a, m: sequence_clip_loss(lp, old, a, m, clip_eps=0.2)[0])
-        t, out = time_fn(lambda: f(d["logp_seq"], d["old"], d["adv"], d["mask"]), repeats)
-        t_np, ref = time_fn(lambda: np_seq(x["logp_seq"], x["old"], x["adv"], x["mask"]), np_repeats)
-        rows.append(("sequence_clip_loss", batch, length, t, t_np, abs(float(out) - float(ref))))
+        args = (d["logp_seq"], d["old"], d["adv"], d["mask"])
+        ts, out = time_fn(lambda: f(*args), repeats)
+        ts_np, ref = time_fn(lambda: np_seq(x["logp_seq"], x["old"], x["adv"], x["mask"]), np_repeats)
+        rows.append(("sequence_clip_loss", batch, length, ts, min(ts_np), abs(float(out) - float(ref)),
+                     hlo_stats(f, *args)))
         print(_fmt_row(rows[-1]), flush=True)
     return rows
 
 
-HEADER = "| op | [B, T] | jax ms | numpy ms | numpy/jax | max abs diff |\n|---|---|---:|---:|---:|---:|"
+HEADER = ("| op | [B, T] | jax ms min / med / max | numpy ms | numpy/jax | max abs diff | HLO ops | top-level ops "
+          "| HLO MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def _fmt_row(r):
-    name, b, t, tj, tn, diff = r
-    return f"| {name} | [{b}, {t}] | {tj * 1e3:.3f} | {tn * 1e3:.2f} | {tn / tj:.1f}x | {diff:.1e} |"
+    name, b, t, ts, tn, diff, (ops, top, mb) = r
+    tj = min(ts)
+    times = f"{tj * 1e3:.3f} / {float(np.median(ts)) * 1e3:.3f} / {max(ts) * 1e3:.3f}"
+    return (f"| {name} | [{b}, {t}] | {times} | {tn * 1e3:.2f} | {tn / tj:.1f}x | {diff:.1e} | "
+            f"{ops} | {top} | {mb:.1f} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="64x1024,256x2048,1024x8192",
                     help="comma-separated BxT sizes (default: %(default)s)")
-    ap.add_argument("--repeats", type=int, default=5, help="timed calls per op (best reported)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed calls per op (min / median / max reported)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="comma-separated GAE methods to time; blocked:N = method blocked with "
+                         "block_size N, to tune the block length (default: %(default)s)")
     ap.add_argument("--np-repeats", type=int, default=None, help="timed numpy calls (default: --repeats)")
     ap.add_argument("--out", default=None, help="also write the markdown table to this file")
     args = ap.parse_args(argv)
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",") if s]
+    methods = tuple(m for m in args.methods.split(",") if m)
+    bad = [m for m in methods if m not in METHODS and not re.fullmatch(r"blocked:[1-9]\d*", m)]
+    if bad:
+        ap.error(f"--methods: unknown {bad}; allowed: {METHODS} and blocked:N (N ≥ 1)")
     dev = jax.devices()[0]
     env = (
         f"backend: {jax.default_backend()} · device: {dev.device_kind} ({len(jax.devices())} visible) · "
         f"jax {jax.__version__} · numpy {np.__version__} · python {platform.python_version()} · "
-        f"host CPUs: {os.cpu_count()}"
+        f"host CPUs: {os.cpu_count()} · load average at start: {os.getloadavg()[0]:.1f}"
     )
     print(env)
-    print(f"GAE gamma={GAMMA} lam={LAM}; best of {args.repeats} calls (GAE: of 2 interleaved rounds) after compile and warm-up; "
-          "numpy/jax = speed-up of JAX over numpy.\n")
+    about = (f"GAE gamma={GAMMA} lam={LAM} on multi-turn masks; JAX times over {args.repeats} calls (GAE: "
+             f"{2 * args.repeats}, two interleaved rounds) after compile and warm-up (`block_until_ready`); "
+             "numpy ms = best call; numpy/jax = speed-up of the best JAX call over numpy (GAE numpy = "
+             "reverse loop over tokens vectorised over the batch; losses = vectorised numpy); max abs "
+             "diff = agreement of the two implementations. HLO ops = instructions in the optimised HLO "
+             "module; top-level ops = entry-computation instructions other than parameters, constants, "
+             "bitcasts and tuples (~kernels per call; +loop: a while loop whose body runs per token); "
+             "HLO MB = XLA's estimate of bytes accessed (a while body counted once). The three proxies "
+             "are those of the backend above.")
+    print(about + "\n")
     print(HEADER, flush=True)
-    rows = bench(sizes, args.repeats, args.np_repeats or args.repeats)
+    rows = bench(sizes, args.repeats, args.np_repeats or args.repeats, methods)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write("# rlvr.core ops: JAX vs straightforward numpy\n\n")
             f.write(f"Command: `python benchmarks/core_ops.py --sizes {args.sizes} --repeats {args.repeats}"
-                    f"{' --np-repeats %d' % args.np_repeats if args.np_repeats else ''} --out {args.out}`\n\n")
+                    f"{' --np-repeats %d' % args.np_repeats if args.np_repeats else ''}"
+                    f"{' --methods ' + args.methods if methods != METHODS else ''} --out {args.out}`\n\n")
             f.write(env + "\n\n")
-            f.write(f"GAE gamma={GAMMA} lam={LAM} on multi-turn masks; best of {args.repeats} calls "
-                    "after compile and warm-up (`block_until_ready`); numpy/jax = speed-up of JAX over numpy "
-                    "(GAE numpy = reverse loop over tokens vectorised over the batch; losses = vectorised "
-                    "numpy). max abs diff = agreement of the two implementations.\n\n")
+            f.write(about + "\n\n")
             f.write(HEADER + "\n" + "\n".join(_fmt_row(r) for r in rows) + "\n")
         print(f"\nwrote {args.out}")
 
