@@ -5,7 +5,8 @@
 #   bash benchmarks/device_suite.sh [PART ...]             # there, carrying .whl
 #
 # PARTs, each bounded by its own timeout (seconds), in this order by default:
-#   core_ops  (60)   GAE forms and PPO / turn-level losses at [1024, 8192]
+#   core_ops  (90)   GAE forms (blocked over a sweep of block lengths) and the PPO /
+#                    turn-level losses at [1024, 8192]
 #   rl_step   (200)  one GRPO step end to end, Qwen2.5-0.5B shape, 64 prompts x 8, 256 + 512 new
 #   multiturn (100)  8-turn episodes, KV cache extended across turns vs re-prefilled
 #   model     (250)  bf16 matmul, train-step MFU (Llama-3.2-1B shape), decode greedy / sampled
@@ -39,7 +40,8 @@ part() {  # part NAME SECONDS COMMAND...
 
 for p in ${*:-core_ops rl_step multiturn model}; do
   case $p in
-    core_ops) part core_ops 60 python3 benchmarks/core_ops.py --sizes 1024x8192 --repeats 5 \
+    core_ops) part core_ops 90 python3 benchmarks/core_ops.py --sizes 1024x8192 --repeats 5 \
+                --methods scan,associative,blocked,blocked:64,blocked:128,blocked:512 \
                 --out "$OUT/core_ops_gpu.md" ;;
     rl_step) part rl_step 200 python3 benchmarks/hf_train_loop.py --size qwen2.5-0.5b \
                --tasks gsm8k:builtin --steps 4 --skip 2 --out "$OUT/rl_step_gpu.md" ;;
