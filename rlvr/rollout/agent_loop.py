@@ -41,6 +41,22 @@ def _bucket(n: int, bucket: int) -> int:
     return max(bucket, -(-n // bucket) * bucket)
 
 
+def batch_size_bucket(n: int, bucket: int) -> int:
+    """The padded batch size for `n` rows: the next power of two >= n when `bucket` is 0, else
+    the next multiple of `bucket` (1: n itself, no padding).
+
+    A batch that shrinks from B rows to 1 then reaches at most floor(log2 B) + 2 distinct sizes
+    (bucket 0) or ceil(B / bucket) (bucket k), so the jitted sampler compiles that many shapes.
+    """
+    if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
+        raise ValueError(f"batch_bucket must be an int >= 0 (0 = powers of two), got {bucket!r}")
+    if n < 1:
+        raise ValueError(f"batch_size_bucket: n must be >= 1, got {n}")
+    if bucket == 0:
+        return 1 << (n - 1).bit_length()
+    return _bucket(n, bucket)
+
+
 # ------------------------------------------------------------------------------------- one turn
 @dataclasses.dataclass(frozen=True)
 class TurnSamples:
@@ -117,14 +133,15 @@ def sample_turn(
 
     `key`: one PRNG key (sample b uses fold_in(key, b)) or one typed key per prefix.
     `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The batch is
-    padded up to a multiple of `batch_bucket` with copies of the first prefix (then dropped) so
-    the jitted sampler sees few distinct shapes; prompts are left-padded to a multiple of
+    padded to `batch_size_bucket(len(prefixes), batch_bucket)` rows (0: the next power of two,
+    k: a multiple of k) with copies of the first prefix and key (then dropped) so the jitted
+    sampler sees few distinct shapes; prompts are left-padded to a multiple of
     `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
     n = len(prefixes)
-    extra = _bucket(n, batch_bucket) - n
+    extra = batch_size_bucket(n, batch_bucket) - n
     padded = list(prefixes) + [prefixes[0]] * extra
     ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket, max_len=max_prompt_len)
     if getattr(key, "ndim", 0) == 1 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -267,6 +284,7 @@ def run_episodes(
     wall_time_s: float = 60.0,
     seq_bucket: int = 64,
     prompt_bucket: int = 32,
+    batch_bucket: int = 0,
     policy: Optional[Callable] = None,
 ) -> AgentRollout:
     """Runs a batch of episodes to completion, all active episodes stepping together.
@@ -286,6 +304,9 @@ def run_episodes(
       wall_time_s: wall-clock bound for the whole batch; active episodes stop with `timeout`.
       prompt_bucket: histories are left-padded to a multiple of it (0: always to
         max_tokens − max_new_tokens, one shape).
+      batch_bucket: the active episodes are padded to `batch_size_bucket(n_active, batch_bucket)`
+        rows (0: the next power of two, k: a multiple of k, 1: no padding), so the sampler
+        compiles a bounded number of batch shapes as episodes finish.
       policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
         scripted policy in tests.
     Returns:
@@ -296,6 +317,7 @@ def run_episodes(
     if max_turns < 1 or max_tokens < 2:
         raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
                          f"{max_turns}, {max_tokens}")
+    batch_size_bucket(1, batch_bucket)  # validates batch_bucket
     term_ids = tokenizer.encode(terminator)
     if len(term_ids) != 1:
         raise ValueError(f"run_episodes: terminator {terminator!r} must be one token, got {term_ids}")
@@ -352,6 +374,7 @@ def run_episodes(
         if policy is None:
             ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
                              terminator_id=term_id, prompt_bucket=prompt_bucket,
+                             batch_bucket=batch_bucket,
                              max_prompt_len=max_tokens - sampling.max_new_tokens)
         else:
             ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
