@@ -170,7 +170,7 @@ def _echo_run(model, greedy=True, **kw):
     kw.setdefault("max_turns", 8)
     return run_episodes(model, _echo_starts(), EchoEnv, jax.random.PRNGKey(0), tokenizer=ECHO_TOK,
                         sampling=SamplingParams(max_new_tokens=10, greedy=greedy),
-                        max_tokens=128, prompt_bucket=8, **kw)
+                        max_tokens=128, prompt_bucket=32, wall_time_s=3600.0, **kw)
 
 
 def _assert_same_episodes(a, b, lp_atol=1e-5):
@@ -231,3 +231,30 @@ def test_config_batch_bucket_validated_and_named():
     c.rollout.batch_bucket = -1
     with pytest.raises(ConfigError, match="rollout.batch_bucket"):
         validate_config(c)
+
+
+# ------------------------------------------------------------------ KV cache across turns
+@pytest.mark.parametrize("batch_bucket", [0, 1])
+def test_kv_reuse_greedy_equals_reprefill(echo_model, batch_bucket):
+    """Greedy episodes with the cache kept across turns: the same token streams, stop reasons,
+    per-turn snapshots and prefix lengths as re-prefilling the history every turn, log-probs
+    within 1e-5; only the new tokens are prefilled."""
+    ref = _echo_run(echo_model, batch_bucket=batch_bucket)
+    got = _echo_run(echo_model, batch_bucket=batch_bucket, kv_reuse=True)
+    assert sum(e.num_turns for e in ref.episodes) == 21  # the episodes really are multi-turn
+    _assert_same_episodes(ref, got)
+    assert got.stats["rollout/prompt_tokens"] == ref.stats["rollout/prompt_tokens"]
+    # first turn: the prompts; later turns: the observations only
+    obs = sum(len(ECHO_TOK.encode(o)) for e in got.episodes for o in e.observations[:e.num_turns - 1])
+    prompts = sum(len(s.prefix_tokens) for s in _echo_starts())
+    assert got.stats["rollout/prefill_tokens"] == prompts + obs
+    assert ref.stats["rollout/prefill_tokens"] == ref.stats["rollout/prompt_tokens"] > prompts + obs
+
+
+def test_kv_reuse_sampled_equals_reprefill_for_the_same_keys(echo_model):
+    """Sampling (temperature 1) with fixed keys: the action of turn t of episode i uses
+    fold_in(fold_in(key, i), t) in both modes, so the episodes are the same."""
+    ref = _echo_run(echo_model, greedy=False)
+    got = _echo_run(echo_model, greedy=False, kv_reuse=True)
+    assert len({e.stop_reason for e in ref.episodes}) > 1 or len({e.num_turns for e in ref.episodes}) > 1
+    _assert_same_episodes(ref, got)
