@@ -137,6 +137,10 @@ def get_config() -> ml_collections.ConfigDict:
                                     # are padded (copies, dropped after) to the next power of two
                                     # (0) or a multiple of k (k >= 1; 1 = no padding), bounding the
                                     # sampler's batch shapes (compiles) as episodes finish.
+    c.rollout.kv_reuse = False      # multi-turn: keep each episode's KV cache across turns and
+                                    # prefill only the new observation (not the whole history);
+                                    # same samples up to float rounding, cache of
+                                    # model.max_seq_len slots per episode.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (R5.1, R6.2): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).

@@ -12,8 +12,11 @@ action tokens, aligned with `tokens` (see rlvr/records/batch.py).
 
 Batched: every turn, all still-active episodes step together — one sampler call with prompt =
 each episode's whole history so far (left-padded, bucketed lengths so the jitted sampler compiles
-a few shapes only), stopping at the action terminator (newline) or EOS. Environments step on the
-host, never inside jit.
+a few shapes only), stopping at the action terminator (newline) or EOS. The active episodes are
+padded to a bucketed batch size (`batch_size_bucket`: powers of two by default), so the sampler
+compiles a bounded set of batch shapes as episodes finish. With `kv_reuse` each episode keeps its
+KV cache across turns (`rlvr.rollout.session.KVSession`) and only the tokens appended since its
+last action are prefilled. Environments step on the host, never inside jit.
 
 Bounds and stop reasons (R1.2): the environment ends the episode (`eos`: natural end, also when
 the policy emits EOS), `max_turns`, `max_length` (an action that hits the per-action token cap
@@ -326,7 +329,9 @@ def run_episodes(
         scripted policy in tests.
     Returns:
       AgentRollout: the episodes (streams, actions, observations, per-turn snapshots, stop
-      reasons, env errors) and stats (turns, action/prompt tokens, time split). No rewards:
+      reasons, env errors) and stats (turns, action tokens, prompt tokens = history tokens the
+      actions were conditioned on, prefill tokens = tokens actually prefilled (the prompt tokens
+      when re-prefilling, the new chunks with `kv_reuse`), time split). No rewards:
       the caller judges the episodes.
     """
     if max_turns < 1 or max_tokens < 2:

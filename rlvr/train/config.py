@@ -220,7 +220,7 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["rollout.producer_batch", "rollout.queue_size", "rollout.max_staleness",
             "rollout.staleness_backpressure", "rollout.staleness_decay"], "rollout.asynchronous is off")
     if multi_turn is False:
-        na(["rollout.max_turns"], "the task kit is single-turn", True)
+        na(["rollout.max_turns", "rollout.kv_reuse"], "the task kit is single-turn", True)
         if r["collector"] != "pivots":
             na(["rollout.batch_bucket"], "the task kit is single-turn", True)
     if r["collector"] != "pivots":

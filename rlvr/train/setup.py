@@ -395,6 +395,7 @@ class _Engines:
             return col.EpisodeEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                                      kit=kit, max_turns=c.rollout.max_turns, max_tokens=T,
                                      prompt_bucket=bucket, batch_bucket=c.rollout.batch_bucket,
+                                     kv_reuse=c.rollout.kv_reuse,
                                      max_env_retries=c.reward.max_retries,
                                      renderer=self.renderer)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,

@@ -258,3 +258,25 @@ def test_kv_reuse_sampled_equals_reprefill_for_the_same_keys(echo_model):
     got = _echo_run(echo_model, greedy=False, kv_reuse=True)
     assert len({e.stop_reason for e in ref.episodes}) > 1 or len({e.num_turns for e in ref.episodes}) > 1
     _assert_same_episodes(ref, got)
+
+
+def test_config_rollout_fields_reach_the_episode_engine():
+    """rollout.batch_bucket / rollout.kv_reuse are given to the multi-turn engine that setup
+    builds; on a single-turn kit they are refused, naming the field."""
+    from configs import agent_grpo, base
+    from rlvr.train.config import check_applicability, validate_config
+    from rlvr.tasks.kit import build_kit
+    from rlvr.train.setup import _Engines
+
+    for field, value in (("kv_reuse", True), ("batch_bucket", 4)):
+        c = base.get_config()
+        assert not build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict()).multi_turn
+        setattr(c.rollout, field, value)
+        errors = check_applicability(c, multi_turn=False)
+        assert any(e.startswith(f"config.rollout.{field} = {value} does not apply") for e in errors)
+    c = agent_grpo.get_config()
+    c.rollout.kv_reuse, c.rollout.batch_bucket = True, 3
+    validate_config(c)
+    kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
+    engine = _Engines(c, kit, _tok(), None, None)(None)
+    assert (engine.kv_reuse, engine.batch_bucket) == (True, 3)
