@@ -11,7 +11,8 @@ modes run the agent loop's samplers on the same streams with the same per-episod
   * kv reuse: `rlvr.rollout.session.KVSession.turn` (only the prompt, then each observation, is
     prefilled at the row's own offset), what `run_episodes(kv_reuse=True)` does.
 
-A warm-up rollout compiles every shape; then `--repeats` timed rollouts give min / median / max
+A warm-up rollout compiles every shape (its wall time is reported: re-prefilling compiles one
+sampler per history-length bucket); then `--repeats` timed rollouts give min / median / max
 of action tokens/s (batch × turns × action-len / wall seconds) and turns/s (batch × turns / wall
 seconds). "same streams" is the fraction of episodes whose token streams are identical in both
 modes (random weights, sampling at temperature 1).
@@ -136,8 +137,8 @@ def main():
     for mode in ("re-prefill", "kv reuse"):
         log(f"{mode}: warm-up (compiles)")
         keys = per_sample_keys(jax.random.PRNGKey(0), args.batch)
-        _, dt, _ = rollout(model, mode, prompts, keys, params, args, max_tokens)
-        log(f"{mode}: warm-up {dt:.1f}s")
+        _, warm, _ = rollout(model, mode, prompts, keys, params, args, max_tokens)
+        log(f"{mode}: warm-up {warm:.1f}s")
         times = []
         for r in range(args.repeats):
             keys = per_sample_keys(jax.random.PRNGKey(r + 1), args.batch)
@@ -146,7 +147,7 @@ def main():
             if r == 0:
                 streams[mode] = s
             log(f"{mode}: repeat {r} {dt:.2f}s")
-        results[mode] = (times, prefilled)
+        results[mode] = (times, prefilled, warm)
 
     actions = args.batch * args.turns * args.action_len
     turns = args.batch * args.turns
@@ -165,13 +166,13 @@ def main():
         "",
         f"Command: `python benchmarks/multiturn.py {' '.join(sys.argv[1:])}`",
         "",
-        "| mode | prefilled tokens / rollout | rollout s (min / median / max) | action tokens/s "
-        "(min / median / max) | turns/s (median) |",
-        "|---|---|---|---|---|",
+        "| mode | prefilled tokens / rollout | warm-up s (compiles) | rollout s (min / median / "
+        "max) | action tokens/s (min / median / max) | turns/s (median) |",
+        "|---|---|---|---|---|---|",
     ]
-    for mode, (times, prefilled) in results.items():
+    for mode, (times, prefilled, warm) in results.items():
         lo, med, hi = min(times), statistics.median(times), max(times)
-        lines.append(f"| {mode} | {prefilled:,} | {lo:.2f} / {med:.2f} / {hi:.2f} | "
+        lines.append(f"| {mode} | {prefilled:,} | {warm:.1f} | {lo:.2f} / {med:.2f} / {hi:.2f} | "
                      f"{actions / hi:,.0f} / {actions / med:,.0f} / {actions / lo:,.0f} | "
                      f"{turns / med:,.1f} |")
     speed = statistics.median(results["re-prefill"][0]) / statistics.median(results["kv reuse"][0])
