@@ -162,7 +162,8 @@ def echo_model():
 
 
 def _echo_starts(turns=(1, 2, 3, 4, 5, 6)):
-    return [EpisodeStart(task=n, prefix_tokens=tuple([ECHO_TOK.bos_id] + ECHO_TOK.encode("ab:c" * (1 + n % 2) + "\n")))
+    return [EpisodeStart(task=n, prefix_tokens=tuple([ECHO_TOK.bos_id]
+                                                     + ECHO_TOK.encode("ab:c" * (1 + n % 2) + "\n")))
             for n in turns]
 
 
