@@ -133,6 +133,14 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.prompt_bucket = 64    # prompts / histories padded to a multiple of this many tokens,
                                     # capped at max_seq_len - max_new_tokens (a few jit shapes,
                                     # short prompts stay short); 0: one shape, that cap.
+    c.rollout.batch_bucket = 0      # multi-turn / pivot turns: the active rows of each sampler call
+                                    # are padded (copies, dropped after) to the next power of two
+                                    # (0) or a multiple of k (k >= 1; 1 = no padding), bounding the
+                                    # sampler's batch shapes (compiles) as episodes finish.
+    c.rollout.kv_reuse = False      # multi-turn: keep each episode's KV cache across turns and
+                                    # prefill only the new observation (not the whole history);
+                                    # same samples up to float rounding, cache of
+                                    # model.max_seq_len slots per episode.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (R5.1, R6.2): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).

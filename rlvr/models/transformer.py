@@ -86,14 +86,38 @@ def cached_mask(kv_mask: jnp.ndarray, cache_index, t: int) -> jnp.ndarray:
     """bool [B, 1, t, S] for t queries written at cache slots cache_index .. cache_index + t - 1.
 
     kv_mask [B, S] is True on cache slots holding real tokens (including the new ones).
+    cache_index: a scalar (every row writes at the same slots) or int [B] (row b's queries sit at
+    slots cache_index[b] + j): query j of row b sees key slot k iff k <= its slot and
+    kv_mask[b, k], and always sees its own slot.
     """
     s = kv_mask.shape[1]
-    q_slot = cache_index + jnp.arange(t)
     k_slot = jnp.arange(s)
+    if jnp.ndim(cache_index) == 1:
+        q_slot = jnp.asarray(cache_index)[:, None] + jnp.arange(t)[None, :]  # [B, t]
+        causal = k_slot[None, None, :] <= q_slot[:, :, None]
+        m = causal & kv_mask[:, None, :].astype(bool)
+        m = m | (k_slot[None, None, :] == q_slot[:, :, None])
+        return m[:, None]
+    q_slot = cache_index + jnp.arange(t)
     causal = k_slot[None, :] <= q_slot[:, None]
     m = causal[None] & kv_mask[:, None, :].astype(bool)
     m = m | (k_slot[None, :] == q_slot[:, None])[None]
     return m[:, None]
+
+
+def write_cache(cache: jnp.ndarray, new: jnp.ndarray, cache_index) -> jnp.ndarray:
+    """Writes new [B, t, K, H] into cache [B, S, K, H] at slots cache_index .. + t - 1.
+
+    cache_index: a scalar (`dynamic_update_slice`; the caller keeps the slots inside S) or
+    int [B], one start slot per row (a scatter; slots >= S are dropped, so a row's padding
+    beyond the end of the cache is discarded instead of shifting the write).
+    """
+    new = new.astype(cache.dtype)
+    if jnp.ndim(cache_index) == 1:
+        b, t = new.shape[:2]
+        slots = jnp.asarray(cache_index)[:, None] + jnp.arange(t)[None, :]
+        return cache.at[jnp.arange(b)[:, None], slots].set(new, mode="drop")
+    return jax.lax.dynamic_update_slice(cache, new, (0, cache_index, 0, 0))
 
 
 # --------------------------------------------------------------------------- cache
@@ -197,9 +221,7 @@ class Attention(nnx.Module):
         new_kv = None
         if cache_kv is not None:
             ck, cv = cache_kv
-            start = (0, cache_index, 0, 0)
-            ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), start)
-            cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), start)
+            ck, cv = write_cache(ck, k, cache_index), write_cache(cv, v, cache_index)
             k, v, new_kv = ck, cv, (ck, cv)
         out = jax.nn.dot_product_attention(
             q, k.astype(q.dtype), v.astype(q.dtype), mask=mask, scale=self.head_dim ** -0.5,
@@ -269,7 +291,10 @@ class Decoder(nnx.Module):
         return self.norm(x)
 
     def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index):
-        """Runs T new tokens written at cache slots [cache_index, cache_index + T)."""
+        """Runs T new tokens written at cache slots [cache_index, cache_index + T).
+
+        cache_index: a scalar, or int [B] per-row start slots (`cached_mask`, `write_cache`).
+        """
         x, cos, sin = self._embed(tokens, positions)
         mask = cached_mask(kv_mask, cache_index, tokens.shape[1])
         ks, vs = [], []
@@ -342,5 +367,9 @@ class Transformer(nnx.Module):
                                                attention_mask=attention_mask))
 
     def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index):
-        """(hidden [B, T, D], new cache) for T tokens written at slots cache_index.. (sampler)."""
+        """(hidden [B, T, D], new cache) for T tokens written at slots cache_index.. (sampler).
+
+        cache_index: a scalar (all rows) or int [B] (row b writes at cache_index[b]..; slots past
+        the cache's end are dropped), e.g. episodes whose histories have different lengths.
+        """
         return self.model.forward_cached(tokens, positions, kv_mask, cache, cache_index)

@@ -12,8 +12,11 @@ action tokens, aligned with `tokens` (see rlvr/records/batch.py).
 
 Batched: every turn, all still-active episodes step together — one sampler call with prompt =
 each episode's whole history so far (left-padded, bucketed lengths so the jitted sampler compiles
-a few shapes only), stopping at the action terminator (newline) or EOS. Environments step on the
-host, never inside jit.
+a few shapes only), stopping at the action terminator (newline) or EOS. The active episodes are
+padded to a bucketed batch size (`batch_size_bucket`: powers of two by default), so the sampler
+compiles a bounded set of batch shapes as episodes finish. With `kv_reuse` each episode keeps its
+KV cache across turns (`rlvr.rollout.session.KVSession`) and only the tokens appended since its
+last action are prefilled. Environments step on the host, never inside jit.
 
 Bounds and stop reasons (R1.2): the environment ends the episode (`eos`: natural end, also when
 the policy emits EOS), `max_turns`, `max_length` (an action that hits the per-action token cap
@@ -39,6 +42,22 @@ from rlvr.records.batch import RolloutBatch
 
 def _bucket(n: int, bucket: int) -> int:
     return max(bucket, -(-n // bucket) * bucket)
+
+
+def batch_size_bucket(n: int, bucket: int) -> int:
+    """The padded batch size for `n` rows: the next power of two >= n when `bucket` is 0, else
+    the next multiple of `bucket` (1: n itself, no padding).
+
+    A batch that shrinks from B rows to 1 then reaches at most floor(log2 B) + 2 distinct sizes
+    (bucket 0) or ceil(B / bucket) (bucket k), so the jitted sampler compiles that many shapes.
+    """
+    if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
+        raise ValueError(f"batch_bucket must be an int >= 0 (0 = powers of two), got {bucket!r}")
+    if n < 1:
+        raise ValueError(f"batch_size_bucket: n must be >= 1, got {n}")
+    if bucket == 0:
+        return 1 << (n - 1).bit_length()
+    return _bucket(n, bucket)
 
 
 # ------------------------------------------------------------------------------------- one turn
@@ -101,6 +120,23 @@ def left_pad(prefixes: Sequence[Sequence[int]], pad_id: int, bucket: int,
     return toks, mask
 
 
+def split_actions(action_ids: Sequence[Sequence[int]], *, tokenizer, terminator_id: int):
+    """(texts, stopped bool [B], eos bool [B]) of generated id lists: an action that ends with
+    the terminator is `stopped`, one that ends with EOS is `eos`; texts drop that last token."""
+    n = len(action_ids)
+    texts, stopped, eos = [], np.zeros(n, bool), np.zeros(n, bool)
+    for i, ids in enumerate(action_ids):
+        ids = list(ids)
+        if ids and ids[-1] == terminator_id:
+            stopped[i] = True
+            ids = ids[:-1]
+        elif ids and ids[-1] == tokenizer.eos_id:
+            eos[i] = True
+            ids = ids[:-1]
+        texts.append(tokenizer.decode(ids))
+    return texts, stopped, eos
+
+
 def sample_turn(
     model,
     prefixes: Sequence[Sequence[int]],
@@ -117,14 +153,15 @@ def sample_turn(
 
     `key`: one PRNG key (sample b uses fold_in(key, b)) or one typed key per prefix.
     `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The batch is
-    padded up to a multiple of `batch_bucket` with copies of the first prefix (then dropped) so
-    the jitted sampler sees few distinct shapes; prompts are left-padded to a multiple of
+    padded to `batch_size_bucket(len(prefixes), batch_bucket)` rows (0: the next power of two,
+    k: a multiple of k) with copies of the first prefix and key (then dropped) so the jitted
+    sampler sees few distinct shapes; prompts are left-padded to a multiple of
     `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
     n = len(prefixes)
-    extra = _bucket(n, batch_bucket) - n
+    extra = batch_size_bucket(n, batch_bucket) - n
     padded = list(prefixes) + [prefixes[0]] * extra
     ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket, max_len=max_prompt_len)
     if getattr(key, "ndim", 0) == 1 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -137,17 +174,8 @@ def sample_turn(
     blp = np.asarray(out.behavior_logprobs, np.float32)[:n] * loss_mask
     lengths = np.asarray(out.lengths)[:n]
     p = ptoks.shape[1]
-    action_ids, texts, stopped, eos = [], [], np.zeros(n, bool), np.zeros(n, bool)
-    for i in range(n):
-        ids = [int(t) for t in tokens[i, p:p + int(lengths[i])]]
-        action_ids.append(ids)
-        if ids and ids[-1] == terminator_id:
-            stopped[i] = True
-            ids = ids[:-1]
-        elif ids and ids[-1] == tokenizer.eos_id:
-            eos[i] = True
-            ids = ids[:-1]
-        texts.append(tokenizer.decode(ids))
+    action_ids = [[int(t) for t in tokens[i, p:p + int(lengths[i])]] for i in range(n)]
+    texts, stopped, eos = split_actions(action_ids, tokenizer=tokenizer, terminator_id=terminator_id)
     return TurnSamples(
         tokens=tokens.astype(np.int32),
         attention_mask=np.asarray(out.attention_mask, bool)[:n],
@@ -267,6 +295,8 @@ def run_episodes(
     wall_time_s: float = 60.0,
     seq_bucket: int = 64,
     prompt_bucket: int = 32,
+    batch_bucket: int = 0,
+    kv_reuse: bool = False,
     policy: Optional[Callable] = None,
 ) -> AgentRollout:
     """Runs a batch of episodes to completion, all active episodes stepping together.
@@ -286,16 +316,28 @@ def run_episodes(
       wall_time_s: wall-clock bound for the whole batch; active episodes stop with `timeout`.
       prompt_bucket: histories are left-padded to a multiple of it (0: always to
         max_tokens − max_new_tokens, one shape).
+      batch_bucket: the active episodes are padded to `batch_size_bucket(n_active, batch_bucket)`
+        rows (0: the next power of two, k: a multiple of k, 1: no padding), so the sampler
+        compiles a bounded number of batch shapes as episodes finish.
+      kv_reuse: keep each episode's KV cache across turns (`rlvr.rollout.session.KVSession`):
+        every turn prefills only the tokens appended since the episode's last action (the
+        observation; the prompt on the first turn) instead of the whole history; the new chunks
+        are right-padded to a multiple of `prompt_bucket` (a power of two when it is 0). Same
+        keys, same sampling rule: equal to re-prefilling up to floating-point rounding.
+        Ignored when `policy` is given.
       policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
         scripted policy in tests.
     Returns:
       AgentRollout: the episodes (streams, actions, observations, per-turn snapshots, stop
-      reasons, env errors) and stats (turns, action/prompt tokens, time split). No rewards:
+      reasons, env errors) and stats (turns, action tokens, prompt tokens = history tokens the
+      actions were conditioned on, prefill tokens = tokens actually prefilled (the prompt tokens
+      when re-prefilling, the new chunks with `kv_reuse`), time split). No rewards:
       the caller judges the episodes.
     """
     if max_turns < 1 or max_tokens < 2:
         raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
                          f"{max_turns}, {max_tokens}")
+    batch_size_bucket(1, batch_bucket)  # validates batch_bucket
     term_ids = tokenizer.encode(terminator)
     if len(term_ids) != 1:
         raise ValueError(f"run_episodes: terminator {terminator!r} must be one token, got {term_ids}")
@@ -327,7 +369,13 @@ def run_episodes(
         episodes.append(e)
 
     turn = 0
-    prompt_tokens = 0
+    prompt_tokens = prefill_tokens = 0
+    session = None
+    if kv_reuse and policy is None:
+        from rlvr.rollout.session import KVSession  # noqa: PLC0415
+
+        session = KVSession(model, max_tokens=max_tokens, pad_id=tokenizer.pad_id,
+                            batch_bucket=batch_bucket, chunk_bucket=prompt_bucket)
     while True:
         active = [e for e in episodes if not e.done]
         if not active:
@@ -349,32 +397,42 @@ def run_episodes(
         tg = time.monotonic()
         prefixes = [e.tokens for e in active]
         prompt_tokens += sum(len(p) for p in prefixes)
-        if policy is None:
-            ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
-                             terminator_id=term_id, prompt_bucket=prompt_bucket,
-                             max_prompt_len=max_tokens - sampling.max_new_tokens)
+        if session is not None:
+            st = session.turn([int(i) for i in idx], prefixes, sub, sampling)
+            prefill_tokens += st.prefill_tokens
+            all_ids, all_lps = st.action_ids, st.logprobs
+            texts, _, eos = split_actions(all_ids, tokenizer=tokenizer, terminator_id=term_id)
+            truncated = st.truncated
         else:
-            ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
-                        prompt_bucket=prompt_bucket)
+            if policy is None:
+                ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
+                                 terminator_id=term_id, prompt_bucket=prompt_bucket,
+                                 batch_bucket=batch_bucket,
+                                 max_prompt_len=max_tokens - sampling.max_new_tokens)
+            else:
+                ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
+                            prompt_bucket=prompt_bucket)
+            prefill_tokens += sum(len(p) for p in prefixes)
+            p = ts.tokens.shape[1] - sampling.max_new_tokens
+            all_ids, texts, eos, truncated = ts.action_ids, ts.texts, ts.eos, ts.truncated
+            all_lps = [ts.behavior_logprobs[i, p:p + len(ids)] for i, ids in enumerate(all_ids)]
         t_gen += time.monotonic() - tg
-        p = ts.tokens.shape[1] - sampling.max_new_tokens
         for i, e in enumerate(active):
-            ids = ts.action_ids[i]
-            lps = ts.behavior_logprobs[i, p:p + len(ids)]
+            ids = all_ids[i]
             tid = e.first_turn + turn
             e.tokens += ids
             e.loss_mask += [1.0] * len(ids)
-            e.behavior_logprobs += [float(x) for x in lps]
+            e.behavior_logprobs += [float(x) for x in all_lps[i]]
             e.turn_ids += [tid] * len(ids)
-            e.actions.append(ts.texts[i])
-            if ts.truncated[i]:
+            e.actions.append(texts[i])
+            if truncated[i]:
                 e.done, e.stop_reason, e.truncated = True, "max_length", True
                 continue
-            if ts.eos[i]:
+            if eos[i]:
                 e.done, e.stop_reason = True, "eos"
                 continue
             te = time.monotonic()
-            res = e.env.step(ts.texts[i])
+            res = e.env.step(texts[i])
             t_env += time.monotonic() - te
             if res.error is not None:
                 e.done, e.stop_reason, e.env_error = True, "env_error", str(res.error)
@@ -400,6 +458,7 @@ def run_episodes(
         "rollout/turns": float(sum(e.num_turns for e in episodes)),
         "rollout/action_tokens": float(n_act),
         "rollout/prompt_tokens": float(prompt_tokens),
+        "rollout/prefill_tokens": float(prefill_tokens),
         "rollout/tokens": float(sum(len(e.tokens) for e in episodes)),
         "rollout/truncation_rate": float(np.mean([e.truncated for e in episodes])),
         "rollout/env_error_rate": float(np.mean([e.env_error is not None for e in episodes])),

@@ -252,13 +252,19 @@ class TextEngine:
 
 class EpisodeEngine:
     """Multi-turn rows: `group_size` episodes per task from its initial state in the kit's
-    environment, judged by the outcome verifier on the authoritative final state."""
+    environment, judged by the outcome verifier on the authoritative final state.
+
+    `batch_bucket` and `kv_reuse` go to `run_episodes`: the active episodes of each sampler
+    call are padded to a bucketed batch size, and with `kv_reuse` each episode's KV cache is
+    kept across turns (only the new observation is prefilled)."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, kit, max_turns: int,
-                 max_tokens: int, prompt_bucket: int = 0, max_env_retries: int = 2, renderer=None):
+                 max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
+                 kv_reuse: bool = False, max_env_retries: int = 2, renderer=None):
         self.model_of, self.tokenizer, self.judge, self.kit = model_of, tokenizer, judge, kit
         self.renderer = renderer or PromptRenderer(tokenizer)
         self.max_turns, self.max_tokens, self.prompt_bucket = max_turns, max_tokens, prompt_bucket
+        self.batch_bucket, self.kv_reuse = batch_bucket, kv_reuse
         self.max_env_retries = max_env_retries
         self.environment_version = kit.environment_version()
 
@@ -271,7 +277,8 @@ class EpisodeEngine:
                             tokenizer=self.tokenizer, sampling=sampling,
                             terminator=self.kit.action_terminator, max_turns=self.max_turns,
                             max_tokens=self.max_tokens, seq_bucket=self.max_tokens,
-                            prompt_bucket=self.prompt_bucket)
+                            prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
+                            kv_reuse=self.kv_reuse)
 
     def sample_episodes(self, params, rows: Sequence[TaskSpec], keys, sampling: SamplingParams):
         """One episode per row (no judging); episodes that end in an environment fault are
@@ -329,8 +336,8 @@ class TurnEngine:
     samples): `run(params, prefixes, turn_tasks, keys, sampling)`."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, terminator: str,
-                 max_tokens: int, prompt_bucket: int = 0, environment_version: str = "",
-                 policy: Optional[Callable] = None):
+                 max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
+                 environment_version: str = "", policy: Optional[Callable] = None):
         self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
         self.policy = policy  # optional scripted replacement of `sample_turn` (tests)
         term = tokenizer.encode(terminator)
@@ -338,6 +345,7 @@ class TurnEngine:
             raise ValueError(f"TurnEngine: the action terminator {terminator!r} must be one token")
         self.terminator_id = term[0]
         self.max_tokens, self.prompt_bucket = max_tokens, prompt_bucket
+        self.batch_bucket = batch_bucket
         self.environment_version = environment_version
 
     def sampling(self, sampling: SamplingParams) -> SamplingParams:
@@ -355,7 +363,7 @@ class TurnEngine:
         else:
             ts = sample_turn(self.model_of(params), prefixes, keys, sampling,
                              tokenizer=self.tokenizer, terminator_id=self.terminator_id,
-                             prompt_bucket=self.prompt_bucket,
+                             prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
                              max_prompt_len=self.max_tokens - sampling.max_new_tokens)
         t1 = time.perf_counter()
         j = self.judge.judge(tasks, ts.texts)

@@ -73,6 +73,7 @@ BOUNDS = {
     "algorithm.critic_updates": (1, True, None, True),
     "algorithm.dynamic_sampling_max_rounds": (0, True, None, True),
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
+    "rollout.batch_bucket": (0, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
     "rollout.max_staleness": (0, True, None, True),
     "rollout.staleness_decay": (0.0, False, 1.0, True),
@@ -219,7 +220,9 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["rollout.producer_batch", "rollout.queue_size", "rollout.max_staleness",
             "rollout.staleness_backpressure", "rollout.staleness_decay"], "rollout.asynchronous is off")
     if multi_turn is False:
-        na(["rollout.max_turns"], "the task kit is single-turn", True)
+        na(["rollout.max_turns", "rollout.kv_reuse"], "the task kit is single-turn", True)
+        if r["collector"] != "pivots":
+            na(["rollout.batch_bucket"], "the task kit is single-turn", True)
     if r["collector"] != "pivots":
         na([f"pivot.{k}" for k in p.keys()], f"collector is {r['collector']!r}, not 'pivots'", True)
     else:

@@ -367,7 +367,7 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
         pv = c.pivot
         turn_engine = col.TurnEngine(model_of=engine.model_of, tokenizer=tokenizer, judge=judge,
                                      terminator=kit.action_terminator, max_tokens=c.model.max_seq_len,
-                                     prompt_bucket=ro.prompt_bucket,
+                                     prompt_bucket=ro.prompt_bucket, batch_bucket=ro.batch_bucket,
                                      environment_version=kit.environment_version())
         collector = PivotCollector(
             turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
@@ -394,7 +394,9 @@ class _Engines:
         if kit.multi_turn:
             return col.EpisodeEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                                      kit=kit, max_turns=c.rollout.max_turns, max_tokens=T,
-                                     prompt_bucket=bucket, max_env_retries=c.reward.max_retries,
+                                     prompt_bucket=bucket, batch_bucket=c.rollout.batch_bucket,
+                                     kv_reuse=c.rollout.kv_reuse,
+                                     max_env_retries=c.reward.max_retries,
                                      renderer=self.renderer)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                               prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket,

@@ -1,11 +1,16 @@
-"""Agent loop: one token stream, loss_mask on actions only, turn ids, stop reasons, restore."""
+"""Agent loop: one token stream, loss_mask on actions only, turn ids, stop reasons, restore;
+batch-size buckets bound the sampler's shapes without changing samples."""
 
 import jax
 import numpy as np
 import pytest
+from flax import nnx
 
+import rlvr.rollout.sampler as sampler_mod
+from rlvr.envs.base import StepResult
 from rlvr.envs.kv_store import ALPHABET, KVStoreEnv
-from rlvr.rollout.agent_loop import (EpisodeStart, restore_env, run_episodes,
+from rlvr.models import ModelConfig, Transformer
+from rlvr.rollout.agent_loop import (EpisodeStart, batch_size_bucket, restore_env, run_episodes,
                                      turn_samples_from_texts)
 from rlvr.tasks import kv_agent
 
@@ -113,3 +118,166 @@ def test_restore_continuation_sees_the_original_state():
             assert c.env.state_hash() == e.env.state_hash()
         with pytest.raises(RuntimeError, match="hash"):
             restore_env(mk(), e.snapshots[0], e.state_hashes[-1])
+
+
+# ------------------------------------------------------------------ a tiny random policy and env
+ECHO_TOK = CharTokenizer("abcd:\n")
+
+
+class EchoEnv:
+    """Scripted environment: the task is the number of turns; each observation echoes the first
+    (turn mod 3) + 1 characters of the action (observation lengths vary by row and turn)."""
+
+    def reset(self, task, seed=0):
+        self.left, self.t = int(task), 0
+        return ""
+
+    def step(self, action):
+        self.t += 1
+        return StepResult(observation=":" + action[:self.t % 3 + 1] + "\n", done=self.t >= self.left)
+
+    def snapshot(self):
+        return (self.left, self.t)
+
+    def restore(self, snap):
+        self.left, self.t = snap
+
+    def state_hash(self):
+        return f"{self.left}-{self.t}"
+
+
+@pytest.fixture(scope="module")
+def echo_model():
+    """Tiny random policy with large weights (context-dependent argmax), no pad/bos/eos logits
+    and a boosted newline so actions end with the terminator after a few characters."""
+    cfg = ModelConfig(vocab_size=ECHO_TOK.vocab_size, hidden_size=32, intermediate_size=64,
+                      num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, architecture="qwen2",
+                      attention_bias=True)
+    graphdef, state = nnx.split(Transformer(cfg, rngs=nnx.Rngs(0)))
+    model = nnx.merge(graphdef, jax.tree.map(lambda x: x * 20 if x.ndim == 2 else x, state))
+    nl = ECHO_TOK.encode("\n")[0]
+    model.lm_head.kernel[...] = model.lm_head.kernel[...].at[:, :3].set(0.0).at[:, nl].multiply(3.0)
+    model.model.norm.scale[...] = model.model.norm.scale[...] * 0 + 1.0
+    return model
+
+
+def _echo_starts(turns=(1, 2, 3, 4, 5, 6)):
+    return [EpisodeStart(task=n, prefix_tokens=tuple([ECHO_TOK.bos_id]
+                                                     + ECHO_TOK.encode("ab:c" * (1 + n % 2) + "\n")))
+            for n in turns]
+
+
+def _echo_run(model, greedy=True, **kw):
+    kw.setdefault("max_turns", 8)
+    return run_episodes(model, _echo_starts(), EchoEnv, jax.random.PRNGKey(0), tokenizer=ECHO_TOK,
+                        sampling=SamplingParams(max_new_tokens=10, greedy=greedy),
+                        max_tokens=128, prompt_bucket=32, wall_time_s=3600.0, **kw)
+
+
+def _assert_same_episodes(a, b, lp_atol=1e-5):
+    for ea, eb in zip(a.episodes, b.episodes, strict=True):
+        assert ea.tokens == eb.tokens
+        assert ea.loss_mask == eb.loss_mask and ea.turn_ids == eb.turn_ids
+        assert ea.stop_reason == eb.stop_reason and ea.truncated == eb.truncated
+        assert ea.snapshots == eb.snapshots and ea.state_hashes == eb.state_hashes
+        assert ea.turn_starts == eb.turn_starts and ea.observations == eb.observations
+        np.testing.assert_allclose(ea.behavior_logprobs, eb.behavior_logprobs, atol=lp_atol, rtol=0)
+
+
+def test_batch_size_bucket_values_and_errors():
+    assert [batch_size_bucket(n, 0) for n in range(1, 10)] == [1, 2, 4, 4, 8, 8, 8, 8, 16]
+    assert [batch_size_bucket(n, 3) for n in range(1, 8)] == [3, 3, 3, 6, 6, 6, 9]
+    assert [batch_size_bucket(n, 1) for n in range(1, 5)] == [1, 2, 3, 4]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="batch_bucket"):
+            batch_size_bucket(3, bad)
+    with pytest.raises(ValueError, match="batch_bucket"):
+        run_episodes(None, _echo_starts(), EchoEnv, jax.random.PRNGKey(0), tokenizer=ECHO_TOK,
+                     sampling=SamplingParams(max_new_tokens=4), batch_bucket=-2)
+
+
+def test_batch_bucket_bounds_sampler_shapes_and_keeps_samples(echo_model, monkeypatch):
+    """Episodes end one per turn (6 → 1 active): the sampler sees the bucketed batch sizes only,
+    and every episode is the one an unpadded run (batch_bucket=1) produces (same tokens, stop
+    reasons and snapshots; log-probs within 1e-5: another batch shape rounds differently)."""
+    calls = []
+    real = sampler_mod.sample
+
+    def recording(model, prompt_tokens, *a, **kw):
+        calls.append(prompt_tokens.shape[0])
+        return real(model, prompt_tokens, *a, **kw)
+
+    monkeypatch.setattr(sampler_mod, "sample", recording)
+    runs = {}
+    for bucket in (1, 0, 4):
+        calls.clear()
+        runs[bucket] = _echo_run(echo_model, batch_bucket=bucket)
+        active = [sum(1 for e in runs[bucket].episodes if e.num_turns > t) for t in range(8)]
+        active = [n for n in active if n]
+        assert calls == [batch_size_bucket(n, bucket) for n in active]
+        runs[bucket] = (runs[bucket], sorted(set(calls)))
+    assert runs[1][1] == [1, 2, 3, 4, 5, 6]  # one shape per active count without buckets
+    assert runs[0][1] == [1, 2, 4, 8]
+    assert runs[4][1] == [4, 8]
+    assert [e.num_turns for e in runs[1][0].episodes] == [1, 2, 3, 4, 5, 6]
+    for bucket in (0, 4):
+        _assert_same_episodes(runs[1][0], runs[bucket][0])
+
+
+def test_config_batch_bucket_validated_and_named():
+    from configs import base
+    from rlvr.train.config import ConfigError, validate_config
+
+    c = base.get_config()
+    c.rollout.batch_bucket = -1
+    with pytest.raises(ConfigError, match="rollout.batch_bucket"):
+        validate_config(c)
+
+
+# ------------------------------------------------------------------ KV cache across turns
+@pytest.mark.parametrize("batch_bucket", [0, 1])
+def test_kv_reuse_greedy_equals_reprefill(echo_model, batch_bucket):
+    """Greedy episodes with the cache kept across turns: the same token streams, stop reasons,
+    per-turn snapshots and prefix lengths as re-prefilling the history every turn, log-probs
+    within 1e-5; only the new tokens are prefilled."""
+    ref = _echo_run(echo_model, batch_bucket=batch_bucket)
+    got = _echo_run(echo_model, batch_bucket=batch_bucket, kv_reuse=True)
+    assert sum(e.num_turns for e in ref.episodes) == 21  # the episodes really are multi-turn
+    _assert_same_episodes(ref, got)
+    assert got.stats["rollout/prompt_tokens"] == ref.stats["rollout/prompt_tokens"]
+    # first turn: the prompts; later turns: the observations only
+    obs = sum(len(ECHO_TOK.encode(o)) for e in got.episodes for o in e.observations[:e.num_turns - 1])
+    prompts = sum(len(s.prefix_tokens) for s in _echo_starts())
+    assert got.stats["rollout/prefill_tokens"] == prompts + obs
+    assert ref.stats["rollout/prefill_tokens"] == ref.stats["rollout/prompt_tokens"] > prompts + obs
+
+
+def test_kv_reuse_sampled_equals_reprefill_for_the_same_keys(echo_model):
+    """Sampling (temperature 1) with fixed keys: the action of turn t of episode i uses
+    fold_in(fold_in(key, i), t) in both modes, so the episodes are the same."""
+    ref = _echo_run(echo_model, greedy=False)
+    got = _echo_run(echo_model, greedy=False, kv_reuse=True)
+    assert len({e.stop_reason for e in ref.episodes}) > 1 or len({e.num_turns for e in ref.episodes}) > 1
+    _assert_same_episodes(ref, got)
+
+
+def test_config_rollout_fields_reach_the_episode_engine():
+    """rollout.batch_bucket / rollout.kv_reuse are given to the multi-turn engine that setup
+    builds; on a single-turn kit they are refused, naming the field."""
+    from configs import agent_grpo, base
+    from rlvr.train.config import check_applicability, validate_config
+    from rlvr.tasks.kit import build_kit
+    from rlvr.train.setup import _Engines
+
+    for field, value in (("kv_reuse", True), ("batch_bucket", 4)):
+        c = base.get_config()
+        assert not build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict()).multi_turn
+        setattr(c.rollout, field, value)
+        errors = check_applicability(c, multi_turn=False)
+        assert any(e.startswith(f"config.rollout.{field} = {value} does not apply") for e in errors)
+    c = agent_grpo.get_config()
+    c.rollout.kv_reuse, c.rollout.batch_bucket = True, 3
+    validate_config(c)
+    kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
+    engine = _Engines(c, kit, _tok(), None, None)(None)
+    assert (engine.kv_reuse, engine.batch_bucket) == (True, 3)
