@@ -18,6 +18,10 @@ temperature-1 log-softmax of the chosen token (the policy's own probability of i
 Randomness: one key per sample; step i of sample b uses `fold_in(key_b, i)`, so a sample does
 not depend on the batch it is in. A single key is expanded with `fold_in(key, b)`.
 The sampler is generic: a multi-turn agent passes the whole history so far as the prompt.
+
+Groups (GRPO): `sample(..., num_samples=G)` takes U unique prompts and returns U*G rows,
+group-major (rows u*G .. u*G+G-1 continue prompt u), exactly the layout of passing every prompt
+G times; the prompt is prefilled once and its KV cache repeated G times before decoding.
 """
 
 from __future__ import annotations
@@ -184,12 +188,20 @@ def _choose(logits, keys, step, params: SamplingParams):
     return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
 
 
-@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding"))
+def _repeat_rows(x, g: int):
+    """[U, ...] -> [U*g, ...]: row u repeated g times (group-major, rows u*g .. u*g+g-1)."""
+    return x if g == 1 else jnp.repeat(x, g, axis=0)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
+                                   "num_samples"))
 def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: SamplingParams,
-                 pad_id: int, cache_sharding=None):
+                 pad_id: int, cache_sharding=None, num_samples: int = 1):
     model = nnx.merge(graphdef, state)
     config = model.config
-    b, p = prompt_tokens.shape
+    u, p = prompt_tokens.shape
+    g = num_samples
+    b = u * g
     n = params.max_new_tokens
     s = p + n
     # Normalise to left padding (stable sort puts padding first, keeps token order).
@@ -200,10 +212,22 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
     prompt_len = jnp.sum(prompt_mask, axis=1).astype(jnp.int32)
     positions = jnp.where(prompt_mask, jnp.cumsum(prompt_mask, axis=1) - 1, 0).astype(jnp.int32)
 
-    cache = KVCache.init(config, b, s, cache_sharding)
-    kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((b, n), bool)], axis=1)
+    # Prefill once per unique prompt ([U, S] cache), then repeat every per-row array g times
+    # along the batch axis so decoding sees the [B = U*g] batch of the repeated-prompt call.
+    # `cache_sharding` constrains both the prefill cache and the repeated decode cache.
+    cache = KVCache.init(config, u, s, cache_sharding)
+    kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((u, n), bool)], axis=1)
     hidden, cache = model.forward_cached(prompt_tokens, positions, kv_mask, cache, 0)
     logits = model.project(hidden[:, -1])
+    if g > 1:
+        def grow(x):
+            x = _repeat_rows(x, g)
+            return x if cache_sharding is None else jax.lax.with_sharding_constraint(
+                x, cache_sharding)
+
+        cache = jax.tree.map(grow, cache)
+        prompt_tokens, prompt_mask, prompt_len, kv_mask, logits = (
+            _repeat_rows(x, g) for x in (prompt_tokens, prompt_mask, prompt_len, kv_mask, logits))
     stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
 
     def cond(c):
@@ -242,21 +266,33 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
 
 
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
-           cache_sharding=None) -> SampleOutput:
+           cache_sharding=None, num_samples: int = 1) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
     Args:
       model: an `rlvr.models.Transformer`.
-      prompt_tokens: int [B, P] (left- or right-padded); prompt_mask: bool [B, P], True on real
+      prompt_tokens: int [U, P] (left- or right-padded); prompt_mask: bool [U, P], True on real
         tokens (contiguous, at least one per row).
-      key: one PRNG key (expanded per sample) or [B] keys.
+      key: one PRNG key (expanded per output row: fold_in(key, b), b < B) or [B] keys,
+        B = U * num_samples.
       params: SamplingParams (static: each distinct value compiles once).
       pad_id: id written on padding and after the stop token.
-      cache_sharding: optional sharding for each layer's KV cache [B, S, K, H]
+      cache_sharding: optional sharding for each layer's decode KV cache [B, S, K, H]
         (`rlvr.parallel.kv_cache_sharding(mesh)`).
+      num_samples: G >= 1 completions per prompt (static). The prompts are prefilled once
+        ([U, P]); the KV cache, last-position logits and per-row state are then repeated G times
+        along the batch axis. Output row u*G + j is sample j of prompt u (group-major): the same
+        layout, keys and distribution as passing each prompt G times with num_samples=1.
+
+    Returns:
+      SampleOutput with B = U * num_samples rows of length P + max_new_tokens.
     """
     if not isinstance(params, SamplingParams):
         raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
+    if (isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer))
+            or num_samples < 1):
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    num_samples = int(num_samples)
     prompt_tokens = jnp.asarray(prompt_tokens)
     prompt_mask = jnp.asarray(prompt_mask).astype(bool)
     chex.assert_rank([prompt_tokens, prompt_mask], 2)
@@ -265,7 +301,8 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         raise ValueError(f"prompt_tokens must be integer, got {prompt_tokens.dtype}")
     if not isinstance(prompt_mask, jax.core.Tracer) and not bool(jnp.all(jnp.any(prompt_mask, 1))):
         raise ValueError("prompt_mask has a row with no real token")
-    keys = per_sample_keys(key, prompt_tokens.shape[0])
+    keys = per_sample_keys(key, prompt_tokens.shape[0] * num_samples)
     graphdef, state = nnx.split(model)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
-                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding)
+                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
+                        num_samples=num_samples)

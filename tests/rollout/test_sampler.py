@@ -194,3 +194,101 @@ def test_pad_prompts_and_params_validation():
             SamplingParams(**kw)
     assert SamplingParams(stop_token_ids=[2, 3]).stop_token_ids == (2, 3)
     assert hash(SamplingParams()) == hash(SamplingParams())
+
+
+def _repeated(toks, mask, g):
+    return np.repeat(toks, g, axis=0), np.repeat(mask, g, axis=0)
+
+
+@pytest.mark.parametrize("right_pad", [False, True])
+def test_shared_prefill_greedy_equals_repeated_prompts(model, right_pad):
+    """num_samples=G on U prompts = the same U prompts each passed G times (greedy: exact
+    tokens and masks; log-probs within float noise of a different prefill batch size)."""
+    toks, mask = pad_prompts(PROMPTS, PAD, bucket=4)  # mixed lengths, extra left padding
+    if right_pad:  # same prompts right-padded: normalised inside the sampler
+        toks = np.stack([np.roll(t, -int((~m).sum())) for t, m in zip(toks, mask)])
+        mask = np.stack([np.roll(m, -int((~m).sum())) for m in mask])
+    g = 3
+    params = SamplingParams(greedy=True, max_new_tokens=6, stop_token_ids=(2, 7))
+    shared = sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, num_samples=g)
+    rt, rm = _repeated(toks, mask, g)
+    ref = sample(model, rt, rm, jax.random.key(0), params, pad_id=PAD)
+    assert shared.tokens.shape == (len(PROMPTS) * g, toks.shape[1] + 6)
+    for f in ("tokens", "attention_mask", "positions", "loss_mask", "lengths", "truncated"):
+        np.testing.assert_array_equal(np.asarray(getattr(shared, f)), np.asarray(getattr(ref, f)),
+                                      err_msg=f)
+    np.testing.assert_allclose(np.asarray(shared.behavior_logprobs),
+                               np.asarray(ref.behavior_logprobs), atol=1e-6)
+    # group-major: the G rows of a prompt are identical under greedy, prompts differ
+    gen = np.asarray(shared.tokens).reshape(len(PROMPTS), g, -1)
+    assert np.all(gen == gen[:, :1])
+    assert not np.array_equal(gen[0, 0], gen[1, 0])
+
+
+@pytest.mark.parametrize("single_key", [True, False])
+def test_shared_prefill_sampling_equals_repeated_prompts(model, single_key):
+    """Temperature-1 sampling with the same keys (one key folded over the U*G output rows, or
+    U*G explicit keys): same tokens as the repeated-prompt call, log-probs within 1e-5.
+
+    Token equality is the strong property the test pins: the prefill runs on a batch of U
+    instead of U*G rows, so logits may differ by float rounding (~1e-7); a different token
+    would need a uniform draw to land within that distance of a CDF boundary."""
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    g = 4
+    key = jax.random.key(11)
+    keys = key if single_key else jax.random.split(key, len(PROMPTS) * g)
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, stop_token_ids=(2,))
+    shared = sample(model, toks, mask, keys, params, pad_id=PAD, num_samples=g)
+    rt, rm = _repeated(toks, mask, g)
+    ref = sample(model, rt, rm, keys, params, pad_id=PAD)
+    np.testing.assert_array_equal(np.asarray(shared.tokens), np.asarray(ref.tokens))
+    np.testing.assert_array_equal(np.asarray(shared.lengths), np.asarray(ref.lengths))
+    np.testing.assert_allclose(np.asarray(shared.behavior_logprobs),
+                               np.asarray(ref.behavior_logprobs), atol=1e-5)
+    # the samples of one prompt differ (independent keys), and match the scorer
+    gen = np.asarray(shared.tokens)[:, toks.shape[1]:].reshape(len(PROMPTS), g, -1)
+    assert all(len({tuple(r) for r in grp}) > 1 for grp in gen)
+    lp, _ = jit_logprobs(model, shared.tokens, shared.positions, shared.attention_mask)
+    np.testing.assert_allclose(np.asarray(lp * shared.loss_mask),
+                               np.asarray(shared.behavior_logprobs), atol=1e-5)
+
+
+def test_num_samples_and_keys_validation(model):
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    params = SamplingParams(max_new_tokens=2)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="num_samples must be an int >= 1"):
+            sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, num_samples=bad)
+    # keys are per output row: U keys for U*G rows is an error naming `key` and B
+    with pytest.raises(ValueError, match=r"key must be .*\[B=6\]"):
+        sample(model, toks, mask, jax.random.split(jax.random.key(0), 3), params, pad_id=PAD,
+               num_samples=2)
+    out = sample(model, toks, mask, jax.random.split(jax.random.key(0), 6), params, pad_id=PAD,
+                 num_samples=2)
+    assert out.tokens.shape == (6, toks.shape[1] + 2)
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
+def test_shared_prefill_with_cache_sharding_matches_one_device(model):
+    """A sharded model on a (2 data x 2 fsdp x 2 tensor) mesh with the decode cache sharded:
+    U = 2 prompts (fewer than the 4-way batch axes) x G = 4 rows gives the one-device
+    repeated-prompt samples."""
+    from rlvr.parallel import batch_sharding, kv_cache_sharding, make_mesh, shard_model
+
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    cfg = model.config
+    sharded = shard_model(Transformer(cfg, rngs=nnx.Rngs(0)), mesh)
+    toks, mask = pad_prompts(PROMPTS[:2], PAD)
+    g = 4
+    params = SamplingParams(temperature=0.9, max_new_tokens=6, stop_token_ids=(2,))
+    keys = jax.random.split(jax.random.key(5), 2 * g)
+    rt, rm = _repeated(toks, mask, g)
+    ref = sample(model, rt, rm, keys, params, pad_id=PAD)
+    cs = kv_cache_sharding(mesh, cfg, 2 * g)
+    assert cs.spec[0] is not None  # the decode cache's batch axis really is sharded
+    with jax.set_mesh(mesh):
+        got = sample(sharded, toks, mask, keys, params, pad_id=PAD, cache_sharding=cs,
+                     num_samples=g)
+    np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(ref.tokens))
+    np.testing.assert_allclose(np.asarray(got.behavior_logprobs),
+                               np.asarray(ref.behavior_logprobs), atol=1e-5)
