@@ -14,6 +14,8 @@ distribution actually sampled from — logits / temperature, then top-k, then to
 With top-k / top-p off, `rlvr.models.scoring.token_logprobs(..., temperature=τ)` on the output
 reproduces them. Greedy decoding is a deterministic argmax; its recorded log-prob is the
 temperature-1 log-softmax of the chosen token (the policy's own probability of it).
+Top-p reads its threshold off the `NUCLEUS_CANDIDATES` largest logits when they hold the nucleus
+mass, and sorts the whole vocabulary only otherwise (same result either way).
 
 Randomness: one key per sample; step i of sample b uses `fold_in(key_b, i)`, so a sample does
 not depend on the batch it is in. A single key is expanded with `fold_in(key, b)`.
@@ -158,21 +160,71 @@ def per_sample_keys(key, batch: int):
     return key
 
 
-def filter_logits(logits: jnp.ndarray, params: SamplingParams) -> jnp.ndarray:
-    """[..., V] logits -> the sampled distribution's logits (temperature, top-k, top-p; -inf off)."""
+# Top-p candidates: the nucleus threshold is found among the NUCLEUS_CANDIDATES largest logits
+# (`lax.top_k`) when they hold the nucleus mass in every row, else from a full sort.
+NUCLEUS_CANDIDATES = 256
+# The candidates' cumulative mass must exceed top_p by this much for the fast path, so float
+# rounding in the rest of the cumulative sum cannot keep a token outside them (see below).
+_NUCLEUS_MARGIN = 1e-6
+
+
+def filter_logits(logits: jnp.ndarray, params: SamplingParams, *,
+                  candidates: int = NUCLEUS_CANDIDATES) -> jnp.ndarray:
+    """[..., V] logits -> the sampled distribution's logits (temperature, top-k, top-p; -inf off).
+
+    z = logits / temperature; top-k keeps z >= the k-th largest; top-p keeps z >= z_(j*), the
+    smallest sorted logit whose mass strictly above it is < top_p (`nucleus_threshold`).
+    Removed entries are set to the dtype's most negative finite value. `candidates` (static)
+    is the top-p fast path's K; any K gives the same result.
+    """
     z = logits / params.temperature
     neg = jnp.finfo(z.dtype).min
     if params.top_k > 0 and params.top_k < z.shape[-1]:
         kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
         z = jnp.where(z < kth, neg, z)
     if params.top_p < 1.0:
-        srt = jnp.sort(z, axis=-1)[..., ::-1]
-        probs = jax.nn.softmax(srt, axis=-1)
-        before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each sorted entry
-        keep = before < params.top_p
-        thresh = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
+        thresh = nucleus_threshold(z, params.top_p, candidates)
         z = jnp.where(z < thresh, neg, z)
     return z
+
+
+def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CANDIDATES):
+    """[..., V] logits -> [..., 1] top-p threshold: the smallest kept sorted logit.
+
+    With s the logits sorted descending, q_j = exp(s_j - s_0) / sum_v exp(z_v - s_0) (normalised
+    over the full vocabulary) and c_j = q_0 + ... + q_j, entry j is kept when c_j - q_j < top_p.
+    Fast path: s_0..s_{K-1} from `lax.top_k(z, K)`, K = min(candidates, V). When every row's
+    c_{K-1} >= top_p + margin, no later entry can be kept (for j >= K, c_j - q_j >= c_{K-1}
+    up to one rounding), so the threshold is read off the K candidates; otherwise (`lax.cond`)
+    the full sort continues the cumulative sum from c_{K-1} over s_K..s_{V-1}. Both branches
+    compute the first K entries with the same operations, so they return bitwise the same
+    threshold, and a row's result does not depend on which branch its batch took. Under
+    `vmap` the cond becomes a select (both branches run; same result).
+    """
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise ValueError(f"candidates must be an int >= 1, got {candidates!r}")
+    v = z.shape[-1]
+    k = min(candidates, v)
+    head = jax.lax.top_k(z, k)[0]  # [..., K] descending
+    top = head[..., :1]
+    total = jnp.sum(jnp.exp(z - top), axis=-1, keepdims=True)
+    q_head = jnp.exp(head - top) / total
+    c_head = jnp.cumsum(q_head, axis=-1)
+    keep_head = (c_head - q_head) < top_p
+    t_head = jnp.min(jnp.where(keep_head, head, jnp.inf), axis=-1, keepdims=True)
+    if k == v:
+        return t_head
+
+    def full(_):
+        tail = jnp.sort(z, axis=-1)[..., ::-1][..., k:]  # s_K .. s_{V-1}
+        q_tail = jnp.exp(tail - top) / total
+        c_tail = c_head[..., -1:] + jnp.cumsum(q_tail, axis=-1)
+        keep_tail = (c_tail - q_tail) < top_p
+        t_tail = jnp.min(jnp.where(keep_tail, tail, jnp.inf), axis=-1, keepdims=True)
+        return jnp.minimum(t_head, t_tail)
+
+    fits = jnp.all(c_head[..., -1] >= top_p + _NUCLEUS_MARGIN)
+    return jax.lax.cond(fits, lambda _: t_head, full, None)
 
 
 def _choose(logits, keys, step, params: SamplingParams):

@@ -1,5 +1,6 @@
 """Sampler: KV cache = recomputation, greedy = step-by-step argmax, log-probs = scorer,
-padding invariance, per-sample keys, stop tokens, filters, helpers."""
+padding invariance, per-sample keys, stop tokens, filters, helpers; shared prefill per group
+(num_samples) = the repeated-prompt call; the top-p fast path = the full-sort filter bitwise."""
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +9,8 @@ import pytest
 from flax import nnx
 
 from rlvr.models import KVCache, Transformer
-from rlvr.rollout.sampler import SamplingParams, filter_logits, pad_prompts, sample
+from rlvr.rollout.sampler import (NUCLEUS_CANDIDATES, SamplingParams, filter_logits,
+                                  pad_prompts, sample)
 from tests.models.helpers import jit_forward, jit_logprobs, np_log_softmax, tiny_config
 
 PAD = 0
@@ -292,3 +294,124 @@ def test_shared_prefill_with_cache_sharding_matches_one_device(model):
     np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(ref.tokens))
     np.testing.assert_allclose(np.asarray(got.behavior_logprobs),
                                np.asarray(ref.behavior_logprobs), atol=1e-5)
+
+
+def _full_sort_filter(logits, params):
+    """The full-vocabulary-sort top-k / top-p filter the fast path must reproduce bitwise."""
+    z = logits / params.temperature
+    neg = jnp.finfo(z.dtype).min
+    if params.top_k > 0 and params.top_k < z.shape[-1]:
+        kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
+        z = jnp.where(z < kth, neg, z)
+    if params.top_p < 1.0:
+        srt = jnp.sort(z, axis=-1)[..., ::-1]
+        probs = jax.nn.softmax(srt, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs
+        keep = before < params.top_p
+        thresh = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
+        z = jnp.where(z < thresh, neg, z)
+    return z
+
+
+def _filters(params, candidates):
+    fast = jax.jit(lambda x: filter_logits(x, params, candidates=candidates))
+    ref = jax.jit(lambda x: _full_sort_filter(x, params))
+    return fast, ref
+
+
+def _top_mass(logits, params, k):
+    """numpy: per-row probability mass (full-vocabulary normalisation) of the k largest."""
+    z = np.asarray(logits, np.float64) / params.temperature
+    if params.top_k:
+        kth = np.sort(z, -1)[:, -params.top_k][:, None]
+        z = np.where(z < kth, -np.inf, z)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.sort(p, -1)[:, ::-1][:, :k].sum(-1)
+
+
+V = 1000
+K = 16
+RS = np.random.RandomState(0)
+PEAKED = RS.randn(6, V).astype(np.float32)              # 8 tokens 20 above the rest:
+PEAKED[np.arange(6)[:, None], RS.randint(0, V, (6, 8))] += 20  # top-16 hold > 0.99
+FLAT = (RS.randn(6, V) * 0.5).astype(np.float32)        # top-16 hold < 0.1 of the mass
+TIED = RS.randint(0, 5, (6, V)).astype(np.float32) * 3  # big tie blocks at the K boundary
+CASES = [SamplingParams(top_p=p, top_k=k, temperature=t)
+         for p, k, t in ((0.9, 0, 1.0), (0.5, 0, 0.7), (0.95, 0, 1.3), (0.99, 40, 1.0),
+                         (0.6, 10, 1.0), (0.3, 400, 2.0))]
+
+
+@pytest.mark.parametrize("params", CASES, ids=lambda p: f"p{p.top_p}-k{p.top_k}-t{p.temperature}")
+def test_top_p_fast_path_and_fallback_equal_full_sort_bitwise(params):
+    """filter_logits (K = 16 candidates of V = 1000) returns bitwise the full-sort filter's
+    logits when the candidates hold the nucleus (fast path), when they do not (full-sort
+    fallback), on tie blocks straddling the K-th entry, with and without top-k, and with
+    K >= V (no fast path)."""
+    fast, ref = _filters(params, K)
+    whole, _ = _filters(params, V)
+    for name, x in (("peaked", PEAKED), ("flat", FLAT), ("tied", TIED),
+                    ("tied peaked", np.round(PEAKED)),  # ties at K while the nucleus fits
+                    ("mixed", np.concatenate([PEAKED[:3], FLAT[:3]]))):
+        want = np.asarray(ref(jnp.asarray(x)))
+        got = np.asarray(fast(jnp.asarray(x)))
+        assert np.array_equal(got, want), name
+        assert np.array_equal(np.asarray(whole(jnp.asarray(x))), want), name
+        kept = (want > np.finfo(np.float32).min).sum(-1)
+        assert np.all(kept >= 1)
+    # the inputs exercise both branches: flat rows' nuclei do not fit in 16 candidates, peaked
+    # rows' do (unless top-k already cut the distribution down to <= 16 tokens)
+    if params.top_k == 0 or params.top_k > K:
+        assert np.all(_top_mass(FLAT, params, K) < params.top_p)
+    assert np.all(_top_mass(PEAKED, params, K) >= params.top_p + 1e-4)
+    assert np.all(_top_mass(np.round(PEAKED), params, K) >= params.top_p + 1e-4)
+    # ties: the 16th and 17th largest are equal in every row, so the boundary is a tie block
+    for x in (TIED, np.round(PEAKED)):
+        srt = np.sort(x, -1)[:, ::-1]
+        assert np.all(srt[:, K - 1] == srt[:, K])
+
+
+def test_top_p_row_result_does_not_depend_on_the_batch_branch():
+    """A peaked row filtered alone (every row fits: fast path) equals the same row filtered in
+    a batch whose flat row forces the full-sort branch, bitwise."""
+    params = SamplingParams(top_p=0.9)
+    fast, _ = _filters(params, K)
+    assert np.all(_top_mass(PEAKED[:1], params, K) >= 0.9 + 1e-4)
+    assert np.all(_top_mass(FLAT[:1], params, K) < 0.9)
+    alone = np.asarray(fast(jnp.asarray(PEAKED[:1])))
+    mixed = np.asarray(fast(jnp.asarray(np.concatenate([PEAKED[:1], FLAT[:1]]))))
+    assert np.array_equal(alone[0], mixed[0])
+    # the nucleus of the peaked row is small, of the flat row larger than the 16 candidates
+    kept = (mixed > np.finfo(np.float32).min).sum(-1)
+    assert kept[0] < K < kept[1]
+
+
+def test_filter_logits_candidates_validation():
+    with pytest.raises(ValueError, match="candidates must be an int >= 1"):
+        filter_logits(jnp.zeros((1, 8)), SamplingParams(top_p=0.5), candidates=0)
+
+
+@pytest.mark.parametrize("temperature", [0.02, 1.0])
+def test_top_p_samples_stay_in_the_full_sort_nucleus(temperature):
+    """Sampler with top-p 0.8 on a 600-token vocabulary (more than NUCLEUS_CANDIDATES): every
+    generated token lies in the full-sort nucleus of its step's logits, and its log-prob is
+    that of the full-sort filtered distribution. Temperature 0.02 makes the nucleus fit in the
+    candidates (fast path), 1.0 makes it larger (full-sort branch); both are checked."""
+    m = Transformer(tiny_config(vocab_size=600), rngs=nnx.Rngs(1))
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    params = SamplingParams(temperature=temperature, top_p=0.8, max_new_tokens=4)
+    out = sample(m, toks, mask, jax.random.key(9), params, pad_id=PAD)
+    p = toks.shape[1]
+    full = jit_forward(m, out.tokens, out.positions, out.attention_mask)[:, p - 1:-1]
+    ref = np.asarray(_full_sort_filter(full, params))
+    gen = np.asarray(out.tokens)[:, p:]
+    zref = np.take_along_axis(ref, gen[..., None], -1)[..., 0]
+    assert np.all(zref > np.finfo(np.float32).min)  # in the nucleus
+    np.testing.assert_allclose(np.asarray(out.behavior_logprobs)[:, p:],
+                               zref - np.log(np.exp(ref - ref.max(-1, keepdims=True)).sum(-1))
+                               - ref.max(-1), atol=1e-4)
+    nucleus = (ref > np.finfo(np.float32).min).sum(-1)
+    if temperature < 0.1:
+        assert np.all(nucleus < NUCLEUS_CANDIDATES)
+    else:
+        assert np.all(nucleus > NUCLEUS_CANDIDATES)
