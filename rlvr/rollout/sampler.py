@@ -205,7 +205,9 @@ def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CA
         raise ValueError(f"candidates must be an int >= 1, got {candidates!r}")
     v = z.shape[-1]
     k = min(candidates, v)
-    head = jax.lax.top_k(z, k)[0]  # [..., K] descending
+    # [..., K] descending. The barrier keeps XLA from folding later slices of `head` into the
+    # top-k (on CPU that turns the partial top-k into a full sort of V).
+    head = jax.lax.optimization_barrier(jax.lax.top_k(z, k)[0])
     top = head[..., :1]
     total = jnp.sum(jnp.exp(z - top), axis=-1, keepdims=True)
     q_head = jnp.exp(head - top) / total
