@@ -163,9 +163,10 @@ def per_sample_keys(key, batch: int):
 # Top-p candidates: the nucleus threshold is found among the NUCLEUS_CANDIDATES largest logits
 # (`lax.top_k`) when they hold the nucleus mass in every row, else from a full sort.
 NUCLEUS_CANDIDATES = 256
-# The candidates' cumulative mass must exceed top_p by this much for the fast path, so float
-# rounding in the rest of the cumulative sum cannot keep a token outside them (see below).
-_NUCLEUS_MARGIN = 1e-6
+# The candidates' cumulative mass must exceed top_p by this many machine epsilons of the logits'
+# dtype for the fast path, so float rounding in the rest of the cumulative sum (at most about
+# two epsilons) cannot keep a token outside them (see `nucleus_threshold`).
+_NUCLEUS_MARGIN_EPS = 8
 
 
 def filter_logits(logits: jnp.ndarray, params: SamplingParams, *,
@@ -194,12 +195,13 @@ def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CA
     With s the logits sorted descending, q_j = exp(s_j - s_0) / sum_v exp(z_v - s_0) (normalised
     over the full vocabulary) and c_j = q_0 + ... + q_j, entry j is kept when c_j - q_j < top_p.
     Fast path: s_0..s_{K-1} from `lax.top_k(z, K)`, K = min(candidates, V). When every row's
-    c_{K-1} >= top_p + margin, no later entry can be kept (for j >= K, c_j - q_j >= c_{K-1}
-    up to one rounding), so the threshold is read off the K candidates; otherwise (`lax.cond`)
-    the full sort continues the cumulative sum from c_{K-1} over s_K..s_{V-1}. Both branches
-    compute the first K entries with the same operations, so they return bitwise the same
-    threshold, and a row's result does not depend on which branch its batch took. Under
-    `vmap` the cond becomes a select (both branches run; same result).
+    c_{K-1} >= top_p + margin (8 epsilons of z's dtype), no later entry can be kept (for j >= K,
+    c_j - q_j >= c_{K-1} up to about two epsilons of rounding), so the threshold is read off
+    the K candidates; otherwise (`lax.cond`) the full sort continues the cumulative sum from
+    c_{K-1} over s_K..s_{V-1}. Both branches compute the first K entries with the same
+    operations, so they return bitwise the same threshold, and a row's result does not depend
+    on which branch its batch took. Under `vmap` the cond becomes a select (both branches run;
+    same result).
     """
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise ValueError(f"candidates must be an int >= 1, got {candidates!r}")
@@ -225,7 +227,8 @@ def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CA
         t_tail = jnp.min(jnp.where(keep_tail, tail, jnp.inf), axis=-1, keepdims=True)
         return jnp.minimum(t_head, t_tail)
 
-    fits = jnp.all(c_head[..., -1] >= top_p + _NUCLEUS_MARGIN)
+    margin = _NUCLEUS_MARGIN_EPS * float(jnp.finfo(z.dtype).eps)  # ~1e-6 for float32
+    fits = jnp.all(c_head[..., -1] >= top_p + margin)
     return jax.lax.cond(fits, lambda _: t_head, full, None)
 
 

@@ -371,19 +371,21 @@ def test_top_p_fast_path_and_fallback_equal_full_sort_bitwise(params):
         assert np.all(srt[:, K - 1] == srt[:, K])
 
 
-def test_top_p_row_result_does_not_depend_on_the_batch_branch():
-    """A peaked row filtered alone (every row fits: fast path) equals the same row filtered in
-    a batch whose flat row forces the full-sort branch, bitwise."""
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_top_p_row_result_does_not_depend_on_the_batch_branch(dtype):
+    """Peaked rows filtered alone (every row fits: fast path) equal the same rows filtered in
+    a batch whose flat row forces the full-sort branch, bitwise (float32 and bfloat16)."""
     params = SamplingParams(top_p=0.9)
     fast, _ = _filters(params, K)
-    assert np.all(_top_mass(PEAKED[:1], params, K) >= 0.9 + 1e-4)
+    assert np.all(_top_mass(PEAKED, params, K) >= 0.9 + 1e-4)
     assert np.all(_top_mass(FLAT[:1], params, K) < 0.9)
-    alone = np.asarray(fast(jnp.asarray(PEAKED[:1])))
-    mixed = np.asarray(fast(jnp.asarray(np.concatenate([PEAKED[:1], FLAT[:1]]))))
-    assert np.array_equal(alone[0], mixed[0])
-    # the nucleus of the peaked row is small, of the flat row larger than the 16 candidates
-    kept = (mixed > np.finfo(np.float32).min).sum(-1)
-    assert kept[0] < K < kept[1]
+    alone = np.asarray(fast(jnp.asarray(PEAKED, dtype)).astype(jnp.float32))
+    mixed = fast(jnp.asarray(np.concatenate([PEAKED, FLAT[:1]]), dtype))
+    kept = np.asarray(mixed > jnp.finfo(dtype).min).sum(-1)
+    mixed = np.asarray(mixed.astype(jnp.float32))
+    assert np.array_equal(alone, mixed[:-1])
+    # the nuclei of the peaked rows are small, of the flat row larger than the 16 candidates
+    assert np.all(kept[:-1] < K) and kept[-1] > K
 
 
 def test_filter_logits_candidates_validation():
