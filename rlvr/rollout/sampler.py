@@ -176,7 +176,8 @@ def filter_logits(logits: jnp.ndarray, params: SamplingParams, *,
     z = logits / temperature; top-k keeps z >= the k-th largest; top-p keeps z >= z_(j*), the
     smallest sorted logit whose mass strictly above it is < top_p (`nucleus_threshold`).
     Removed entries are set to the dtype's most negative finite value. `candidates` (static)
-    is the top-p fast path's K; any K gives the same result.
+    is the top-p fast path's K: for a given K both branches agree bitwise; different K can
+    differ only where a cumulative mass rounds across top_p.
     """
     z = logits / params.temperature
     neg = jnp.finfo(z.dtype).min
