@@ -14,10 +14,16 @@ distribution actually sampled from — logits / temperature, then top-k, then to
 With top-k / top-p off, `rlvr.models.scoring.token_logprobs(..., temperature=τ)` on the output
 reproduces them. Greedy decoding is a deterministic argmax; its recorded log-prob is the
 temperature-1 log-softmax of the chosen token (the policy's own probability of it).
+Top-p reads its threshold off the `NUCLEUS_CANDIDATES` largest logits when they hold the nucleus
+mass, and sorts the whole vocabulary only otherwise (same result either way).
 
 Randomness: one key per sample; step i of sample b uses `fold_in(key_b, i)`, so a sample does
 not depend on the batch it is in. A single key is expanded with `fold_in(key, b)`.
 The sampler is generic: a multi-turn agent passes the whole history so far as the prompt.
+
+Groups (GRPO): `sample(..., num_samples=G)` takes U unique prompts and returns U*G rows,
+group-major (rows u*G .. u*G+G-1 continue prompt u), exactly the layout of passing every prompt
+G times; the prompt is prefilled once and its KV cache repeated G times before decoding.
 """
 
 from __future__ import annotations
@@ -154,21 +160,77 @@ def per_sample_keys(key, batch: int):
     return key
 
 
-def filter_logits(logits: jnp.ndarray, params: SamplingParams) -> jnp.ndarray:
-    """[..., V] logits -> the sampled distribution's logits (temperature, top-k, top-p; -inf off)."""
+# Top-p candidates: the nucleus threshold is found among the NUCLEUS_CANDIDATES largest logits
+# (`lax.top_k`) when they hold the nucleus mass in every row, else from a full sort.
+NUCLEUS_CANDIDATES = 256
+# The candidates' cumulative mass must exceed top_p by this many machine epsilons of the logits'
+# dtype for the fast path, so float rounding in the rest of the cumulative sum (at most about
+# two epsilons) cannot keep a token outside them (see `nucleus_threshold`).
+_NUCLEUS_MARGIN_EPS = 8
+
+
+def filter_logits(logits: jnp.ndarray, params: SamplingParams, *,
+                  candidates: int = NUCLEUS_CANDIDATES) -> jnp.ndarray:
+    """[..., V] logits -> the sampled distribution's logits (temperature, top-k, top-p; -inf off).
+
+    z = logits / temperature; top-k keeps z >= the k-th largest; top-p keeps z >= z_(j*), the
+    smallest sorted logit whose mass strictly above it is < top_p (`nucleus_threshold`).
+    Removed entries are set to the dtype's most negative finite value. `candidates` (static)
+    is the top-p fast path's K: for a given K both branches agree bitwise; different K can
+    differ only where a cumulative mass rounds across top_p.
+    """
     z = logits / params.temperature
     neg = jnp.finfo(z.dtype).min
     if params.top_k > 0 and params.top_k < z.shape[-1]:
         kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
         z = jnp.where(z < kth, neg, z)
     if params.top_p < 1.0:
-        srt = jnp.sort(z, axis=-1)[..., ::-1]
-        probs = jax.nn.softmax(srt, axis=-1)
-        before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each sorted entry
-        keep = before < params.top_p
-        thresh = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
+        thresh = nucleus_threshold(z, params.top_p, candidates)
         z = jnp.where(z < thresh, neg, z)
     return z
+
+
+def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CANDIDATES):
+    """[..., V] logits -> [..., 1] top-p threshold: the smallest kept sorted logit.
+
+    With s the logits sorted descending, q_j = exp(s_j - s_0) / sum_v exp(z_v - s_0) (normalised
+    over the full vocabulary) and c_j = q_0 + ... + q_j, entry j is kept when c_j - q_j < top_p.
+    Fast path: s_0..s_{K-1} from `lax.top_k(z, K)`, K = min(candidates, V). When every row's
+    c_{K-1} >= top_p + margin (8 epsilons of z's dtype), no later entry can be kept (for j >= K,
+    c_j - q_j >= c_{K-1} up to about two epsilons of rounding), so the threshold is read off
+    the K candidates; otherwise (`lax.cond`) the full sort continues the cumulative sum from
+    c_{K-1} over s_K..s_{V-1}. Both branches compute the first K entries with the same
+    operations, so they return bitwise the same threshold, and a row's result does not depend
+    on which branch its batch took. Under `vmap` the cond becomes a select (both branches run;
+    same result).
+    """
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise ValueError(f"candidates must be an int >= 1, got {candidates!r}")
+    v = z.shape[-1]
+    k = min(candidates, v)
+    # [..., K] descending. The barrier keeps XLA from folding later slices of `head` into the
+    # top-k (on CPU that turns the partial top-k into a full sort of V).
+    head = jax.lax.optimization_barrier(jax.lax.top_k(z, k)[0])
+    top = head[..., :1]
+    total = jnp.sum(jnp.exp(z - top), axis=-1, keepdims=True)
+    q_head = jnp.exp(head - top) / total
+    c_head = jnp.cumsum(q_head, axis=-1)
+    keep_head = (c_head - q_head) < top_p
+    t_head = jnp.min(jnp.where(keep_head, head, jnp.inf), axis=-1, keepdims=True)
+    if k == v:
+        return t_head
+
+    def full(_):
+        tail = jnp.sort(z, axis=-1)[..., ::-1][..., k:]  # s_K .. s_{V-1}
+        q_tail = jnp.exp(tail - top) / total
+        c_tail = c_head[..., -1:] + jnp.cumsum(q_tail, axis=-1)
+        keep_tail = (c_tail - q_tail) < top_p
+        t_tail = jnp.min(jnp.where(keep_tail, tail, jnp.inf), axis=-1, keepdims=True)
+        return jnp.minimum(t_head, t_tail)
+
+    margin = _NUCLEUS_MARGIN_EPS * float(jnp.finfo(z.dtype).eps)  # ~1e-6 for float32
+    fits = jnp.all(c_head[..., -1] >= top_p + margin)
+    return jax.lax.cond(fits, lambda _: t_head, full, None)
 
 
 def _choose(logits, keys, step, params: SamplingParams):
@@ -184,12 +246,20 @@ def _choose(logits, keys, step, params: SamplingParams):
     return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
 
 
-@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding"))
+def _repeat_rows(x, g: int):
+    """[U, ...] -> [U*g, ...]: row u repeated g times (group-major, rows u*g .. u*g+g-1)."""
+    return x if g == 1 else jnp.repeat(x, g, axis=0)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
+                                   "num_samples"))
 def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: SamplingParams,
-                 pad_id: int, cache_sharding=None):
+                 pad_id: int, cache_sharding=None, num_samples: int = 1):
     model = nnx.merge(graphdef, state)
     config = model.config
-    b, p = prompt_tokens.shape
+    u, p = prompt_tokens.shape
+    g = num_samples
+    b = u * g
     n = params.max_new_tokens
     s = p + n
     # Normalise to left padding (stable sort puts padding first, keeps token order).
@@ -200,10 +270,22 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
     prompt_len = jnp.sum(prompt_mask, axis=1).astype(jnp.int32)
     positions = jnp.where(prompt_mask, jnp.cumsum(prompt_mask, axis=1) - 1, 0).astype(jnp.int32)
 
-    cache = KVCache.init(config, b, s, cache_sharding)
-    kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((b, n), bool)], axis=1)
+    # Prefill once per unique prompt ([U, S] cache), then repeat every per-row array g times
+    # along the batch axis so decoding sees the [B = U*g] batch of the repeated-prompt call.
+    # `cache_sharding` constrains both the prefill cache and the repeated decode cache.
+    cache = KVCache.init(config, u, s, cache_sharding)
+    kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((u, n), bool)], axis=1)
     hidden, cache = model.forward_cached(prompt_tokens, positions, kv_mask, cache, 0)
     logits = model.project(hidden[:, -1])
+    if g > 1:
+        def grow(x):
+            x = _repeat_rows(x, g)
+            return x if cache_sharding is None else jax.lax.with_sharding_constraint(
+                x, cache_sharding)
+
+        cache = jax.tree.map(grow, cache)
+        prompt_tokens, prompt_mask, prompt_len, kv_mask, logits = (
+            _repeat_rows(x, g) for x in (prompt_tokens, prompt_mask, prompt_len, kv_mask, logits))
     stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
 
     def cond(c):
@@ -242,21 +324,33 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
 
 
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
-           cache_sharding=None) -> SampleOutput:
+           cache_sharding=None, num_samples: int = 1) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
     Args:
       model: an `rlvr.models.Transformer`.
-      prompt_tokens: int [B, P] (left- or right-padded); prompt_mask: bool [B, P], True on real
+      prompt_tokens: int [U, P] (left- or right-padded); prompt_mask: bool [U, P], True on real
         tokens (contiguous, at least one per row).
-      key: one PRNG key (expanded per sample) or [B] keys.
+      key: one PRNG key (expanded per output row: fold_in(key, b), b < B) or [B] keys,
+        B = U * num_samples.
       params: SamplingParams (static: each distinct value compiles once).
       pad_id: id written on padding and after the stop token.
-      cache_sharding: optional sharding for each layer's KV cache [B, S, K, H]
+      cache_sharding: optional sharding for each layer's decode KV cache [B, S, K, H]
         (`rlvr.parallel.kv_cache_sharding(mesh)`).
+      num_samples: G >= 1 completions per prompt (static). The prompts are prefilled once
+        ([U, P]); the KV cache, last-position logits and per-row state are then repeated G times
+        along the batch axis. Output row u*G + j is sample j of prompt u (group-major): the same
+        layout, keys and distribution as passing each prompt G times with num_samples=1.
+
+    Returns:
+      SampleOutput with B = U * num_samples rows of length P + max_new_tokens.
     """
     if not isinstance(params, SamplingParams):
         raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
+    if (isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer))
+            or num_samples < 1):
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    num_samples = int(num_samples)
     prompt_tokens = jnp.asarray(prompt_tokens)
     prompt_mask = jnp.asarray(prompt_mask).astype(bool)
     chex.assert_rank([prompt_tokens, prompt_mask], 2)
@@ -265,7 +359,8 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         raise ValueError(f"prompt_tokens must be integer, got {prompt_tokens.dtype}")
     if not isinstance(prompt_mask, jax.core.Tracer) and not bool(jnp.all(jnp.any(prompt_mask, 1))):
         raise ValueError("prompt_mask has a row with no real token")
-    keys = per_sample_keys(key, prompt_tokens.shape[0])
+    keys = per_sample_keys(key, prompt_tokens.shape[0] * num_samples)
     graphdef, state = nnx.split(model)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
-                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding)
+                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
+                        num_samples=num_samples)

@@ -221,14 +221,17 @@ class TextEngine:
 
     def run(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
             sampling: SamplingParams, policy_version: int) -> Collected:
-        ids = [self.encode(t) for t in tasks for _ in range(group_size)]
+        """`group_size` completions of each task; rows are group-major (row i*G + j is sample
+        j of task i) and `keys` are one key or one per row. Each prompt is encoded and
+        prefilled once (the sampler's `num_samples`)."""
+        ids = [self.encode(t) for t in tasks]
         # allowed padded lengths: multiples of prompt_bucket, capped at the longest prompt
         step = self.prompt_bucket or self.prompt_len
         buckets = tuple(range(step, self.prompt_len, step)) + (self.prompt_len,)
         tokens, mask = pad_prompts(ids, self.tokenizer.pad_id, bucket=buckets)
         t0 = time.perf_counter()
         out = jax.device_get(sample(self.model_of(params), tokens, mask, keys, sampling,
-                                    pad_id=self.tokenizer.pad_id))
+                                    pad_id=self.tokenizer.pad_id, num_samples=group_size))
         t1 = time.perf_counter()
         texts = [self.tokenizer.decode(c) for c in out.completions(tokens.shape[1])]
         rows = [t for t in tasks for _ in range(group_size)]
@@ -245,7 +248,7 @@ class TextEngine:
                                environment_version=self.environment_version,
                                prompts=[t.prompt for t in rows])
         cost = RolloutCost(turns=len(rows), sampled_tokens=int(np.asarray(out.lengths).sum()),
-                           prompt_tokens=int(sum(len(i) for i in ids)))
+                           prompt_tokens=int(group_size * sum(len(i) for i in ids)))
         return Collected(batch, samples, tuple(rows), group_size, cost,
                          {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
 

@@ -203,3 +203,54 @@ def test_evaluation_excludes_env_error_samples_and_reports_the_valid_rate():
     np.testing.assert_allclose(m["eval/success"], 1 / 6)
     assert m["eval/env_error_rate"] == 0.5
     np.testing.assert_allclose(m["eval/pass@2"], 1 / 3)  # over the 2 valid samples per task
+
+
+def test_text_engine_prefills_each_task_once_and_keeps_the_repeated_rows(monkeypatch):
+    """TextEngine.run passes the sampler one prompt per task with num_samples = G, and returns
+    the rows, masks, texts and costs of sampling every task's prompt G times, group-major."""
+    import jax
+    from flax import nnx
+
+    from rlvr.models import ModelConfig, Transformer
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.rollout.sampler import pad_prompts, sample
+    from rlvr.train import collectors
+    from rlvr.train.collectors import TextEngine
+
+    calls = []
+
+    def spy(model, prompt_tokens, *args, **kw):
+        calls.append((np.shape(prompt_tokens), kw.get("num_samples", 1)))
+        return sample(model, prompt_tokens, *args, **kw)
+
+    monkeypatch.setattr(collectors, "sample", spy)
+
+    tok = CharTokenizer("0123456789")
+    model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=16,
+                                    intermediate_size=32, num_layers=1, num_heads=2,
+                                    num_kv_heads=2, head_dim=8), rngs=nnx.Rngs(0))
+    tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
+             for i, p in enumerate(["7", "123", "98"])]
+    g = 3
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=5, stop_token_ids=(tok.eos_id,))
+    engine = TextEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(), prompt_len=8,
+                        prompt_bucket=4)
+    got = engine.run(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
+    assert calls == [((3, 4), g)]  # 3 unique prompts padded to the bucket 4, G samples each
+
+    ids = [[tok.bos_id] + tok.encode(t.prompt) for t in tasks for _ in range(g)]
+    toks, mask = pad_prompts(ids, tok.pad_id, bucket=(4, 8))
+    ref = jax.device_get(sample(model, toks, mask, jax.random.key(3), sampling, pad_id=tok.pad_id))
+    b = got.batch
+    np.testing.assert_array_equal(np.asarray(b.tokens), np.asarray(ref.tokens))
+    np.testing.assert_array_equal(np.asarray(b.attention_mask), np.asarray(ref.attention_mask))
+    np.testing.assert_array_equal(np.asarray(b.loss_mask), np.asarray(ref.loss_mask))
+    np.testing.assert_allclose(np.asarray(b.behavior_logprobs), np.asarray(ref.behavior_logprobs),
+                               atol=1e-5)
+    assert [t.task_id for t in got.tasks] == [t.task_id for t in tasks for _ in range(g)]
+    texts = [tok.decode(c) for c in ref.completions(toks.shape[1])]
+    assert [s.text for s in got.samples] == texts
+    assert [s.stop_reason for s in got.samples] == ["max_length" if x else "eos" for x in ref.truncated]
+    assert got.group_size == g
+    assert got.cost == RolloutCost(len(ids), int(np.asarray(ref.lengths).sum()),
+                                   sum(map(len, ids)))
