@@ -8,11 +8,15 @@
 #   core_ops  (90)   GAE forms (blocked over a sweep of block lengths) and the PPO /
 #                    turn-level losses at [1024, 8192]
 #   rl_step   (200)  one GRPO step end to end, Qwen2.5-0.5B shape, 64 prompts x 8, 256 + 512 new
-#   multiturn (100)  8-turn episodes, KV cache extended across turns vs re-prefilled
+#   multiturn (120)  8-turn episodes, KV cache kept across turns vs re-prefilled (Qwen2-0.5B
+#                    shape, 64 episodes, prompt 256, 64-token actions and observations)
+#   sampler   (240)  one prefill shared by G = 8 samples of a 1024-token prompt vs G prefills;
+#                    top-p from the top-256 candidates vs the full-vocabulary sort
 #   model     (250)  bf16 matmul, train-step MFU (Llama-3.2-1B shape), decode greedy / sampled
 #                    and the transformers baselines (eager; static cache + torch.compile)
-# All four take about 10 minutes; two calls of about 5 (`core_ops rl_step multiturn`, then
-# `model`) leave room to rerun one. Results: $OUT/*.md (markdown tables), $OUT/device.txt (GPU,
+# At most 13 minutes in all, more than one 15-minute lease holds with the machine's start: run
+# `core_ops rl_step multiturn` (under 7 minutes) first, then `sampler` or `model` as time allows.
+# Results: $OUT/*.md (markdown tables), $OUT/device.txt (GPU,
 # driver, JAX version, date) and $OUT/suite.log (everything printed); without $OUT they go to
 # benchmarks/results/device/.
 set -u
@@ -38,17 +42,19 @@ part() {  # part NAME SECONDS COMMAND...
   echo "== $name exit $? $(date -u +%H:%M:%S)"
 }
 
-for p in ${*:-core_ops rl_step multiturn model}; do
+for p in ${*:-core_ops rl_step multiturn sampler model}; do
   case $p in
     core_ops) part core_ops 90 python3 benchmarks/core_ops.py --sizes 1024x8192 --repeats 5 \
                 --methods scan,associative,blocked,blocked:64,blocked:128,blocked:512 \
                 --out "$OUT/core_ops_gpu.md" ;;
     rl_step) part rl_step 200 python3 benchmarks/hf_train_loop.py --size qwen2.5-0.5b \
                --tasks gsm8k:builtin --steps 4 --skip 2 --out "$OUT/rl_step_gpu.md" ;;
-    multiturn) part multiturn 100 python3 benchmarks/multiturn.py --size qwen0.5b \
+    multiturn) part multiturn 120 python3 benchmarks/multiturn.py --size qwen0.5b \
+                 --dtype bfloat16 --batch 64 --prompt-len 256 --obs-len 64 --action-len 64 \
                  --out "$OUT/multiturn_gpu.md" ;;
+    sampler) part sampler 240 python3 benchmarks/sampler.py --gpu --out "$OUT/sampler_gpu.md" ;;
     model) part model 250 python3 benchmarks/model.py --gpu-suite --budget-s 220 \
              --out "$OUT/model_gpu.md" ;;
-    *) echo "device_suite: unknown part $p (core_ops rl_step multiturn model)"; exit 2 ;;
+    *) echo "device_suite: unknown part $p (core_ops rl_step multiturn sampler model)"; exit 2 ;;
   esac
 done 2>&1 | tee -a "$OUT/suite.log"
