@@ -32,22 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.model import SIZES, block, log, make_config  # noqa: E402
-
-
-def full_sort_filter(logits, params):
-    """Top-k / top-p filter with a full-vocabulary sort every call (the baseline)."""
-    z = logits / params.temperature
-    neg = jnp.finfo(z.dtype).min
-    if params.top_k > 0 and params.top_k < z.shape[-1]:
-        kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
-        z = jnp.where(z < kth, neg, z)
-    if params.top_p < 1.0:
-        srt = jnp.sort(z, axis=-1)[..., ::-1]
-        probs = jax.nn.softmax(srt, axis=-1)
-        before = jnp.cumsum(probs, axis=-1) - probs
-        thresh = jnp.min(jnp.where(before < params.top_p, srt, jnp.inf), axis=-1, keepdims=True)
-        z = jnp.where(z < thresh, neg, z)
-    return z
+from rlvr.rollout.sampler import filter_logits_by_sort  # noqa: E402
 
 
 class use_filter:
@@ -162,7 +147,7 @@ def top_p_rows(name, config, model, args):
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             nuc = f"failed: {e!r:.40}"
-        for label, fn in (("full sort", full_sort_filter),
+        for label, fn in (("full sort", filter_logits_by_sort),
                           (f"top-{NUCLEUS_CANDIDATES} candidates", filter_logits)):
             log(f"{name}: top-p {args.top_p}, temperature {temp}, {label}")
             try:
@@ -194,7 +179,7 @@ def filter_step_rows(name, config, args):
     keys = jax.random.split(jax.random.key(4), b)
     rows = []
     for kind, logits in (("peaked", peaked), ("flat", flat)):
-        for label, filt in (("full sort", full_sort_filter),
+        for label, filt in (("full sort", filter_logits_by_sort),
                             (f"top-{NUCLEUS_CANDIDATES} candidates", filter_logits)):
             step = jax.jit(lambda x, k, f=filt: jax.vmap(jax.random.categorical)(k, f(x, params)))
             log(f"{name}: filter step {kind} {label}")

@@ -179,15 +179,37 @@ def filter_logits(logits: jnp.ndarray, params: SamplingParams, *,
     is the top-p fast path's K: for a given K both branches agree bitwise; different K can
     differ only where a cumulative mass rounds across top_p.
     """
+    z, neg = _scaled_top_k(logits, params)
+    if params.top_p < 1.0:
+        thresh = nucleus_threshold(z, params.top_p, candidates)
+        z = jnp.where(z < thresh, neg, z)
+    return z
+
+
+def filter_logits_by_sort(logits: jnp.ndarray, params: SamplingParams) -> jnp.ndarray:
+    """`filter_logits` computed by its definition: a full-vocabulary sort on every call.
+
+    The reference the fast path reproduces bitwise (tests) and the baseline it is timed
+    against (benchmarks/sampler.py); not used for sampling.
+    """
+    z, neg = _scaled_top_k(logits, params)
+    if params.top_p < 1.0:
+        srt = jnp.sort(z, axis=-1)[..., ::-1]
+        probs = jax.nn.softmax(srt, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each sorted entry
+        thresh = jnp.min(jnp.where(before < params.top_p, srt, jnp.inf), axis=-1, keepdims=True)
+        z = jnp.where(z < thresh, neg, z)
+    return z
+
+
+def _scaled_top_k(logits, params: SamplingParams):
+    """(logits / temperature with entries below the k-th largest removed, the removal value)."""
     z = logits / params.temperature
     neg = jnp.finfo(z.dtype).min
     if params.top_k > 0 and params.top_k < z.shape[-1]:
         kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
         z = jnp.where(z < kth, neg, z)
-    if params.top_p < 1.0:
-        thresh = nucleus_threshold(z, params.top_p, candidates)
-        z = jnp.where(z < thresh, neg, z)
-    return z
+    return z, neg
 
 
 def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CANDIDATES):

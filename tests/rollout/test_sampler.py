@@ -10,7 +10,7 @@ from flax import nnx
 
 from rlvr.models import KVCache, Transformer
 from rlvr.rollout.sampler import (NUCLEUS_CANDIDATES, SamplingParams, filter_logits,
-                                  pad_prompts, sample)
+                                  filter_logits_by_sort, pad_prompts, sample)
 from tests.models.helpers import jit_forward, jit_logprobs, np_log_softmax, tiny_config
 
 PAD = 0
@@ -296,26 +296,9 @@ def test_shared_prefill_with_cache_sharding_matches_one_device(model):
                                np.asarray(ref.behavior_logprobs), atol=1e-5)
 
 
-def _full_sort_filter(logits, params):
-    """The full-vocabulary-sort top-k / top-p filter the fast path must reproduce bitwise."""
-    z = logits / params.temperature
-    neg = jnp.finfo(z.dtype).min
-    if params.top_k > 0 and params.top_k < z.shape[-1]:
-        kth = jax.lax.top_k(z, params.top_k)[0][..., -1:]
-        z = jnp.where(z < kth, neg, z)
-    if params.top_p < 1.0:
-        srt = jnp.sort(z, axis=-1)[..., ::-1]
-        probs = jax.nn.softmax(srt, axis=-1)
-        before = jnp.cumsum(probs, axis=-1) - probs
-        keep = before < params.top_p
-        thresh = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
-        z = jnp.where(z < thresh, neg, z)
-    return z
-
-
 def _filters(params, candidates):
     fast = jax.jit(lambda x: filter_logits(x, params, candidates=candidates))
-    ref = jax.jit(lambda x: _full_sort_filter(x, params))
+    ref = jax.jit(lambda x: filter_logits_by_sort(x, params))
     return fast, ref
 
 
@@ -405,7 +388,7 @@ def test_top_p_samples_stay_in_the_full_sort_nucleus(temperature):
     out = sample(m, toks, mask, jax.random.key(9), params, pad_id=PAD)
     p = toks.shape[1]
     full = jit_forward(m, out.tokens, out.positions, out.attention_mask)[:, p - 1:-1]
-    ref = np.asarray(_full_sort_filter(full, params))
+    ref = np.asarray(filter_logits_by_sort(full, params))
     gen = np.asarray(out.tokens)[:, p:]
     zref = np.take_along_axis(ref, gen[..., None], -1)[..., 0]
     assert np.all(zref > np.finfo(np.float32).min)  # in the nucleus
