@@ -82,11 +82,10 @@ def warm_policy_stats(ctx, seed: int, tasks_probe, m: int) -> dict:
     from experiments.study import common
 
     folder = common.warm(ctx, seed)
-    c = arms.with_warm(arms.base_config("pivotrl", seed, sc), folder)
+    c = runner.with_batch_bucket(arms.with_warm(arms.base_config("pivotrl", seed, sc), folder), 32)
     validate_config(c)
     r = build_run(c, os.path.join(ctx.workdir, f"testbed_seed{seed}"))
     try:
-        runner.bucket_engines(r, 32)
         runner.time_evaluations(r)
         params = r.init_params
         ev = r.evaluator.evaluate(params)

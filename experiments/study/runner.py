@@ -13,13 +13,11 @@
   also writes the final policy as a Hugging Face folder (`<cache>/models/<key>`: the start of a
   second stage).
 
-Two things are added around the loop, both outside `rlvr/train`:
-  * multi-turn engines sample with the active batch padded to a multiple of `batch_bucket` rows
-    (`rlvr.rollout.agent_loop.sample_turn(batch_bucket=...)`, through `run_episodes(policy=...)`),
-    so a run compiles a few sampler shapes instead of one per number of still-active episodes
-    (padding rows are copies of the first row with its key and are dropped: samples unchanged);
-  * each held-out evaluation's duration is logged as `eval/wall_s` (wall-clock measures leave
-    evaluation out).
+Multi-turn engines sample with the active batch padded to a multiple of `batch_bucket` rows
+(the loop's `rollout.batch_bucket`), so a run compiles a few sampler shapes instead of one per
+number of still-active episodes. One thing is added around the loop, outside `rlvr/train`: each
+held-out evaluation's duration is logged as `eval/wall_s` (wall-clock measures leave evaluation
+out).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-ENGINE_VERSION = "bucketed-episodes/1"
+ENGINE_VERSION = "loop-engines/2"
 
 
 def _sha(obj: Any) -> str:
@@ -109,53 +107,6 @@ def warm_info(folder: str) -> dict:
         return json.load(f)
 
 
-# ----------------------------------------------------------------------------- engines
-def _bucketed_engine_class():
-    from rlvr.rollout.agent_loop import run_episodes, sample_turn
-    from rlvr.train.collectors import EpisodeEngine
-
-    class BucketedEpisodeEngine(EpisodeEngine):
-        """`EpisodeEngine` whose sampler calls pad the active episodes to a multiple of
-        `batch_bucket` rows (module docstring)."""
-
-        def __init__(self, base, batch_bucket: int):  # noqa: D107 — takes over a built engine
-            self.__dict__.update(base.__dict__)
-            self.batch_bucket = int(batch_bucket)
-
-        def episodes(self, params, starts, keys, sampling):
-            model = self.model_of(params)
-            limit = self.max_tokens - sampling.max_new_tokens
-
-            def policy(prefixes, sub, sp, **kw):
-                return sample_turn(model, prefixes, sub, sp, batch_bucket=self.batch_bucket,
-                                   max_prompt_len=limit, **kw)
-
-            return run_episodes(model, starts, self.kit.env_factory, keys, tokenizer=self.tokenizer,
-                                sampling=sampling, terminator=self.kit.action_terminator,
-                                max_turns=self.max_turns, max_tokens=self.max_tokens,
-                                seq_bucket=self.max_tokens, prompt_bucket=self.prompt_bucket,
-                                policy=policy)
-
-    return EpisodeEngine, BucketedEpisodeEngine
-
-
-def bucket_engines(r, batch_bucket: int) -> int:
-    """Replaces the multi-turn engines of a built Run (collector, asynchronous collector's inner
-    one, evaluator) with bucketed ones; returns how many were replaced."""
-    if batch_bucket <= 1:
-        return 0
-    base, bucketed = _bucketed_engine_class()
-    n = 0
-    col = r.collector
-    for obj, attr in ((getattr(col, "inner", col), "engine"), (getattr(col, "inner", col), "episode_engine"),
-                      (r.evaluator, "engine")):
-        e = getattr(obj, attr, None) if obj is not None else None
-        if isinstance(e, base) and not isinstance(e, bucketed):
-            setattr(obj, attr, bucketed(e, batch_bucket))
-            n += 1
-    return n
-
-
 def time_evaluations(r) -> None:
     """Adds `eval/wall_s` (the evaluation's duration) to every evaluation's metrics."""
     if r.evaluator is None:
@@ -170,6 +121,14 @@ def time_evaluations(r) -> None:
     r.evaluator.evaluate = timed
 
 
+def with_batch_bucket(config, batch_bucket: int):
+    """A copy of `config` (a multi-turn study run) whose sampler calls pad the active episodes
+    to a multiple of `batch_bucket` rows (`rollout.batch_bucket`)."""
+    config = config.copy_and_resolve_references()
+    config.rollout.batch_bucket = int(batch_bucket)
+    return config
+
+
 # ----------------------------------------------------------------------------- runs
 def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
                export: bool = False, label: str = "", log: Callable = print) -> dict:
@@ -179,6 +138,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     the last invocation started and ended), from_cache, model (exported folder or None)."""
     from rlvr.version import code_version
 
+    config = with_batch_bucket(config, batch_bucket)
     key = run_key(config, batch_bucket)
     path = os.path.join(cache, "runs", f"{key}.json")
     model_dir = os.path.join(cache, "models", key)
@@ -204,7 +164,6 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
     r = build_run(config, wd)
     try:
-        bucket_engines(r, batch_bucket)
         time_evaluations(r)
         result = train(r)
         if export:
