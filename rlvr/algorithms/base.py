@@ -147,6 +147,7 @@ class Algorithm:
         critic_graphdef=None,
         critic_optimizer=None,
         critic_rest=None,
+        critic_trainable=None,
         loss_fn=None,
         lora=None,
     ):
@@ -159,6 +160,8 @@ class Algorithm:
         self.policy_rest = policy_rest
         self.critic_graphdef = critic_graphdef
         self.critic_rest = critic_rest
+        # nnx filter of the critic parameters its learner trains (None: all of them)
+        self.critic_trainable = critic_trainable
         self.optimizer = optimizer
         self.critic_optimizer = critic_optimizer
         s = settings

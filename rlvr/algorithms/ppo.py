@@ -40,7 +40,7 @@ class PPO(Algorithm):
             self.critic_graphdef, self.critic_loss, self.critic_optimizer, epochs=s.epochs,
             num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,
             params_field="critic_params", opt_field="critic_opt_state", rest=self.critic_rest,
-            prefix="critic/")
+            prefix="critic/", trainable=self.critic_trainable)
 
     def token_rewards(self, state, tb):
         s = self.settings

@@ -67,17 +67,22 @@ def create_train_state(
     kl_controller=None,
     extras: Optional[dict] = None,
     trainable=None,
+    critic_trainable=None,
 ) -> TrainState:
     """Builds the initial state; copies `ref_params` so the reference never aliases the policy.
 
     trainable: nnx filter of the parameters the learner trains (None: all); the optimiser state
-    covers only those (a LoRA policy: its adapters).
+    covers only those (a LoRA policy: its adapters). critic_trainable: the same for the critic
+    (SAO's frozen attention: its MLP projections and value head); the frozen rest stays in
+    `critic_params`, so it is checkpointed with them.
     """
     critic_opt_state = None
     if critic_params is not None:
         if critic_optimizer is None:
             raise ValueError("create_train_state: critic_params given without critic_optimizer")
-        critic_opt_state = critic_optimizer.init(critic_params)
+        critic_opt_state = critic_optimizer.init(
+            critic_params if critic_trainable is None
+            else split_trainable(critic_params, critic_trainable)[0])
     if ref_params is not None:
         ref_params = jax.tree.map(jnp.copy, ref_params)
     return TrainState(

@@ -234,12 +234,16 @@ class Run:
             ctrl = init_kl_controller(c.kl.coef, target=c.kl.target if c.kl.adaptive else None,
                                       horizon=c.kl.horizon if c.kl.adaptive else 10.0)
         lora = self.lora  # LoRA: π_ref is the base with adapters off, no reference copy
+        critic_params = None
+        if self.critic_params is not None:  # the critic's trunk is the warm-started policy's
+            critic_params = critic_from_policy(c, self.model_of(params), self.mesh)[1]
         state = create_train_state(
             params, self.optimizer, seed=c.seed,
             ref_params=params if self.needs_ref and lora is None else None,
-            critic_params=self.critic_params, critic_optimizer=self.critic_optimizer,
+            critic_params=critic_params, critic_optimizer=self.critic_optimizer,
             kl_controller=ctrl, extras=self.algorithm.init_extras(),
-            trainable=None if lora is None else lora.trainable)
+            trainable=None if lora is None else lora.trainable,
+            critic_trainable=self.algorithm.critic_trainable)
 
         def pick(x):
             sh = getattr(x, "sharding", None)
@@ -311,6 +315,17 @@ def build_mesh(c):
     return mesh, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
+def critic_from_policy(c, policy, mesh):
+    """(graphdef, parameters on the mesh, rest) of a critic whose trunk copies `policy`'s
+    (value pre-training starts from the policy, seed 003 §5). All its parameters, frozen ones
+    included, are the TrainState's `critic_params`; the learner trains the
+    `algorithm.critic_freeze_attention` subset."""
+    from rlvr.parallel import param_shardings
+
+    graphdef, params, rest = split_model(ValueModel.from_policy(policy, rngs=nnx.Rngs(c.seed + 1)))
+    return graphdef, jax.device_put(params, param_shardings(params, mesh)), rest
+
+
 def build_algorithm(c, policy, mesh, lora=None):
     """(algorithm, policy graphdef / params / rest, optimiser, critic params and optimiser).
     `lora`: the policy's `LoRAPolicy` (only its adapters are trained), or None."""
@@ -324,11 +339,10 @@ def build_algorithm(c, policy, mesh, lora=None):
     critic_params = critic_opt = None
     if cls.uses_critic:
         a = c.algorithm
-        critic = ValueModel.from_policy(policy, rngs=nnx.Rngs(c.seed + 1))
-        cg, critic_params, cr = nnx.split(critic, trainable_filter(a.critic_freeze_attention), ...)
+        cg, critic_params, cr = critic_from_policy(c, policy, mesh)
         critic_opt = optimizer_from_config(c, learning_rate=a.critic_learning_rate)
-        kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt)
-        critic_params = jax.device_put(critic_params, param_shardings(critic_params, mesh))
+        kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt,
+                  critic_trainable=(trainable_filter(True) if a.critic_freeze_attention else None))
     algorithm = cls(algorithm_settings(c), **kw)
     return algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt
 
