@@ -275,10 +275,14 @@ def gpu_suite(args):
 
     # 2) train step MFU, ~1B (Llama-3.2-1B shape), params fp32, compute bf16
     train_rows = []
-    for label, over_kw, remat in (("xla attention, remat", {}, True),
-                                  ("cudnn attention, remat", {"attention_impl": "cudnn"}, True),
-                                  ("cudnn attention, no remat", {"attention_impl": "cudnn"}, False)):
-        if over(0.45):
+    cudnn_mask = {"attention_impl": "cudnn", "attention_layout": "mask"}
+    for label, over_kw, remat in (("cudnn attention, causal + lengths, no remat",
+                                   {"attention_impl": "cudnn"}, False),
+                                  ("cudnn attention, causal + lengths, remat",
+                                   {"attention_impl": "cudnn"}, True),
+                                  ("cudnn attention, dense mask, remat", cudnn_mask, True),
+                                  ("xla attention, remat", {}, True)):
+        if over(0.55):
             train_rows.append(f"| {label} | skipped (time budget) | | | |")
             continue
         try:

@@ -33,6 +33,7 @@ def dtype_name(dtype, field: str = "dtype") -> str:
     return name
 
 ATTENTION_IMPLS = ("xla", "cudnn")
+ATTENTION_LAYOUTS = ("auto", "mask", "lengths")
 # rope_type values we implement (see rlvr.models.transformer.rope_frequencies).
 ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -73,6 +74,12 @@ class ModelConfig:
       param_dtype: storage dtype of parameters ("float32" | "bfloat16").
       architecture: "llama" | "qwen2" (names the HF class on export).
       attention_impl: "xla" (any backend) | "cudnn" (fused GPU kernel; bf16 only).
+      attention_layout: how the full-sequence forward (training, scoring) masks attention:
+        "mask" a dense [B, 1, T, T] mask (any real-token pattern); "lengths" each row's real
+        tokens moved to its start, then causal attention with per-row lengths, which fused
+        kernels run without materialising a mask (rows whose real tokens are not contiguous
+        come out NaN); "auto" = lengths with cudnn, mask with xla. The KV-cache path always
+        uses a mask.
     """
 
     vocab_size: int
@@ -92,6 +99,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     architecture: str = "llama"
     attention_impl: str = "xla"
+    attention_layout: str = "auto"
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
@@ -117,6 +125,9 @@ class ModelConfig:
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"ModelConfig.attention_impl must be one of {ATTENTION_IMPLS}, "
                              f"got {self.attention_impl!r}")
+        if self.attention_layout not in ATTENTION_LAYOUTS:
+            raise ValueError(f"ModelConfig.attention_layout must be one of {ATTENTION_LAYOUTS}, "
+                             f"got {self.attention_layout!r}")
         rs = self.rope_scaling
         if rs is not None:
             if not isinstance(rs, dict):

@@ -82,6 +82,27 @@ def causal_mask(attention_mask: jnp.ndarray) -> jnp.ndarray:
     return m[:, None]
 
 
+def contiguous_layout(attention_mask: jnp.ndarray):
+    """Moves each row's real tokens to its start, for causal attention with per-row lengths.
+
+    attention_mask bool [B, T] with each row's real tokens contiguous. Returns
+      gather: int32 [B, T], take_along_axis(x, gather) puts real token j of row b at index j;
+      scatter: int32 [B, T], take_along_axis(y, scatter) puts it back;
+      lengths: int32 [B], real tokens per row (at least 1, so an empty row stays finite);
+      contiguous: bool [B], False for a row whose real tokens have a gap.
+    """
+    m = attention_mask.astype(bool)
+    t = m.shape[1]
+    idx = jnp.arange(t, dtype=jnp.int32)
+    start = jnp.argmax(m, axis=1).astype(jnp.int32)
+    count = jnp.sum(m, axis=1).astype(jnp.int32)
+    last = jnp.max(jnp.where(m, idx[None, :], -1), axis=1)
+    contiguous = (count == 0) | (last - start + 1 == count)
+    gather = (idx[None, :] + start[:, None]) % t
+    scatter = (idx[None, :] - start[:, None]) % t
+    return gather, scatter, jnp.maximum(count, 1), contiguous
+
+
 def cached_mask(kv_mask: jnp.ndarray, cache_index, t: int) -> jnp.ndarray:
     """bool [B, 1, t, S] for t queries written at cache slots cache_index .. cache_index + t - 1.
 
@@ -223,9 +244,13 @@ class Attention(nnx.Module):
             ck, cv = cache_kv
             ck, cv = write_cache(ck, k, cache_index), write_cache(cv, v, cache_index)
             k, v, new_kv = ck, cv, (ck, cv)
+        kw = dict(mask=mask)
+        if mask.ndim == 1:  # per-row lengths of a contiguous layout (`contiguous_layout`);
+            # padding queries (past the length) see the real keys: finite, ignored by losses
+            kw = dict(is_causal=True, key_value_seq_lengths=mask)
         out = jax.nn.dot_product_attention(
-            q, k.astype(q.dtype), v.astype(q.dtype), mask=mask, scale=self.head_dim ** -0.5,
-            implementation=None if self.impl == "xla" else self.impl)
+            q, k.astype(q.dtype), v.astype(q.dtype), scale=self.head_dim ** -0.5,
+            implementation=None if self.impl == "xla" else self.impl, **kw)
         return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), new_kv
 
 
@@ -275,6 +300,8 @@ class Decoder(nnx.Module):
         self._inv_freq_tuple = tuple(float(f) for f in rope_frequencies(c))
         self.dtype = dt
         self.remat = remat
+        layout = c.attention_layout
+        self.lengths_layout = layout == "lengths" or (layout == "auto" and c.attention_impl == "cudnn")
 
     def _embed(self, tokens, positions):
         inv = np.asarray(self._inv_freq_tuple, np.float32)
@@ -283,8 +310,18 @@ class Decoder(nnx.Module):
         return x, cos, sin
 
     def __call__(self, tokens, positions, attention_mask):
+        if self.lengths_layout:
+            gather, scatter, lengths, contiguous = contiguous_layout(attention_mask)
+            tokens = jnp.take_along_axis(tokens, gather, axis=1)
+            positions = jnp.take_along_axis(positions, gather, axis=1)
+            h = self._blocks(tokens, positions, lengths)
+            h = jnp.take_along_axis(h, scatter[:, :, None], axis=1)
+            return jnp.where(contiguous[:, None, None], h, jnp.nan)
+        return self._blocks(tokens, positions, causal_mask(attention_mask))
+
+    def _blocks(self, tokens, positions, mask):
+        """Embedding, blocks and final norm; mask: [B, 1, T, T] or per-row lengths [B]."""
         x, cos, sin = self._embed(tokens, positions)
-        mask = causal_mask(attention_mask)
         apply = nnx.remat(_block_apply) if self.remat else _block_apply
         for block in self.layers:
             x = apply(block, x, cos, sin, mask)
