@@ -41,7 +41,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.dtype = ml_collections.FieldReference("float32", field_type=object)  # compute dtype.
     c.model.param_dtype = ml_collections.FieldReference("float32", field_type=object)  # parameters.
     c.model.remat = False           # recompute each block's activations in the backward pass.
-    c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only).
+    c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only; runs causal
+                                    # attention with per-row lengths, no dense mask).
     # LoRA / QLoRA (rlvr.models.lora): low-rank adapters on the block projections; only the
     # adapters are trained (and held in the optimiser state), the base is frozen, and the
     # reference policy (KL, PivotRL's probe) is the base with the adapters off (no second copy
