@@ -124,3 +124,21 @@ def test_bad_checkpoints_name_the_problem(checkpoint, tmp_path):
         os.makedirs(tmp_path / "e")
         (tmp_path / "e" / "config.json").write_text(open(os.path.join(path, "config.json")).read())
         from_pretrained(str(tmp_path / "e"))
+
+
+def test_test_checkpoint_with_an_embedding_padded_past_the_tokenizer(tmp_path):
+    """rlvr.testing.build_checkpoint(model_vocab_size=...) gives a model with more embedding rows
+    than tokenizer ids (as Qwen2.5 pads its vocabulary); ids past the tokenizer decode to
+    nothing, and a size below the tokenizer's is refused by name."""
+    from rlvr.models.tokenizer import HFTokenizer
+    from rlvr.testing import build_checkpoint
+
+    path = build_checkpoint(str(tmp_path / "padded"), saver="rlvr", model_vocab_size=3000)
+    model = from_pretrained(path)
+    tok = HFTokenizer(path)
+    assert model.config.vocab_size == 3000
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["vocab_size"] == 3000
+    assert tok.vocab_size < 3000 and tok.decode([2999]) == ""
+    with pytest.raises(ValueError, match="model_vocab_size"):
+        build_checkpoint(str(tmp_path / "small"), saver="rlvr", model_vocab_size=10)
