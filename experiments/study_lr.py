@@ -29,7 +29,8 @@ def main(argv=None):
     ctx = report.setup("lr", args)
     from experiments.study import arms, common, stats
 
-    rows, numbers, panels = [], {"runs": {}, "chosen": {}}, []
+    rows, panels = [], []
+    numbers = {"scale": "quick" if args.quick else args.scale, "runs": {}, "chosen": {}}
     for method in arms.METHODS:
         arm = arms.ARMS[MAIN_ARM[method]]
         budget = int(ctx.sc["lr_budget"][arm.budget])

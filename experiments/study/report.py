@@ -229,8 +229,15 @@ def chosen_lrs(ctx: Ctx, method_default: Callable[[str], float]) -> dict:
     """The learning rates chosen by study_lr (its json), or the config defaults if the sweep has
     not run (the reading says so)."""
     p = os.path.join(ctx.out, "study_lr.json")
+    scale = "quick" if ctx.args.quick else ctx.args.scale
+    swept = None
     if os.path.exists(p):
         with open(p) as f:
-            return {"lr": json.load(f)["chosen"], "source": "study_lr.json"}
-    return {"lr": {m: method_default(m) for m in ("grpo", "pivotrl", "sao", "reinforce")},
-            "source": "config defaults (study_lr has not run)"}
+            swept = json.load(f)
+        if swept.get("scale") == scale:
+            return {"lr": swept["chosen"], "source": f"study_lr.json ({scale} scale)"}
+    defaults = {m: method_default(m) for m in ("grpo", "pivotrl", "sao", "reinforce")}
+    if swept is None:
+        return {"lr": defaults, "source": "config defaults (study_lr has not run)"}
+    return {"lr": defaults, "source": f"config defaults (study_lr.json was swept at scale "
+                                      f"{swept.get('scale', 'unknown')!r}, not {scale!r})"}

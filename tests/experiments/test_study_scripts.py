@@ -34,6 +34,7 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     with open(os.path.join(out, "study_pivot.md")) as f:
         first = f.read()
     assert "0 from the cache" in first and "Target 1" in first and "Target 2" in first
+    assert "Learning rates from study_lr.json (quick scale)" in first
     with open(os.path.join(out, "study_sao.md")) as f:
         assert "Target 3" in f.read()
     # again: every run comes from the cache, the files are regenerated
@@ -44,3 +45,21 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     with open(os.path.join(out, "study_summary.md")) as f:
         summary = f.read()
     assert "PivotRL reaches GRPO's plateau" in summary and "CPU-hours" in summary
+
+
+def test_learning_rates_swept_at_another_scale_are_not_used(tmp_path):
+    """A sweep's chosen rates apply only to runs at the scale it was swept at."""
+    import argparse
+
+    from experiments.study import report
+
+    with open(tmp_path / "study_lr.json", "w") as f:
+        json.dump({"scale": "session", "chosen": {"grpo": 3e-4, "pivotrl": 3e-4, "sao": 3e-4,
+                                                  "reinforce": 3e-4}}, f)
+    def ctx(scale):
+        return argparse.Namespace(out=str(tmp_path), args=argparse.Namespace(quick=False, scale=scale))
+    same = report.chosen_lrs(ctx("session"), lambda m: 1e-4)
+    assert same["lr"]["grpo"] == 3e-4 and same["source"] == "study_lr.json (session scale)"
+    other = report.chosen_lrs(ctx("full"), lambda m: 1e-4)
+    assert other["lr"] == {m: 1e-4 for m in ("grpo", "pivotrl", "sao", "reinforce")}
+    assert "'session', not 'full'" in other["source"]
