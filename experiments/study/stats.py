@@ -2,8 +2,9 @@
 
 A run's *curve* is its held-out evaluations in order: step, success, its 95 % half-width, and
 the cumulative cost at that point — rollout tokens (`cost/sampled_tokens`: tokens the policy
-generated, probes and value pre-training included), tokens read (`cost/prompt_tokens`, the
-prefill), and training wall-clock (seconds of the loop's steps, evaluations excluded).
+generated, probes and value pre-training included), tokens the samples were conditioned on
+(`cost/prompt_tokens`: the prompt, or the whole history at every call), and training wall-clock
+(seconds of the loop's steps, evaluations excluded).
 
 Training wall-clock of a run at step s is Σ time/step_s over steps ≤ s, with one correction for
 asynchronous runs: while the learner evaluates, the rollout thread keeps filling its queue (up

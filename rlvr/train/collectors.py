@@ -58,18 +58,29 @@ def stream_seed(*parts) -> int:
 @dataclasses.dataclass(frozen=True)
 class RolloutCost:
     """What producing a batch cost: policy calls (`turns`: one per single-turn sample, one per
-    multi-turn action), tokens the policy generated and prompt tokens it read (prefill)."""
+    multi-turn action), tokens the policy generated (`sampled_tokens`), prompt tokens the samples
+    were conditioned on (`prompt_tokens`: a prompt shared by G samples counts G times, a
+    multi-turn history once per action) and tokens actually run through prefill
+    (`prefill_tokens`: a shared prompt counts once; with a KV cache kept across turns only the
+    new observation)."""
 
     turns: int = 0
     sampled_tokens: int = 0
     prompt_tokens: int = 0
+    prefill_tokens: int = 0
 
     def __add__(self, other: "RolloutCost") -> "RolloutCost":
-        return RolloutCost(self.turns + other.turns, self.sampled_tokens + other.sampled_tokens,
-                           self.prompt_tokens + other.prompt_tokens)
+        return RolloutCost(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                    dataclasses.astuple(other))))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def episode_cost(stats: dict) -> RolloutCost:
+    """The cost of a `run_episodes` call from its stats."""
+    return RolloutCost(*(int(stats[f"rollout/{k}"]) for k in
+                         ("turns", "action_tokens", "prompt_tokens", "prefill_tokens")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,8 +258,9 @@ class TextEngine:
                                policy_versions=policy_version, sampling=sampling,
                                environment_version=self.environment_version,
                                prompts=[t.prompt for t in rows])
+        prompt_tokens = sum(len(i) for i in ids)
         cost = RolloutCost(turns=len(rows), sampled_tokens=int(np.asarray(out.lengths).sum()),
-                           prompt_tokens=int(group_size * sum(len(i) for i in ids)))
+                           prompt_tokens=group_size * prompt_tokens, prefill_tokens=prompt_tokens)
         return Collected(batch, samples, tuple(rows), group_size, cost,
                          {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
 
@@ -290,8 +302,7 @@ class EpisodeEngine:
         keys = per_sample_keys(keys, len(rows))
         out = self.episodes(params, [self.start(t) for t in rows], keys, sampling)
         episodes, stats = list(out.episodes), dict(out.stats)
-        cost = RolloutCost(int(stats["rollout/turns"]), int(stats["rollout/action_tokens"]),
-                           int(stats["rollout/prompt_tokens"]))
+        cost = episode_cost(stats)
         t_gen = stats["time/generate_s"] + stats["time/env_s"]
         for attempt in range(1, self.max_env_retries + 1):
             bad = [i for i, e in enumerate(episodes) if e.env_error is not None]
@@ -302,8 +313,7 @@ class EpisodeEngine:
             for i, e in zip(bad, again.episodes):
                 episodes[i] = e
             s = again.stats
-            cost = cost + RolloutCost(int(s["rollout/turns"]), int(s["rollout/action_tokens"]),
-                                      int(s["rollout/prompt_tokens"]))
+            cost = cost + episode_cost(s)
             t_gen += s["time/generate_s"] + s["time/env_s"]
         return episodes, cost, t_gen
 
@@ -381,8 +391,9 @@ class TurnEngine:
         samples = make_samples(tasks, ts.texts, j, stop_reasons=stop, policy_versions=policy_version,
                                sampling=sampling, environment_version=self.environment_version,
                                prompts=[self.tokenizer.decode(p) for p in prefixes])
-        cost = RolloutCost(len(prefixes), int(sum(len(a) for a in ts.action_ids)),
-                           int(sum(len(p) for p in prefixes)))
+        prompt_tokens = int(sum(len(p) for p in prefixes))
+        cost = RolloutCost(len(prefixes), int(sum(len(a) for a in ts.action_ids)), prompt_tokens,
+                           prompt_tokens)
         return Collected(batch, samples, tuple(tasks), group_size, cost,
                          {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
 

@@ -19,7 +19,8 @@ arrival order depends on timing).
 Per step, `metrics.jsonl` (and TensorBoard) get the algorithm's R7.2 metrics, the host sample
 metrics (`rlvr.train.samples.sample_metrics`), the verification pool's retries / timeouts /
 restarts, the time split (generate / verify / learn), throughput, cumulative rollout cost
-(`cost/*`: policy calls, sampled tokens, prompt tokens; probes included) and, every
+(`cost/*`: policy calls, sampled tokens, prompt tokens conditioned on, prefill tokens; probes
+included) and, every
 `eval.every` steps, the held-out evaluation (`rlvr.train.evaluate`). Every
 `logging.samples_every` steps sampled records go to `samples.jsonl`. `train.token_budget`
 stops the run once that many tokens were sampled. With `checkpoint.export` the trained policy

@@ -252,5 +252,7 @@ def test_text_engine_prefills_each_task_once_and_keeps_the_repeated_rows(monkeyp
     assert [s.text for s in got.samples] == texts
     assert [s.stop_reason for s in got.samples] == ["max_length" if x else "eos" for x in ref.truncated]
     assert got.group_size == g
+    # conditioned on G × each prompt, prefilled once per prompt
     assert got.cost == RolloutCost(len(ids), int(np.asarray(ref.lengths).sum()),
-                                   sum(map(len, ids)))
+                                   sum(map(len, ids)), sum(map(len, ids[::g])))
+    assert got.cost.prompt_tokens == g * got.cost.prefill_tokens
