@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import sys
 import time
 
@@ -53,7 +54,13 @@ def _load(ctx, name):
     if not os.path.exists(p):
         return None
     with open(p) as f:
-        return json.load(f)
+        numbers = json.load(f)
+    if "run_code_versions" not in numbers:  # written before the json recorded it: read the .md
+        md = p[:-len(".json")] + ".md"
+        text = open(md).read() if os.path.exists(md) else ""
+        m = re.search(r"runs computed with: (.*)", text)
+        numbers["run_code_versions"] = re.findall(r"`([0-9a-f]+)`", m.group(1)) if m else []
+    return numbers
 
 
 def total_compute(cache: str) -> dict:
@@ -80,31 +87,33 @@ def summary(ctx, elapsed_s: float) -> None:
     piv, sao, lr = _load(ctx, "pivot"), _load(ctx, "sao"), _load(ctx, "lr")
     rows = []
 
-    def row(target, measure, ci, null, goal=None, better="greater", digits=3, unit=""):
+    def row(target, measure, ci, null, source, goal=None, better="greater", digits=3, unit=""):
         p, lo, hi = ci
+        runs = source.get("run_code_versions") or ["not recorded"]
         rows.append([target, measure, stats.fmt_ci(p, lo, hi, digits, unit),
-                     stats.verdict(p, lo, hi, null=null, target=goal, better=better)])
+                     stats.verdict(p, lo, hi, null=null, target=goal, better=better),
+                     ", ".join(f"`{v}`" for v in runs)])
 
     if piv:
         row("1. PivotRL reaches GRPO's plateau with ≥ 3× fewer rollout tokens",
-            "GRPO ÷ PivotRL rollout tokens to 0.9 × GRPO plateau", piv["ratios"]["tokens_ratio"], 1.0, 3.0,
+            "GRPO ÷ PivotRL rollout tokens to 0.9 × GRPO plateau", piv["ratios"]["tokens_ratio"], 1.0, piv, 3.0,
             digits=2, unit="×")
         row("2a. full filter > no filter (final success)", "filter − all turns",
-            piv["diffs"]["filter_minus_all"], 0.0)
+            piv["diffs"]["filter_minus_all"], 0.0, piv)
         row("2b. no filter > exact-match reward (final success)", "all turns − exact match",
-            piv["diffs"]["all_minus_exact"], 0.0)
+            piv["diffs"]["all_minus_exact"], 0.0, piv)
     if sao:
         row("3. SAO ≥ 1.5× less wall-clock than group-synchronous GRPO to the same success",
-            "GRPO ÷ SAO training wall-clock to 0.9 × GRPO plateau", sao["ratios"]["wall_ratio"], 1.0, 1.5,
+            "GRPO ÷ SAO training wall-clock to 0.9 × GRPO plateau", sao["ratios"]["wall_ratio"], 1.0, sao, 1.5,
             digits=2, unit="×")
         row("4. running-mean baseline clearly worse than the critic", "SAO − running mean (final success)",
-            sao["diffs"]["sao-reinforce"], 0.0)
+            sao["diffs"]["sao-reinforce"], 0.0, sao)
     comp = total_compute(ctx.cache)
     body = [
         "The targets of the seeds (000: PivotRL; 003: SAO) as measured by study_pivot and study_sao "
         "(details, per-seed numbers and plots there). A verdict reads the 95 % seed-paired "
         "bootstrap interval against no effect and against the paper's effect size.",
-        report.table(["target", "measure", "point [95% CI]", "verdict"], rows) if rows else
+        report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet (run the study scripts first).",
         f"Learning rates: {lr['chosen'] if lr else 'not swept'}.",
         f"Compute in the cache `{ctx.cache}`: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
@@ -117,7 +126,7 @@ def summary(ctx, elapsed_s: float) -> None:
     report.update_readme(ctx, "\n\n".join([
         f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {len(ctx.seeds)} seeds, "
         f"arms: {arms_run} (command and provenance in `results/study_summary.md`).",
-        report.table(["target", "measure", "point [95% CI]", "verdict"], rows) if rows else
+        report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet.",
         f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))

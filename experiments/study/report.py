@@ -147,6 +147,10 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
     text = "\n\n".join(parts) + "\n"
     with open(ctx.path(".md"), "w") as f:
         f.write(text)
+    from rlvr.version import code_version
+
+    numbers = {**numbers, "code_version": code_version(),
+               "run_code_versions": sorted({r["code_version"] for r in ctx.records})}
     with open(ctx.path(".json"), "w") as f:
         json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
     ctx.log(f"wrote {ctx.path('.md')}")

@@ -45,6 +45,10 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     with open(os.path.join(out, "study_summary.md")) as f:
         summary = f.read()
     assert "PivotRL reaches GRPO's plateau" in summary and "CPU-hours" in summary
+    with open(os.path.join(out, "study_sao.json")) as f:
+        sao = json.load(f)
+    assert sao["code_version"] == code_version() and sao["run_code_versions"] == [code_version()]
+    assert "runs' code version" in summary
 
 
 def test_learning_rates_swept_at_another_scale_are_not_used(tmp_path):
@@ -63,3 +67,18 @@ def test_learning_rates_swept_at_another_scale_are_not_used(tmp_path):
     other = report.chosen_lrs(ctx("full"), lambda m: 1e-4)
     assert other["lr"] == {m: 1e-4 for m in ("grpo", "pivotrl", "sao", "reinforce")}
     assert "'session', not 'full'" in other["source"]
+
+
+def test_summary_reads_the_runs_code_version_of_results_written_before_the_json_recorded_it(tmp_path):
+    import argparse
+
+    with open(tmp_path / "study_sao.json", "w") as f:
+        json.dump({"ratios": {}}, f)
+    with open(tmp_path / "study_sao.md", "w") as f:
+        f.write("Code version (`rlvr.version.code_version()`): `aaaa`; runs computed with: "
+                "`eac1f7e0cad09af0`, `0123abcd`\n")
+    got = study_all._load(argparse.Namespace(out=str(tmp_path)), "sao")
+    assert got["run_code_versions"] == ["eac1f7e0cad09af0", "0123abcd"]
+    with open(tmp_path / "study_pivot.json", "w") as f:
+        json.dump({"run_code_versions": ["ffff"]}, f)
+    assert study_all._load(argparse.Namespace(out=str(tmp_path)), "pivot")["run_code_versions"] == ["ffff"]
