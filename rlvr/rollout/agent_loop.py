@@ -148,27 +148,33 @@ def sample_turn(
     prompt_bucket: int = 32,
     batch_bucket: int = 1,
     max_prompt_len: Optional[int] = None,
+    num_samples: int = 1,
 ) -> TurnSamples:
-    """Samples one action per prefix with the batched sampler (prompt = history so far).
+    """Samples `num_samples` actions per prefix with the batched sampler (prompt = history so far).
 
-    `key`: one PRNG key (sample b uses fold_in(key, b)) or one typed key per prefix.
-    `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The batch is
-    padded to `batch_size_bucket(len(prefixes), batch_bucket)` rows (0: the next power of two,
+    Rows are prefix-major: row u*G + j is action j of prefix u (G = num_samples); each prefix is
+    prefilled once for its G actions (the sampler's `num_samples`), with the same tokens and
+    distribution as passing each prefix G times.
+    `key`: one PRNG key (row b uses fold_in(key, b)) or one typed key per output row.
+    `params.stop_token_ids` should contain `terminator_id` and the tokenizer's EOS. The prefixes
+    are padded to `batch_size_bucket(len(prefixes), batch_bucket)` (0: the next power of two,
     k: a multiple of k) with copies of the first prefix and key (then dropped) so the jitted
     sampler sees few distinct shapes; prompts are left-padded to a multiple of
     `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
-    n = len(prefixes)
-    extra = batch_size_bucket(n, batch_bucket) - n
+    g = int(num_samples)
+    u = len(prefixes)
+    n = u * g
+    extra = batch_size_bucket(u, batch_bucket) - u
     padded = list(prefixes) + [prefixes[0]] * extra
     ptoks, pmask = left_pad(padded, tokenizer.pad_id, prompt_bucket, max_len=max_prompt_len)
     if getattr(key, "ndim", 0) == 1 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape[0] != n:
-            raise ValueError(f"sample_turn: got {key.shape[0]} keys for {n} prefixes")
-        key = jax.numpy.concatenate([key, jax.numpy.repeat(key[:1], extra)]) if extra else key
-    out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id)
+            raise ValueError(f"sample_turn: got {key.shape[0]} keys for {u} prefixes × {g} samples")
+        key = jax.numpy.concatenate([key, jax.numpy.repeat(key[:1], extra * g)]) if extra else key
+    out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id, num_samples=g)
     tokens = np.asarray(out.tokens)[:n]
     loss_mask = np.asarray(out.loss_mask, np.float32)[:n]
     blp = np.asarray(out.behavior_logprobs, np.float32)[:n] * loss_mask

@@ -346,7 +346,8 @@ class EpisodeEngine:
 
 class TurnEngine:
     """One action per (prefix, state) row, judged by a turn verifier (PivotRL probes and local
-    samples): `run(params, prefixes, turn_tasks, keys, sampling)`."""
+    samples): `run(params, prefixes, turn_tasks, keys, sampling, policy_version, group_size)`.
+    When the rows are groups of `group_size` copies of one prefix, each prefix is prefilled once."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, terminator: str,
                  max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
@@ -370,14 +371,21 @@ class TurnEngine:
         sampling = self.sampling(sampling)
         t0 = time.perf_counter()
         keys = per_sample_keys(keys, len(prefixes))
+        # rows arrive in groups of `group_size` copies of one prefix (K samples per pivot
+        # state): each prefix is then prefilled once for its group
+        shared = (group_size > 1 and len(prefixes) % group_size == 0 and all(
+            list(prefixes[i]) == list(prefixes[i - i % group_size]) for i in range(len(prefixes))))
+        unique = list(prefixes[::group_size]) if shared else list(prefixes)
         if self.policy is not None:
             ts = self.policy(prefixes, keys, sampling, tokenizer=self.tokenizer,
                              terminator_id=self.terminator_id, prompt_bucket=self.prompt_bucket)
+            unique = list(prefixes)
         else:
-            ts = sample_turn(self.model_of(params), prefixes, keys, sampling,
+            ts = sample_turn(self.model_of(params), unique, keys, sampling,
                              tokenizer=self.tokenizer, terminator_id=self.terminator_id,
                              prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
-                             max_prompt_len=self.max_tokens - sampling.max_new_tokens)
+                             max_prompt_len=self.max_tokens - sampling.max_new_tokens,
+                             num_samples=group_size if shared else 1)
         t1 = time.perf_counter()
         j = self.judge.judge(tasks, ts.texts)
         t2 = time.perf_counter()
@@ -391,9 +399,8 @@ class TurnEngine:
         samples = make_samples(tasks, ts.texts, j, stop_reasons=stop, policy_versions=policy_version,
                                sampling=sampling, environment_version=self.environment_version,
                                prompts=[self.tokenizer.decode(p) for p in prefixes])
-        prompt_tokens = int(sum(len(p) for p in prefixes))
-        cost = RolloutCost(len(prefixes), int(sum(len(a) for a in ts.action_ids)), prompt_tokens,
-                           prompt_tokens)
+        cost = RolloutCost(len(prefixes), int(sum(len(a) for a in ts.action_ids)),
+                           int(sum(len(p) for p in prefixes)), int(sum(len(p) for p in unique)))
         return Collected(batch, samples, tuple(tasks), group_size, cost,
                          {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
 

@@ -181,7 +181,8 @@ def probe_pivots(candidates: Sequence[PivotCandidate], run: Callable, key: jax.A
     Args:
       candidates: N pivot candidates.
       run: `run(prefixes, turn_tasks, keys) -> Collected` — one action per prefix from π_ref,
-        judged by the turn verifier (e.g. `TurnEngine.run` bound to π_ref's parameters).
+        judged by the turn verifier (e.g. `TurnEngine.run` bound to π_ref's parameters); the
+        prefixes come as consecutive groups of m copies of each candidate's prefix.
       m: probe samples per candidate (> 1).
       lambda_diff: keep iff σ̂² > 0 and μ̂ < lambda_diff (over the valid probes).
     """
@@ -190,6 +191,7 @@ def probe_pivots(candidates: Sequence[PivotCandidate], run: Callable, key: jax.A
     if not candidates:
         raise ValueError("probe_pivots: no candidates")
     rows = [c for c in candidates for _ in range(m)]
+    chunk = max(m, chunk // m * m)  # whole groups of m probes per call: one prefill per candidate
     rewards = np.zeros(len(rows), np.float32)
     valid = np.zeros(len(rows), bool)
     cost = RolloutCost()
@@ -296,7 +298,7 @@ class PivotCollector:
                                     "kept": c.key in kept} for c in cands]})
         else:
             run = lambda prefixes, tasks, keys: self.engine.run(  # noqa: E731
-                params, prefixes, tasks, keys, self.sampling, -1, 1)
+                params, prefixes, tasks, keys, self.sampling, -1, s.m)
             ps = probe_pivots(cands, run, kp, m=s.m,
                               lambda_diff=s.lambda_diff if s.selection == "filter" else 1.0)
             self._pending = self._pending + ps.cost

@@ -256,3 +256,64 @@ def test_text_engine_prefills_each_task_once_and_keeps_the_repeated_rows(monkeyp
     assert got.cost == RolloutCost(len(ids), int(np.asarray(ref.lengths).sum()),
                                    sum(map(len, ids)), sum(map(len, ids[::g])))
     assert got.cost.prompt_tokens == g * got.cost.prefill_tokens
+
+
+def test_turn_engine_prefills_each_pivot_state_once_and_keeps_the_repeated_rows(monkeypatch):
+    """TurnEngine.run with groups of K copies of one prefix passes the sampler each prefix once
+    with num_samples = K, and returns the rows, masks, texts and costs of sampling every prefix K
+    times; rows that are not such groups are sampled one per row."""
+    import jax
+    from flax import nnx
+
+    from rlvr.models import ModelConfig, Transformer
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.rollout import sampler as sampler_module
+    from rlvr.rollout.agent_loop import sample_turn
+    from rlvr.train.collectors import TurnEngine
+
+    calls = []
+    real = sampler_module.sample
+
+    def spy(model, prompt_tokens, *args, **kw):
+        calls.append((np.shape(prompt_tokens), kw.get("num_samples", 1)))
+        return real(model, prompt_tokens, *args, **kw)
+
+    monkeypatch.setattr(sampler_module, "sample", spy)
+    tok = CharTokenizer("0123456789\n")
+    model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=16,
+                                    intermediate_size=32, num_layers=1, num_heads=2,
+                                    num_kv_heads=2, head_dim=8), rngs=nnx.Rngs(0))
+    states = [[tok.bos_id] + tok.encode(p) for p in ("7\n", "123\n45", "98")]
+    k = 4
+    prefixes = [s for s in states for _ in range(k)]
+    tasks = [TaskSpec(task_id=f"t{i // k}", prompt="", task_type="text", reference_answer=i % 3)
+             for i in range(len(prefixes))]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=5)
+    engine = TurnEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(),
+                        terminator="\n", max_tokens=16, prompt_bucket=4)
+    keys = jax.random.split(jax.random.key(3), len(prefixes))
+    got = engine.run(None, prefixes, tasks, keys, sampling, policy_version=2, group_size=k)
+    # 3 prefixes (padded to 4 rows, the power-of-two batch bucket; longest 7 -> 8), K samples each
+    assert calls == [((4, 8), k)]
+
+    calls.clear()
+    ref = sample_turn(model, prefixes, keys, engine.sampling(sampling), tokenizer=tok,
+                      terminator_id=engine.terminator_id, prompt_bucket=4, max_prompt_len=11)
+    assert calls == [((12, 8), 1)]
+    b = got.batch
+    np.testing.assert_array_equal(np.asarray(b.tokens), ref.tokens)
+    np.testing.assert_array_equal(np.asarray(b.attention_mask), ref.attention_mask)
+    np.testing.assert_array_equal(np.asarray(b.loss_mask), ref.loss_mask)
+    np.testing.assert_allclose(np.asarray(b.behavior_logprobs), ref.behavior_logprobs, atol=1e-5)
+    assert [s.text for s in got.samples] == list(ref.texts)
+    n_prompt = sum(map(len, prefixes))
+    assert got.cost == RolloutCost(len(prefixes), sum(map(len, ref.action_ids)), n_prompt,
+                                   sum(map(len, states)))
+    assert got.cost.prompt_tokens == k * got.cost.prefill_tokens
+
+    # not groups of one prefix: one row each, every prefix prefilled
+    calls.clear()
+    mixed = prefixes[1:] + prefixes[:1]
+    got = engine.run(None, mixed, tasks, keys, sampling, policy_version=2, group_size=k)
+    assert calls == [((16, 8), 1)]
+    assert got.cost.prefill_tokens == got.cost.prompt_tokens == n_prompt
