@@ -78,6 +78,23 @@ def fmt(times, scale=1.0, unit="s", digits=3):
     return f"{lo:.{digits}f} / {med:.{digits}f} / {hi:.{digits}f} {unit}"
 
 
+def tokens_per_s(times, out) -> str:
+    """Generated tokens of a sampler output per second of its median time."""
+    return f"{int(np.asarray(out.lengths).sum()) / statistics.median(times):,.0f}"
+
+
+def timed_row(cells, fn, reps, measure, width: int) -> str:
+    """A table row: `cells`, then the `width` cells `measure(times, out)` of timing `fn`; a
+    failure is printed and written in place of the measurement (blank cells after it)."""
+    try:
+        times, out = timed(fn, reps)
+        filled = list(measure(times, out))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        filled = [f"failed: {e!r:.80}"] + [""] * (width - 1)
+    return "| " + " | ".join(str(c) for c in [*cells, *filled]) + " |"
+
+
 def prompts_for(config, u, p):
     toks = jax.random.randint(jax.random.key(1), (u, p), 3, config.vocab_size, jnp.int32)
     return toks, jnp.ones((u, p), bool)
@@ -99,14 +116,8 @@ def shared_prefill_rows(name, config, model, args):
             (f"num_samples={g} ([{u}, {p}] prefill)",
              lambda: sample(model, toks, mask, key, params, pad_id=0, num_samples=g))):
         log(f"{name}: {label}")
-        try:
-            times, out = timed(fn, args.reps)
-            gen = int(np.asarray(out.lengths).sum())
-            rows.append(f"| {name} | {u}×{g} | {p} | {n} | {label} | {fmt(times)} | "
-                        f"{gen / statistics.median(times):,.0f} |")
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            rows.append(f"| {name} | {u}×{g} | {p} | {n} | {label} | failed: {e!r:.80} | |")
+        rows.append(timed_row([name, f"{u}×{g}", p, n, label], fn, args.reps,
+                              lambda times, out: [fmt(times), tokens_per_s(times, out)], 2))
     return rows
 
 
@@ -155,9 +166,8 @@ def top_p_rows(name, config, model, args):
                     times, out = timed(
                         lambda: sample(model, toks, mask, key, params, pad_id=0), args.reps)
                 assert used.traces > 0, "the sampler did not trace the filter under test"
-                gen = int(np.asarray(out.lengths).sum())
                 rows.append(f"| {name} | {b} | {p} | {n} | {temp} | {nuc} | {label} | "
-                            f"{fmt(times)} | {gen / statistics.median(times):,.0f} |")
+                            f"{fmt(times)} | {tokens_per_s(times, out)} |")
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 rows.append(f"| {name} | {b} | {p} | {n} | {temp} | {nuc} | {label} | "
@@ -183,13 +193,9 @@ def filter_step_rows(name, config, args):
                             (f"top-{NUCLEUS_CANDIDATES} candidates", filter_logits)):
             step = jax.jit(lambda x, k, f=filt: jax.vmap(jax.random.categorical)(k, f(x, params)))
             log(f"{name}: filter step {kind} {label}")
-            try:
-                times, _ = timed(lambda: step(logits, keys), args.reps * 5)
-                rows.append(f"| {name} | {b}×{v} | {kind} | {label} | "
-                            f"{fmt(times, 1e3, 'ms', 2)} |")
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                rows.append(f"| {name} | {b}×{v} | {kind} | {label} | failed: {e!r:.80} |")
+            rows.append(timed_row([name, f"{b}×{v}", kind, label],
+                                  lambda s=step, x=logits: s(x, keys), args.reps * 5,
+                                  lambda times, _: [fmt(times, 1e3, "ms", 2)], 1))
     return rows
 
 

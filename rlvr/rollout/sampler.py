@@ -268,6 +268,18 @@ def _choose(logits, keys, step, params: SamplingParams):
     return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
 
 
+def _decode_choice(logits, keys, i, params: SamplingParams, done, out_tok, out_lp, *, pad_id: int,
+                   stops):
+    """Decode step i's choice for every row: the token and its log-prob (`pad_id` and 0 on rows
+    already done) written at column i of out_tok / out_lp [B, N]; done becomes true on a stop
+    token. Returns (token [B], out_tok, out_lp, done)."""
+    tok, lp = _choose(logits, keys, i, params)
+    tok = jnp.where(done, pad_id, tok)
+    lp = jnp.where(done, 0.0, lp)
+    done = done | jnp.any(tok[:, None] == stops[None, :], axis=1)
+    return tok, out_tok.at[:, i].set(tok), out_lp.at[:, i].set(lp), done
+
+
 def _repeat_rows(x, g: int):
     """[U, ...] -> [U*g, ...]: row u repeated g times (group-major, rows u*g .. u*g+g-1)."""
     return x if g == 1 else jnp.repeat(x, g, axis=0)
@@ -316,14 +328,9 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
 
     def body(c):
         i, cache, logits, out_tok, out_lp, done, kv_mask = c
-        tok, lp = _choose(logits, keys, i, params)
-        tok = jnp.where(done, pad_id, tok)
-        lp = jnp.where(done, 0.0, lp)
-        out_tok = out_tok.at[:, i].set(tok)
-        out_lp = out_lp.at[:, i].set(lp)
-        live = ~done
-        kv_mask = kv_mask.at[:, p + i].set(live)
-        done = done | jnp.any(tok[:, None] == stops[None, :], axis=1)
+        kv_mask = kv_mask.at[:, p + i].set(~done)
+        tok, out_tok, out_lp, done = _decode_choice(logits, keys, i, params, done, out_tok, out_lp,
+                                                    pad_id=pad_id, stops=stops)
         hidden, cache = model.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
                                              cache, p + i)
         logits = model.project(hidden[:, 0])

@@ -45,7 +45,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr.models.transformer import KVCache
-from rlvr.rollout.sampler import SamplingParams, _choose
+from rlvr.rollout.sampler import SamplingParams, _decode_choice
 
 
 def chunk_length_bucket(n: int, bucket: int) -> int:
@@ -106,16 +106,12 @@ def _turn_impl(graphdef, state, cache, starts, chunk, chunk_len, keys, *, params
 
     def body(carry):
         i, cache, logits, out_tok, out_lp, done, kv_mask, generated = carry
-        tok, lp = _choose(logits, keys, i, params)
-        tok = jnp.where(done, pad_id, tok)
-        lp = jnp.where(done, 0.0, lp)
-        out_tok = out_tok.at[:, i].set(tok)
-        out_lp = out_lp.at[:, i].set(lp)
         live = ~done
         slot = new_len + i
         kv_mask = kv_mask.at[rows, slot].set(live, mode="drop")
         generated = generated + live.astype(jnp.int32)
-        done = done | jnp.any(tok[:, None] == stops[None, :], axis=1)
+        tok, out_tok, out_lp, done = _decode_choice(logits, keys, i, params, done, out_tok, out_lp,
+                                                    pad_id=pad_id, stops=stops)
         hidden, cache = model.forward_cached(tok[:, None], slot[:, None], kv_mask, cache, slot)
         logits = model.project(hidden[:, 0])
         return i + 1, cache, logits, out_tok, out_lp, done, kv_mask, generated

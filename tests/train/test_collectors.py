@@ -205,30 +205,41 @@ def test_evaluation_excludes_env_error_samples_and_reports_the_valid_rate():
     np.testing.assert_allclose(m["eval/pass@2"], 1 / 3)  # over the 2 valid samples per task
 
 
+def _record_sampler_calls(monkeypatch, module) -> list:
+    """Replaces `module.sample` by a spy; returns the list it fills with (prompt shape, num_samples)."""
+    calls, real = [], module.sample
+
+    def spy(model, prompt_tokens, *args, **kw):
+        calls.append((np.shape(prompt_tokens), kw.get("num_samples", 1)))
+        return real(model, prompt_tokens, *args, **kw)
+
+    monkeypatch.setattr(module, "sample", spy)
+    return calls
+
+
+def _tiny_model(tok):
+    from flax import nnx
+
+    from rlvr.models import ModelConfig, Transformer
+
+    return Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=16, intermediate_size=32,
+                                   num_layers=1, num_heads=2, num_kv_heads=2, head_dim=8),
+                       rngs=nnx.Rngs(0))
+
+
 def test_text_engine_prefills_each_task_once_and_keeps_the_repeated_rows(monkeypatch):
     """TextEngine.run passes the sampler one prompt per task with num_samples = G, and returns
     the rows, masks, texts and costs of sampling every task's prompt G times, group-major."""
     import jax
-    from flax import nnx
 
-    from rlvr.models import ModelConfig, Transformer
     from rlvr.models.tokenizer import CharTokenizer
     from rlvr.rollout.sampler import pad_prompts, sample
     from rlvr.train import collectors
     from rlvr.train.collectors import TextEngine
 
-    calls = []
-
-    def spy(model, prompt_tokens, *args, **kw):
-        calls.append((np.shape(prompt_tokens), kw.get("num_samples", 1)))
-        return sample(model, prompt_tokens, *args, **kw)
-
-    monkeypatch.setattr(collectors, "sample", spy)
-
+    calls = _record_sampler_calls(monkeypatch, collectors)
     tok = CharTokenizer("0123456789")
-    model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=16,
-                                    intermediate_size=32, num_layers=1, num_heads=2,
-                                    num_kv_heads=2, head_dim=8), rngs=nnx.Rngs(0))
+    model = _tiny_model(tok)
     tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
              for i, p in enumerate(["7", "123", "98"])]
     g = 3
@@ -263,26 +274,15 @@ def test_turn_engine_prefills_each_pivot_state_once_and_keeps_the_repeated_rows(
     with num_samples = K, and returns the rows, masks, texts and costs of sampling every prefix K
     times; rows that are not such groups are sampled one per row."""
     import jax
-    from flax import nnx
 
-    from rlvr.models import ModelConfig, Transformer
     from rlvr.models.tokenizer import CharTokenizer
     from rlvr.rollout import sampler as sampler_module
     from rlvr.rollout.agent_loop import sample_turn
     from rlvr.train.collectors import TurnEngine
 
-    calls = []
-    real = sampler_module.sample
-
-    def spy(model, prompt_tokens, *args, **kw):
-        calls.append((np.shape(prompt_tokens), kw.get("num_samples", 1)))
-        return real(model, prompt_tokens, *args, **kw)
-
-    monkeypatch.setattr(sampler_module, "sample", spy)
+    calls = _record_sampler_calls(monkeypatch, sampler_module)
     tok = CharTokenizer("0123456789\n")
-    model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=16,
-                                    intermediate_size=32, num_layers=1, num_heads=2,
-                                    num_kv_heads=2, head_dim=8), rngs=nnx.Rngs(0))
+    model = _tiny_model(tok)
     states = [[tok.bos_id] + tok.encode(p) for p in ("7\n", "123\n45", "98")]
     k = 4
     prefixes = [s for s in states for _ in range(k)]
