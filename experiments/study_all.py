@@ -55,11 +55,17 @@ def _load(ctx, name):
         return None
     with open(p) as f:
         numbers = json.load(f)
-    if "run_code_versions" not in numbers:  # written before the json recorded it: read the .md
-        md = p[:-len(".json")] + ".md"
-        text = open(md).read() if os.path.exists(md) else ""
+    md = p[:-len(".json")] + ".md"
+    text = open(md).read() if os.path.exists(md) else ""
+    # written before the json recorded provenance: read it from the .md's provenance lines
+    if "run_code_versions" not in numbers:
         m = re.search(r"runs computed with: (.*)", text)
         numbers["run_code_versions"] = re.findall(r"`([0-9a-f]+)`", m.group(1)) if m else []
+    if "compute" not in numbers:
+        runs = re.search(r"^Runs: (\d+)", text, re.M)
+        m = re.search(r"Compute of these runs.*?: ([\d.]+) wall-hours, ([\d.]+) CPU-hours", text)
+        numbers["compute"] = ({"runs": int(runs.group(1)) if runs else 0, "wall_h": float(m.group(1)),
+                               "cpu_h": float(m.group(2))} if m else None)
     return numbers
 
 
@@ -109,6 +115,14 @@ def summary(ctx, elapsed_s: float) -> None:
         row("4. running-mean baseline clearly worse than the critic", "SAO − running mean (final success)",
             sao["diffs"]["sao-reinforce"], 0.0, sao)
     comp = total_compute(ctx.cache)
+    behind = {n: d["compute"] for n, d in (("lr", lr), ("pivot", piv), ("sao", sao))
+              if d and d.get("compute")}
+    behind_line = ("Compute of the runs behind these results (as each result file records it, warm "
+                   "starts excluded): " + ", ".join(
+                       f"study_{n} {c['runs']} runs, {c['wall_h']:.2f} wall-hours, {c['cpu_h']:.2f} "
+                       f"CPU-hours" for n, c in behind.items())
+                   + f"; in all {sum(c['wall_h'] for c in behind.values()):.2f} wall-hours, "
+                   f"{sum(c['cpu_h'] for c in behind.values()):.2f} CPU-hours." if behind else "")
     body = [
         "The targets of the seeds (000: PivotRL; 003: SAO) as measured by study_pivot and study_sao "
         "(details, per-seed numbers and plots there). A verdict reads the 95 % seed-paired "
@@ -116,18 +130,21 @@ def summary(ctx, elapsed_s: float) -> None:
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet (run the study scripts first).",
         f"Learning rates: {lr['chosen'] if lr else 'not swept'}.",
-        f"Compute in the cache `{ctx.cache}`: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
+        behind_line,
+        f"Compute in the cache `{report.shown_path(ctx.cache)}`: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included); this invocation took "
         f"{elapsed_s / 3600:.2f} wall-hours.",
     ]
     report.write(ctx, "Study summary: which of the papers' claims hold on the checkout testbed",
-                 "\n\n".join(body), {"targets": rows, "compute": comp})
+                 "\n\n".join(body), {"targets": rows, "cache_compute": comp, "behind": behind})
     arms_run = ", ".join(sorted(ctx.arms)) if ctx.arms else "all"
     report.update_readme(ctx, "\n\n".join([
         f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {len(ctx.seeds)} seeds, "
-        f"arms: {arms_run} (command and provenance in `results/study_summary.md`).",
+        f"arms: {arms_run} (command and provenance in `results/study_summary.md`). Each row comes "
+        f"from its script's latest result file, computed with the code version it names.",
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet.",
+        behind_line,
         f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))
 

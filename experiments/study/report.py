@@ -110,6 +110,11 @@ def command(args) -> str:
     return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
 
 
+def shown_path(path: str) -> str:
+    """`path` relative to the repository when inside it, else as given."""
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+
+
 def provenance(ctx: Ctx) -> str:
     """Code version, command, and which runs came from the cache (computed with that code)."""
     from rlvr.version import code_version
@@ -121,7 +126,7 @@ def provenance(ctx: Ctx) -> str:
              + (f"; runs computed with: {', '.join(f'`{v}`' for v in versions)}" if versions else ""),
              f"Command: `{command(ctx.args)}`",
              f"Runs: {len(ctx.records)} ({len(fresh)} computed now, {len(cached)} from the cache "
-             f"`{os.path.relpath(ctx.cache, ROOT) if ctx.cache.startswith(ROOT) else ctx.cache}`, keyed by code "
+             f"`{shown_path(ctx.cache)}`, keyed by code "
              f"version + config)."]
     if cached:
         lines.append("From the cache: " + ", ".join(sorted(r.get("label") or r["key"] for r in cached)) + ".")
@@ -150,7 +155,10 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
     from rlvr.version import code_version
 
     numbers = {**numbers, "code_version": code_version(),
-               "run_code_versions": sorted({r["code_version"] for r in ctx.records})}
+               "run_code_versions": sorted({r["code_version"] for r in ctx.records}),
+               "compute": {"runs": len(ctx.records),
+                           "wall_h": sum(r.get("wall_s", 0.0) for r in ctx.records) / 3600,
+                           "cpu_h": sum(r.get("cpu_s", 0.0) for r in ctx.records) / 3600}}
     with open(ctx.path(".json"), "w") as f:
         json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
     ctx.log(f"wrote {ctx.path('.md')}")
