@@ -48,7 +48,8 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     with open(os.path.join(out, "study_sao.json")) as f:
         sao = json.load(f)
     assert sao["code_version"] == code_version() and sao["run_code_versions"] == [code_version()]
-    assert "runs' code version" in summary
+    assert sao["compute"]["runs"] > 0 and sao["compute"]["cpu_h"] > 0  # the cached runs' compute
+    assert "runs' code version" in summary and "Compute of the runs behind these results" in summary
 
 
 def test_learning_rates_swept_at_another_scale_are_not_used(tmp_path):
@@ -69,16 +70,20 @@ def test_learning_rates_swept_at_another_scale_are_not_used(tmp_path):
     assert "'session', not 'full'" in other["source"]
 
 
-def test_summary_reads_the_runs_code_version_of_results_written_before_the_json_recorded_it(tmp_path):
+def test_summary_reads_code_version_and_compute_of_results_written_before_the_json_recorded_them(
+        tmp_path):
     import argparse
 
     with open(tmp_path / "study_sao.json", "w") as f:
         json.dump({"ratios": {}}, f)
     with open(tmp_path / "study_sao.md", "w") as f:
         f.write("Code version (`rlvr.version.code_version()`): `aaaa`; runs computed with: "
-                "`eac1f7e0cad09af0`, `0123abcd`\n")
+                "`eac1f7e0cad09af0`, `0123abcd`\n\nRuns: 15 (0 computed now, 15 from the cache)\n\n"
+                "Compute of these runs (summed over the invocations that computed them): "
+                "0.69 wall-hours, 0.61 CPU-hours (process CPU time).\n")
     got = study_all._load(argparse.Namespace(out=str(tmp_path)), "sao")
     assert got["run_code_versions"] == ["eac1f7e0cad09af0", "0123abcd"]
+    assert got["compute"] == {"runs": 15, "wall_h": 0.69, "cpu_h": 0.61}
     with open(tmp_path / "study_pivot.json", "w") as f:
         json.dump({"run_code_versions": ["ffff"]}, f)
     assert study_all._load(argparse.Namespace(out=str(tmp_path)), "pivot")["run_code_versions"] == ["ffff"]
