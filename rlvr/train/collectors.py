@@ -371,16 +371,17 @@ class TurnEngine:
         sampling = self.sampling(sampling)
         t0 = time.perf_counter()
         keys = per_sample_keys(keys, len(prefixes))
-        # rows arrive in groups of `group_size` copies of one prefix (K samples per pivot
-        # state): each prefix is then prefilled once for its group
-        shared = (group_size > 1 and len(prefixes) % group_size == 0 and all(
-            list(prefixes[i]) == list(prefixes[i - i % group_size]) for i in range(len(prefixes))))
-        unique = list(prefixes[::group_size]) if shared else list(prefixes)
+        unique = list(prefixes)  # the prefixes prefilled
         if self.policy is not None:
             ts = self.policy(prefixes, keys, sampling, tokenizer=self.tokenizer,
                              terminator_id=self.terminator_id, prompt_bucket=self.prompt_bucket)
-            unique = list(prefixes)
         else:
+            # rows in groups of `group_size` copies of one prefix (m probes or K samples of a
+            # pivot state): each prefix is prefilled once for its group
+            shared = group_size > 1 and len(prefixes) % group_size == 0 and all(
+                list(prefixes[i]) == list(prefixes[i - i % group_size]) for i in range(len(prefixes)))
+            if shared:
+                unique = list(prefixes[::group_size])
             ts = sample_turn(self.model_of(params), unique, keys, sampling,
                              tokenizer=self.tokenizer, terminator_id=self.terminator_id,
                              prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
