@@ -10,8 +10,8 @@ sampled (temperature 1) on a fixed set of 200 eval-split tasks drawn i.i.d. from
 distribution (rlvr.train.loop.heldout_tasks), 8 samples each, before and after RL. Prints the
 before/after table and writes curves.png to the workdir.
 
-Measured on a 2-core CPU (AMD EPYC), seeds 0/1/2: 0.234/0.286/0.246 → 0.723/0.708/0.491 held-out
-sampled success (+0.49/+0.42/+0.25), 274-290 s per run; `python benchmarks/quickstart.py`
+Measured on a 2-core CPU (AMD EPYC), seeds 0/1/2: 0.207/0.268/0.232 → 0.504/0.616/0.722 held-out
+sampled success (+0.297/+0.349/+0.490), 176-229 s per run; `python benchmarks/quickstart.py`
 regenerates benchmarks/results/quickstart_cpu.md. The trajectory depends on the CPU's
 floating-point kernels: another CPU follows another, equally valid, path from the same seed.
 """
