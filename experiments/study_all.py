@@ -12,6 +12,7 @@ missing, and regenerates every result file from the numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -37,6 +38,14 @@ def main(argv=None):
     argv = [a for a in argv if not a.startswith("--skip=")]
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     import importlib
+
+    from experiments.study.arms import scale
+
+    inherited = () if args.quick else scale(args.scale).get("skip_steps", ())
+    if inherited:  # the scale shares the session's testbed, warm start and learning rates
+        print(f"scale {args.scale}: {', '.join(inherited)} not run (their session-scale results apply)",
+              flush=True)
+    skip |= set(inherited)
 
     t0 = time.time()
     for name in STEPS:
@@ -91,6 +100,8 @@ def summary(ctx, elapsed_s: float) -> None:
     from experiments.study import stats
 
     piv, sao, lr = _load(ctx, "pivot"), _load(ctx, "sao"), _load(ctx, "lr")
+    if lr is None and not ctx.args.quick and ctx.sc.get("lr_scale") and not ctx.args.out:
+        lr = _load(dataclasses.replace(ctx, out=report.RESULTS), "lr")  # the scale's rates come from there
     rows = []
 
     def row(target, measure, ci, null, source, goal=None, better="greater", digits=3, unit=""):

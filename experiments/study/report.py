@@ -58,11 +58,13 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
-    ap.add_argument("--scale", default="full", help="settings preset: full (the plan in STUDY.md) or "
-                    "session (shorter budgets, one shared warm start; the same testbed and model)")
+    ap.add_argument("--scale", default="full", help="settings preset: full (the plan in STUDY.md), "
+                    "session (shorter budgets, one shared warm start; the same testbed and model) or "
+                    "long (the session's settings with the full budgets; results in results/long/)")
     ap.add_argument("--arms", default="", help="comma-separated arms to run (default: all of the "
                     "script's arms; GRPO, PivotRL and SAO always run where they are the reference)")
-    ap.add_argument("--out", default=RESULTS, help="folder of the result files")
+    ap.add_argument("--out", default="", help="folder of the result files (default experiments/results, "
+                    "or its subfolder the scale names)")
     ap.add_argument("--workdir", default="", help="run folders, resumable (default <cache>/work)")
     ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache)")
     return ap
@@ -79,9 +81,11 @@ def setup(name: str, args: argparse.Namespace) -> Ctx:
     unknown = sorted(chosen - set(ARMS) - {"two_stage"})
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {unknown}; allowed: {sorted(ARMS) + ['two_stage']}")
-    out = os.path.abspath(args.out)
+    # the default folders: results/ (or the scale's subfolder) and one cache for every scale, so
+    # a scale that shares the session's warm start finds it
+    out = os.path.abspath(args.out or os.path.join(RESULTS, sc.get("results_subdir", "")))
     os.makedirs(out, exist_ok=True)
-    cache = os.path.abspath(args.cache or os.path.join(out, ".study_cache"))
+    cache = os.path.abspath(args.cache or os.path.join(args.out or RESULTS, ".study_cache"))
     enable_compile_cache(os.path.join(cache, "jax_cache"))
     return Ctx(name=name, args=args, sc=sc, out=out, cache=cache,
                workdir=os.path.abspath(args.workdir or os.path.join(cache, "work")),
@@ -165,25 +169,36 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
     return text
 
 
-README_BEGIN, README_END = "<!-- study summary: begin (written by study_all.py) -->", \
-    "<!-- study summary: end -->"
+def readme_markers(out: str) -> Optional[tuple]:
+    """The begin / end markers of the experiments/README.md block that results in `out` own:
+    experiments/results → the study summary, experiments/results/<sub> → the `<sub>` block; None
+    for a folder elsewhere (its runs leave the README alone)."""
+    rel = os.path.relpath(os.path.abspath(out), RESULTS)
+    if rel == ".":
+        tag = "study summary"
+    elif rel.startswith("..") or os.sep in rel:
+        return None
+    else:
+        tag = f"study summary {rel}"
+    return f"<!-- {tag}: begin (written by study_all.py) -->", f"<!-- {tag}: end -->"
 
 
 def update_readme(ctx: Ctx, block: str) -> None:
-    """Replaces the study-summary block of experiments/README.md with `block` when the results
-    go to experiments/results (a `--out` elsewhere leaves the README alone)."""
-    if os.path.abspath(ctx.out) != os.path.abspath(RESULTS):
+    """Replaces this output folder's block of experiments/README.md (`readme_markers`) with
+    `block`; a `--out` outside experiments/results leaves the README alone."""
+    markers = readme_markers(ctx.out)
+    if markers is None:
         return
+    begin, end = markers
     path = os.path.join(os.path.dirname(RESULTS), "README.md")
     with open(path) as f:
         text = f.read()
-    if README_BEGIN not in text or README_END not in text:
-        raise SystemExit(f"{path}: the study-summary markers are missing ({README_BEGIN!r} ... "
-                         f"{README_END!r})")
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
+    if begin not in text or end not in text:
+        raise SystemExit(f"{path}: the markers of this block are missing ({begin!r} ... {end!r})")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
     with open(path, "w") as f:
-        f.write(f"{head}{README_BEGIN}\n{block.strip()}\n{README_END}{tail}")
+        f.write(f"{head}{begin}\n{block.strip()}\n{end}{tail}")
     ctx.log(f"updated {path}")
 
 
@@ -240,16 +255,20 @@ def load_json(path: str, what: str, hint: str) -> dict:
 def chosen_lrs(ctx: Ctx, method_default: Callable[[str], float]) -> dict:
     """The learning rates chosen by study_lr (its json), or the config defaults if the sweep has
     not run (the reading says so)."""
-    p = os.path.join(ctx.out, "study_lr.json")
     scale = "quick" if ctx.args.quick else ctx.args.scale
+    # a scale may take the rates another scale's sweep chose (from the default results folder)
+    lr_scale = "quick" if ctx.args.quick else getattr(ctx, "sc", {}).get("lr_scale", scale)
+    p = os.path.join(ctx.out, "study_lr.json")
+    if lr_scale != scale and not getattr(ctx.args, "out", ""):
+        p = os.path.join(RESULTS, "study_lr.json")
     swept = None
     if os.path.exists(p):
         with open(p) as f:
             swept = json.load(f)
-        if swept.get("scale") == scale:
-            return {"lr": swept["chosen"], "source": f"study_lr.json ({scale} scale)"}
+        if swept.get("scale") == lr_scale:
+            return {"lr": swept["chosen"], "source": f"study_lr.json ({lr_scale} scale)"}
     defaults = {m: method_default(m) for m in ("grpo", "pivotrl", "sao", "reinforce")}
     if swept is None:
         return {"lr": defaults, "source": "config defaults (study_lr has not run)"}
     return {"lr": defaults, "source": f"config defaults (study_lr.json was swept at scale "
-                                      f"{swept.get('scale', 'unknown')!r}, not {scale!r})"}
+                                      f"{swept.get('scale', 'unknown')!r}, not {lr_scale!r})"}

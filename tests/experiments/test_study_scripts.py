@@ -87,3 +87,50 @@ def test_summary_reads_code_version_and_compute_of_results_written_before_the_js
     with open(tmp_path / "study_pivot.json", "w") as f:
         json.dump({"run_code_versions": ["ffff"]}, f)
     assert study_all._load(argparse.Namespace(out=str(tmp_path)), "pivot")["run_code_versions"] == ["ffff"]
+
+
+def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, monkeypatch):
+    """The long preset changes budgets and evaluation spacing only: its warm-start key (model,
+    tokenizer, task and SFT settings) equals the session's, and it runs at the rates the
+    session-scale sweep chose, read from the default results folder."""
+    import argparse
+
+    from experiments.study import arms, report, runner
+
+    long, session = arms.scale("long"), arms.scale("session")
+    assert long["budget"]["grpo"] > session["budget"]["grpo"]
+    assert long["budget"]["pivot"] > session["budget"]["pivot"]
+
+    def warm_spec(sc):
+        c = arms.base_config("grpo", 0, sc)
+        return ({k: v for k, v in runner.config_dict(c).items()
+                 if k.startswith(("model.", "tokenizer.", "task."))},
+                [c.train.sft_steps, c.train.sft_batch_size, c.train.sft_learning_rate, c.train.sft_pool])
+
+    assert warm_spec(long) == warm_spec(session)
+    for method in arms.METHODS:
+        a = arms.base_config(method, 1, long)
+        b = arms.base_config(method, 1, session)
+        assert runner.config_dict(a) == runner.config_dict(b), method
+    monkeypatch.setattr(report, "RESULTS", str(tmp_path))
+    with open(tmp_path / "study_lr.json", "w") as f:
+        json.dump({"scale": "session", "chosen": {"grpo": 3e-4, "pivotrl": 3e-5, "sao": 1e-4,
+                                                  "reinforce": 1e-4}}, f)
+    ctx = argparse.Namespace(out=str(tmp_path / "long"), sc=long,
+                             args=argparse.Namespace(quick=False, scale="long", out=""))
+    got = report.chosen_lrs(ctx, lambda m: 1.0)
+    assert got["lr"]["pivotrl"] == 3e-5 and got["source"] == "study_lr.json (session scale)"
+
+
+def test_each_results_folder_owns_one_readme_block():
+    from experiments.study import report
+
+    assert report.readme_markers(report.RESULTS)[0] == "<!-- study summary: begin (written by study_all.py) -->"
+    begin, end = report.readme_markers(os.path.join(report.RESULTS, "long"))
+    assert begin == "<!-- study summary long: begin (written by study_all.py) -->"
+    assert end == "<!-- study summary long: end -->"
+    with open(os.path.join(os.path.dirname(report.RESULTS), "README.md")) as f:
+        readme = f.read()
+    assert begin in readme and end in readme  # the block the long scale's summary rewrites
+    assert report.readme_markers("/tmp/elsewhere") is None
+    assert report.readme_markers(os.path.join(report.RESULTS, "a", "b")) is None

@@ -37,7 +37,8 @@ def _check(p, name):
     return out
 
 
-@pytest.mark.parametrize("kind", ["text", pytest.param("agent", marks=pytest.mark.slow)])
+@pytest.mark.slow  # three processes with their own compiles, ~100 s on 2 cores
+@pytest.mark.parametrize("kind", ["text", "agent"])
 def test_two_processes_match_one_process(tmp_path, kind):
     cmd = [sys.executable, "-m", "tests.train.multihost_worker", kind]
     ref = subprocess.run(cmd + [str(tmp_path / "single")], cwd=ROOT, env=_env(4), capture_output=True,

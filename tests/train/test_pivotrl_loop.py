@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow  # ~60 s; PivotRL through launch.py also runs in test_readme_environment
 def test_tiny_pivotrl_through_launch(tmp_path):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", "--config=configs/pivotrl.py", f"--workdir={wd}",
