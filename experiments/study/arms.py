@@ -50,21 +50,6 @@ SCALES = {
                  "sao": (3e-5, 1e-4, 3e-4), "reinforce": (3e-5, 1e-4, 3e-4)},
         tokens_per_step={"grpo": 1900, "pivotrl": 250, "sao": 1900, "reinforce": 1900},
     ),
-    # "long": the session's testbed, model, shared warm start and held-out set with the full plan's
-    # budgets (150k / 300k rollout tokens) and evaluation spacing, at the learning rates the
-    # session-scale sweep chose; its result files go to results/long/ (the cache is shared).
-    "long": dict(
-        model=dict(num_layers=2, d_model=128, num_heads=4, num_kv_heads=4, d_ff=512, max_seq_len=160),
-        difficulty="standard", latency_s=0.01, pool_size=128, sft_steps=1000, sft_pool=1024,
-        eval_tasks=256, max_turns=12, max_new_tokens=20, checkpoint_every=10, shared_warm=True,
-        budget={"pivot": 150_000, "grpo": 300_000, "sao": 300_000, "stage2": 100_000},
-        lr_budget={"pivot": 40_000, "grpo": 30_000, "sao": 30_000}, lr_scale="session",
-        results_subdir="long", skip_steps=("study_testbed", "study_calibrate", "study_lr"),
-        eval_points=10, sao_warmup={"none": 0, "small": 5, "large": 20},
-        lr_grid={"grpo": (3e-5, 1e-4, 3e-4), "pivotrl": (3e-5, 1e-4, 3e-4),
-                 "sao": (3e-5, 1e-4, 3e-4), "reinforce": (3e-5, 1e-4, 3e-4)},
-        tokens_per_step={"grpo": 1900, "pivotrl": 250, "sao": 1900, "reinforce": 1900},
-    ),
     "quick": dict(
         model=dict(num_layers=1, d_model=32, num_heads=2, num_kv_heads=2, d_ff=64, max_seq_len=96),
         difficulty="small", latency_s=0.0005, pool_size=4, sft_steps=60, sft_pool=64,
@@ -76,6 +61,15 @@ SCALES = {
         tokens_per_step={"grpo": 200, "pivotrl": 60, "sao": 200, "reinforce": 200},
     ),
 }
+
+# "long": the session's testbed, model, shared warm start and held-out set with the full plan's
+# budgets (150k / 300k rollout tokens) and ten evaluations per run, at the learning rates the
+# session-scale sweep chose; its result files go to results/long/ (the cache is shared), and
+# study_all does not rerun the steps whose session-scale results apply.
+SCALES["long"] = dict(
+    copy.deepcopy(SCALES["session"]), budget=dict(SCALES["full"]["budget"]), eval_points=10,
+    lr_scale="session", results_subdir="long",
+    skip_steps=("study_testbed", "study_calibrate", "study_lr"))
 
 
 def scale(name: str) -> dict:

@@ -66,7 +66,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--out", default="", help="folder of the result files (default experiments/results, "
                     "or its subfolder the scale names)")
     ap.add_argument("--workdir", default="", help="run folders, resumable (default <cache>/work)")
-    ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache)")
+    ap.add_argument("--cache", default="", help="run records and warm starts (default <out>/.study_cache, "
+                    "or experiments/results/.study_cache without --out)")
     return ap
 
 
