@@ -99,9 +99,8 @@ def total_compute(cache: str) -> dict:
 def summary(ctx, elapsed_s: float) -> None:
     from experiments.study import stats
 
-    piv, sao, lr = _load(ctx, "pivot"), _load(ctx, "sao"), _load(ctx, "lr")
-    if lr is None and not ctx.args.quick and ctx.sc.get("lr_scale") and not ctx.args.out:
-        lr = _load(dataclasses.replace(ctx, out=report.RESULTS), "lr")  # the scale's rates come from there
+    piv, sao = _load(ctx, "pivot"), _load(ctx, "sao")
+    lr = _load(dataclasses.replace(ctx, out=report.lr_source(ctx)[1]), "lr")  # where its rates come from
     rows = []
 
     def row(target, measure, ci, null, source, goal=None, better="greater", digits=3, unit=""):

@@ -253,15 +253,21 @@ def load_json(path: str, what: str, hint: str) -> dict:
         return json.load(f)
 
 
+def lr_source(ctx: Ctx) -> tuple:
+    """(the scale whose sweep sets this run's learning rates, the folder of its study_lr.json):
+    a scale may take the rates another scale's sweep chose, from the default results folder."""
+    scale = "quick" if ctx.args.quick else ctx.args.scale
+    lr_scale = "quick" if ctx.args.quick else getattr(ctx, "sc", {}).get("lr_scale", scale)
+    if lr_scale != scale and not getattr(ctx.args, "out", ""):
+        return lr_scale, RESULTS
+    return lr_scale, ctx.out
+
+
 def chosen_lrs(ctx: Ctx, method_default: Callable[[str], float]) -> dict:
     """The learning rates chosen by study_lr (its json), or the config defaults if the sweep has
     not run (the reading says so)."""
-    scale = "quick" if ctx.args.quick else ctx.args.scale
-    # a scale may take the rates another scale's sweep chose (from the default results folder)
-    lr_scale = "quick" if ctx.args.quick else getattr(ctx, "sc", {}).get("lr_scale", scale)
-    p = os.path.join(ctx.out, "study_lr.json")
-    if lr_scale != scale and not getattr(ctx.args, "out", ""):
-        p = os.path.join(RESULTS, "study_lr.json")
+    lr_scale, folder = lr_source(ctx)
+    p = os.path.join(folder, "study_lr.json")
     swept = None
     if os.path.exists(p):
         with open(p) as f:

@@ -58,16 +58,23 @@ def run_key(config, batch_bucket: int) -> str:
 
 
 # ----------------------------------------------------------------------------- warm start
-def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
-    """The Hugging Face folder of the seed's SFT warm start of `config`'s model shape, task and
-    `train.sft_*` settings (computed once, cached under `<cache>/warm/<key>`)."""
+def warm_spec(config, seed: int) -> dict:
+    """What a warm start depends on (its cache key): code version, the model / tokenizer / task
+    settings, the `train.sft_*` settings and the seed."""
     from rlvr.version import code_version
 
     c = config
-    spec = {"code": code_version(), "model": {k: v for k, v in config_dict(c).items()
+    return {"code": code_version(), "model": {k: v for k, v in config_dict(c).items()
                                               if k.startswith(("model.", "tokenizer.", "task."))},
             "sft": [c.train.sft_steps, c.train.sft_batch_size, c.train.sft_learning_rate,
                     c.train.sft_pool], "seed": seed}
+
+
+def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
+    """The Hugging Face folder of the seed's SFT warm start of `config`'s model shape, task and
+    `train.sft_*` settings (computed once, cached under `<cache>/warm/<key>`)."""
+    c = config
+    spec = warm_spec(c, seed)
     folder = os.path.join(cache, "warm", _sha(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder

@@ -101,13 +101,8 @@ def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, mo
     assert long["budget"]["grpo"] > session["budget"]["grpo"]
     assert long["budget"]["pivot"] > session["budget"]["pivot"]
 
-    def warm_spec(sc):
-        c = arms.base_config("grpo", 0, sc)
-        return ({k: v for k, v in runner.config_dict(c).items()
-                 if k.startswith(("model.", "tokenizer.", "task."))},
-                [c.train.sft_steps, c.train.sft_batch_size, c.train.sft_learning_rate, c.train.sft_pool])
-
-    assert warm_spec(long) == warm_spec(session)
+    assert (runner.warm_spec(arms.base_config("grpo", 0, long), 0)
+            == runner.warm_spec(arms.base_config("grpo", 0, session), 0))
     for method in arms.METHODS:
         a = arms.base_config(method, 1, long)
         b = arms.base_config(method, 1, session)
