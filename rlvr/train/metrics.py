@@ -8,10 +8,13 @@ dropped. Only process 0 writes in multi-host runs (pass `enabled=False` elsewher
 Resuming is the writer's job: `MetricWriter(workdir, resume_step=s)` first drops every row with
 step > s (rows a killed run wrote after its last checkpoint; the file is rewritten to a temporary
 file and atomically renamed over the old one) and tells TensorBoard to discard events after s
-(tensorboardX `purge_step=s + 1`), then appends. Resuming any number of times leaves one history:
+(a TensorBoard SessionLog START at step s + 1, as tensorboardX's `purge_step` writes), then
+appends. Resuming any number of times leaves one history:
 one row per written step. Each write opens the file by name (append mode), so no write can land
 in a file that has been replaced. A last line that is not complete JSON (a write cut by a crash)
-is dropped on resume and skipped by `read_metrics`.
+is dropped on resume and skipped by `read_metrics`. TensorBoard events are written synchronously
+(tensorboardX's `EventsWriter`, not its background-thread `SummaryWriter`): when `write` returns,
+the step's events are in the file, so a kill loses no step TensorBoard should keep.
 
 `read_metrics(workdir)` reads the JSONL back (plotting, tests, resume checks).
 """
@@ -116,14 +119,21 @@ class MetricWriter:
         if resume_step is not None:
             self.dropped_rows = _drop_rows_after(self.path, int(resume_step))
         if tensorboard:
-            from tensorboardX import SummaryWriter
+            from tensorboardX.event_file_writer import EventsWriter
+            from tensorboardX.proto.event_pb2 import Event, SessionLog
 
-            purge = None if resume_step is None else int(resume_step) + 1
-            # tensorboardX names event files by the second; a suffix in nanoseconds keeps a
-            # writer opened within the same second (a quick relaunch) from overwriting the
-            # previous file, and keeps the files in creation order for TensorBoard
-            self._tb = SummaryWriter(os.path.join(workdir, "tb"), purge_step=purge,
-                                     filename_suffix=f".{time.time_ns()}")
+            tb_dir = os.path.join(workdir, "tb")
+            os.makedirs(tb_dir, exist_ok=True)
+            # event files are named by the second; a suffix in nanoseconds keeps a writer opened
+            # within the same second (a quick relaunch) from overwriting the previous file, and
+            # keeps the files in creation order for TensorBoard
+            self._tb = EventsWriter(os.path.join(tb_dir, "events"),
+                                    filename_suffix=f".{time.time_ns()}")
+            if resume_step is not None:
+                # TensorBoard hides every earlier event with step ≥ the START's step
+                self._tb.write_event(Event(wall_time=time.time(), step=int(resume_step) + 1,
+                                           session_log=SessionLog(status=SessionLog.START)))
+            self._tb.flush()
 
     def write(self, step: int, metrics: Mapping[str, Any]) -> dict:
         """Writes the scalar entries of `metrics` at `step`; returns the dict written."""
@@ -141,8 +151,12 @@ class MetricWriter:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         if self._tb is not None:
+            from tensorboardX.proto.event_pb2 import Event
+            from tensorboardX.summary import scalar
+
             for k, x in row.items():
-                self._tb.add_scalar(k, x, int(step))
+                self._tb.write_event(Event(wall_time=time.time(), step=int(step),
+                                           summary=scalar(k, x)))
             self._tb.flush()
         return row
 
