@@ -31,7 +31,9 @@ def execute(path: pathlib.Path, *, mpl_backend: str = "Agg"):
     nb = nbformat.read(path, as_version=4)
     env = dict(os.environ, RLVR_NOTEBOOK_SMALL="1", MPLBACKEND=mpl_backend, JAX_PLATFORMS="cpu",
                TQDM_DISABLE="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    env.pop("XLA_FLAGS", None)  # one CPU device in the kernel: the notebooks' sizes assume it
+    # one CPU device in the kernel (the notebooks' sizes assume it); the suite's other XLA flags stay
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "force_host_platform_device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
     client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                             resources={"metadata": {"path": str(NB_DIR)}})
     client.execute(env=env, cwd=str(NB_DIR))
