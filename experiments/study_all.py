@@ -96,6 +96,24 @@ def total_compute(cache: str) -> dict:
     return {"runs": n, "wall_h": wall / 3600, "cpu_h": cpu / 3600}
 
 
+def distinct_compute(results) -> dict:
+    """Runs, wall-hours and CPU-hours behind several result files, each run counted once: files
+    share runs (the GRPO reference of study_pivot and study_sao). A file written before result
+    files recorded per-run compute adds its own total (`overlap_unknown` then says so)."""
+    per_run, older = {}, []
+    for numbers in results:
+        if numbers.get("run_compute") is not None:
+            per_run.update(numbers["run_compute"])
+        else:
+            older.append(numbers["compute"])
+    return {"runs": len(per_run) + sum(c["runs"] for c in older),
+            "wall_h": (sum(r["wall_s"] for r in per_run.values()) / 3600
+                       + sum(c["wall_h"] for c in older)),
+            "cpu_h": (sum(r["cpu_s"] for r in per_run.values()) / 3600
+                      + sum(c["cpu_h"] for c in older)),
+            "overlap_unknown": bool(older)}
+
+
 def summary(ctx, elapsed_s: float) -> None:
     from experiments.study import stats
 
@@ -125,14 +143,18 @@ def summary(ctx, elapsed_s: float) -> None:
         row("4. running-mean baseline clearly worse than the critic", "SAO − running mean (final success)",
             sao["diffs"]["sao-reinforce"], 0.0, sao)
     comp = total_compute(ctx.cache)
-    behind = {n: d["compute"] for n, d in (("lr", lr), ("pivot", piv), ("sao", sao))
-              if d and d.get("compute")}
+    files = {n: d for n, d in (("lr", lr), ("pivot", piv), ("sao", sao)) if d and d.get("compute")}
+    behind = {n: d["compute"] for n, d in files.items()}
+    total = distinct_compute(files.values())
     behind_line = ("Compute of the runs behind these results (as each result file records it, warm "
                    "starts excluded): " + ", ".join(
                        f"study_{n} {c['runs']} runs, {c['wall_h']:.2f} wall-hours, {c['cpu_h']:.2f} "
                        f"CPU-hours" for n, c in behind.items())
-                   + f"; in all {sum(c['wall_h'] for c in behind.values()):.2f} wall-hours, "
-                   f"{sum(c['cpu_h'] for c in behind.values()):.2f} CPU-hours." if behind else "")
+                   + f"; in all {total['runs']} runs, {total['wall_h']:.2f} wall-hours, "
+                   f"{total['cpu_h']:.2f} CPU-hours"
+                   + (" (a run that several result files share counted once)." if not total["overlap_unknown"]
+                      else " (a run shared by result files that predate per-run records is counted in "
+                           "each).") if behind else "")
     body = [
         "The targets of the seeds (000: PivotRL; 003: SAO) as measured by study_pivot and study_sao "
         "(details, per-seed numbers and plots there). A verdict reads the 95 % seed-paired "
@@ -146,7 +168,8 @@ def summary(ctx, elapsed_s: float) -> None:
         f"{elapsed_s / 3600:.2f} wall-hours.",
     ]
     report.write(ctx, "Study summary: which of the papers' claims hold on the checkout testbed",
-                 "\n\n".join(body), {"targets": rows, "cache_compute": comp, "behind": behind})
+                 "\n\n".join(body), {"targets": rows, "cache_compute": comp, "behind": behind,
+                                                "behind_distinct": total})
     arms_run = ", ".join(sorted(ctx.arms)) if ctx.arms else "all"
     report.update_readme(ctx, "\n\n".join([
         f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {len(ctx.seeds)} seeds, "

@@ -163,7 +163,10 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
                "run_code_versions": sorted({r["code_version"] for r in ctx.records}),
                "compute": {"runs": len(ctx.records),
                            "wall_h": sum(r.get("wall_s", 0.0) for r in ctx.records) / 3600,
-                           "cpu_h": sum(r.get("cpu_s", 0.0) for r in ctx.records) / 3600}}
+                           "cpu_h": sum(r.get("cpu_s", 0.0) for r in ctx.records) / 3600},
+               # per run, so that a summary over several result files counts a shared run once
+               "run_compute": {r["key"]: {"label": r.get("label", ""), "wall_s": r.get("wall_s", 0.0),
+                                          "cpu_s": r.get("cpu_s", 0.0)} for r in ctx.records}}
     with open(ctx.path(".json"), "w") as f:
         json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
     ctx.log(f"wrote {ctx.path('.md')}")

@@ -89,6 +89,23 @@ def test_summary_reads_code_version_and_compute_of_results_written_before_the_js
     assert study_all._load(argparse.Namespace(out=str(tmp_path)), "pivot")["run_code_versions"] == ["ffff"]
 
 
+def test_summary_counts_a_run_shared_by_two_result_files_once():
+    """study_pivot and study_sao share their GRPO runs: the summary's total counts each run once,
+    and adds the total of a file that predates per-run records (saying so)."""
+    grpo = {"label": "grpo/seed0", "wall_s": 3600.0, "cpu_s": 7200.0}
+    pivot = {"compute": {"runs": 2, "wall_h": 1.5, "cpu_h": 2.5},
+             "run_compute": {"k_grpo": grpo, "k_piv": {"label": "pivotrl/seed0", "wall_s": 1800.0,
+                                                       "cpu_s": 1800.0}}}
+    sao = {"compute": {"runs": 2, "wall_h": 2.0, "cpu_h": 3.0},
+           "run_compute": {"k_grpo": grpo, "k_sao": {"label": "sao/seed0", "wall_s": 3600.0,
+                                                     "cpu_s": 3600.0}}}
+    got = study_all.distinct_compute([pivot, sao])
+    assert got == {"runs": 3, "wall_h": 2.5, "cpu_h": 3.5, "overlap_unknown": False}
+    older = {"compute": {"runs": 4, "wall_h": 0.25, "cpu_h": 0.5}}
+    got = study_all.distinct_compute([pivot, sao, older])
+    assert got == {"runs": 7, "wall_h": 2.75, "cpu_h": 4.0, "overlap_unknown": True}
+
+
 def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, monkeypatch):
     """The long preset changes budgets and evaluation spacing only: its warm-start key (model,
     tokenizer, task and SFT settings) equals the session's, and it runs at the rates the
