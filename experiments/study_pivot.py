@@ -121,7 +121,8 @@ def analyse(ctx, recs, lrs):
         report.table(["arm", "what", "rollout tokens to ℓ (per seed; > = not reached)", "reached ℓ",
                       f"final success at {B} tokens [95% CI over seeds]", "tokens spent",
                       "clip fraction", "train wall-clock (s)"], rows),
-        "PivotRL's filter, per seed (kept candidates / all, share of payments among them): "
+        "PivotRL's filter, per seed (kept candidates / all, and the rollout tokens of its π_ref "
+        "probe; which kinds of turn it keeps is measured on the warm start in study_testbed.md): "
         + "; ".join(kept) + ".",
         "## Paired comparisons (95 % bootstrap intervals over seeds)",
         report.table(["measure", "point [95% CI]", "reading"], [
