@@ -146,15 +146,16 @@ def summary(ctx, elapsed_s: float) -> None:
     files = {n: d for n, d in (("lr", lr), ("pivot", piv), ("sao", sao)) if d and d.get("compute")}
     behind = {n: d["compute"] for n, d in files.items()}
     total = distinct_compute(files.values())
-    behind_line = ("Compute of the runs behind these results (as each result file records it, warm "
-                   "starts excluded): " + ", ".join(
-                       f"study_{n} {c['runs']} runs, {c['wall_h']:.2f} wall-hours, {c['cpu_h']:.2f} "
-                       f"CPU-hours" for n, c in behind.items())
-                   + f"; in all {total['runs']} runs, {total['wall_h']:.2f} wall-hours, "
-                   f"{total['cpu_h']:.2f} CPU-hours"
-                   + (" (a run that several result files share counted once)." if not total["overlap_unknown"]
-                      else " (a run shared by result files that predate per-run records is counted in "
-                           "each).") if behind else "")
+    behind_line = ""
+    if behind:
+        shared = (" (a run shared by result files that predate per-run records is counted in each)."
+                  if total["overlap_unknown"] else " (a run that several result files share counted once).")
+        behind_line = ("Compute of the runs behind these results (as each result file records it, warm "
+                       "starts excluded): " + ", ".join(
+                           f"study_{n} {c['runs']} runs, {c['wall_h']:.2f} wall-hours, {c['cpu_h']:.2f} "
+                           f"CPU-hours" for n, c in behind.items())
+                       + f"; in all {total['runs']} runs, {total['wall_h']:.2f} wall-hours, "
+                       f"{total['cpu_h']:.2f} CPU-hours" + shared)
     body = [
         "The targets of the seeds (000: PivotRL; 003: SAO) as measured by study_pivot and study_sao "
         "(details, per-seed numbers and plots there). A verdict reads the 95 % seed-paired "
