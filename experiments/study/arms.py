@@ -71,6 +71,12 @@ SCALES["long"] = dict(
     lr_scale="session", results_subdir="long",
     skip_steps=("study_testbed", "study_calibrate", "study_lr"))
 
+# "long512": the long scale evaluated on 512 held-out episodes (the full plan's held-out size)
+# instead of 256; nothing else changes (same warm start, budgets, spacing and learning rates), so
+# its readings differ from the long scale's only by the evaluation's size and the runs' noise.
+SCALES["long512"] = dict(copy.deepcopy(SCALES["long"]), eval_tasks=SCALES["full"]["eval_tasks"],
+                         results_subdir="long512")
+
 
 def scale(name: str) -> dict:
     if name not in SCALES:

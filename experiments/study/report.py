@@ -60,7 +60,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
     ap.add_argument("--scale", default="full", help="settings preset: full (the plan in STUDY.md), "
                     "session (shorter budgets, one shared warm start; the same testbed and model) or "
-                    "long (the session's settings with the full budgets; results in results/long/)")
+                    "long (the session's settings with the full budgets; results in results/long/) or long512 "
+                    "(long on 512 held-out episodes; results in results/long512/)")
     ap.add_argument("--arms", default="", help="comma-separated arms to run (default: all of the "
                     "script's arms; GRPO, PivotRL and SAO always run where they are the reference)")
     ap.add_argument("--out", default="", help="folder of the result files (default experiments/results, "

@@ -134,6 +134,29 @@ def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, mo
     assert got["lr"]["pivotrl"] == 3e-5 and got["source"] == "study_lr.json (session scale)"
 
 
+def test_long512_scale_differs_from_long_only_in_held_out_size():
+    """Every arm's config at the long512 preset equals the long preset's except the number of
+    held-out episodes (512, the full plan's), the warm start is the same, and its results own
+    their README block."""
+    from experiments.study import arms, report, runner
+
+    long, long512 = arms.scale("long"), arms.scale("long512")
+    assert long512["eval_tasks"] == 512 == arms.scale("full")["eval_tasks"]
+    assert long["eval_tasks"] == 256
+    assert (runner.warm_spec(arms.base_config("grpo", 0, long512), 0)
+            == runner.warm_spec(arms.base_config("grpo", 0, long), 0))
+    for name in ("grpo", "sao", "reinforce", "pivotrl", "sao_unfrozen"):
+        a = runner.config_dict(arms.arm_config(name, 2, long512, warm="/w", lr=1e-4))
+        b = runner.config_dict(arms.arm_config(name, 2, long, warm="/w", lr=1e-4))
+        differing = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+        assert differing == {"eval.num_tasks"}, (name, differing)
+        assert a["eval.num_tasks"] == 512
+    begin, end = report.readme_markers(os.path.join(report.RESULTS, long512["results_subdir"]))
+    with open(os.path.join(os.path.dirname(report.RESULTS), "README.md")) as f:
+        readme = f.read()
+    assert begin in readme and end in readme
+
+
 def test_each_results_folder_owns_one_readme_block():
     from experiments.study import report
 
