@@ -30,7 +30,12 @@ STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_s
 def main(argv=None):
     ap = report.parser(__doc__.splitlines()[0])
     ap.add_argument("--skip", default="", help="comma-separated steps to skip (e.g. study_calibrate)")
+    ap.add_argument("--compute-total", action="store_true", help="only rewrite the README's "
+                    "total-compute block from the committed result files (runs nothing)")
     args = ap.parse_args(argv)
+    if args.compute_total:
+        write_compute_total()
+        return
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--skip" in argv:
         i = argv.index("--skip")
@@ -59,7 +64,12 @@ def main(argv=None):
 
 
 def _load(ctx, name):
-    p = os.path.join(ctx.out, f"study_{name}.json")
+    return _load_file(os.path.join(ctx.out, f"study_{name}.json"))
+
+
+def _load_file(p):
+    """A study result file's numbers, with its provenance and compute read from the .md where the
+    json predates them; None where the file does not exist."""
     if not os.path.exists(p):
         return None
     with open(p) as f:
@@ -112,6 +122,70 @@ def distinct_compute(results) -> dict:
             "cpu_h": (sum(r["cpu_s"] for r in per_run.values()) / 3600
                       + sum(c["cpu_h"] for c in older)),
             "overlap_unknown": bool(older)}
+
+
+EARLIER_COMPUTE = re.compile(r"^Compute: ([\d.]+) s of training runs \((\d+) runs\)", re.M)
+
+
+def committed_compute(results: str) -> dict:
+    """Compute behind every result file under `results` (the folder and its subfolders).
+
+    Study files (`study_*.json` with runs) go through `distinct_compute` together, so a run that
+    several files or folders share is counted once, and a file copied into another folder
+    (identical compute and code versions) once; the earlier ablation scripts' `<name>.md` files
+    record the wall seconds of their runs only. Warm starts are not in result files (each
+    cache's total, warm starts included, is in its summary)."""
+    folders = [results] + sorted(p for p in glob.glob(os.path.join(results, "*"))
+                                 if os.path.isdir(p) and not os.path.basename(p).startswith("."))
+    per_folder, everything, seen_older = {}, [], set()
+    for folder in folders:
+        files = []
+        for p in sorted(glob.glob(os.path.join(folder, "study_*.json"))):
+            if os.path.basename(p) in ("study_summary.json", "study_testbed.json"):
+                continue
+            numbers = _load_file(p)
+            if not numbers or not numbers.get("compute"):
+                continue
+            files.append(numbers)
+            if numbers.get("run_compute") is None:
+                key = (os.path.basename(p), json.dumps(numbers["compute"], sort_keys=True),
+                       tuple(numbers.get("run_code_versions") or ()))
+                if key in seen_older:
+                    continue
+                seen_older.add(key)
+            everything.append(numbers)
+        if files:
+            per_folder[os.path.relpath(folder, results)] = distinct_compute(files)
+    earlier = {"files": 0, "runs": 0, "wall_h": 0.0}
+    for p in sorted(glob.glob(os.path.join(results, "*.md"))):
+        m = EARLIER_COMPUTE.search(open(p).read())
+        if m:
+            earlier["files"] += 1
+            earlier["runs"] += int(m.group(2))
+            earlier["wall_h"] += float(m.group(1)) / 3600
+    return {"folders": per_folder, "study": distinct_compute(everything), "earlier": earlier}
+
+
+def compute_block(total: dict) -> str:
+    """The README's total-compute block, from `committed_compute`."""
+    study, earlier = total["study"], total["earlier"]
+    folders = "; ".join(
+        f"`results/{'' if rel == '.' else rel + '/'}` {c['runs']} runs, {c['wall_h']:.2f} wall-hours, "
+        f"{c['cpu_h']:.2f} CPU-hours" for rel, c in total["folders"].items())
+    return (
+        f"Total compute of the committed results, summed from the result files: the study "
+        f"{study['runs']} runs, {study['wall_h']:.2f} wall-hours, {study['cpu_h']:.2f} CPU-hours "
+        + ("(a run shared by files that record per-run compute counted once; files older than those "
+           "records add their own totals). " if study["overlap_unknown"] else "(each run counted once). ")
+        + f"By folder: {folders}. The earlier ablation scripts: {earlier['runs']} runs in "
+        f"{earlier['files']} result file{'' if earlier['files'] == 1 else 's'}, {earlier['wall_h']:.2f} wall-hours (they record wall "
+        f"seconds only). In all {study['wall_h'] + earlier['wall_h']:.2f} wall-hours on the shared "
+        f"2-core CPU, SFT warm starts excluded (each cache's total with them is in its block above).")
+
+
+def write_compute_total(results: str = report.RESULTS) -> None:
+    """Rewrites experiments/README.md's total-compute block from the result files under `results`."""
+    report.replace_readme_block("compute total", compute_block(committed_compute(results)))
 
 
 def summary(ctx, elapsed_s: float) -> None:
@@ -181,6 +255,8 @@ def summary(ctx, elapsed_s: float) -> None:
         behind_line,
         f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))
+    if report.readme_markers(ctx.out) is not None:
+        write_compute_total()
 
 
 if __name__ == "__main__":

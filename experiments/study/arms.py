@@ -77,6 +77,15 @@ SCALES["long"] = dict(
 SCALES["long512"] = dict(copy.deepcopy(SCALES["long"]), eval_tasks=SCALES["full"]["eval_tasks"],
                          results_subdir="long512")
 
+# One line per preset for `--scale`'s help.
+SCALE_ABOUT = {
+    "full": "the plan in STUDY.md",
+    "session": "shorter budgets, one shared warm start; the same testbed and model",
+    "long": "the session's settings with the full budgets; results in results/long/",
+    "long512": "long on 512 held-out episodes; results in results/long512/",
+    "quick": "tiny settings, every code path in seconds (also --quick)",
+}
+
 
 def scale(name: str) -> dict:
     if name not in SCALES:

@@ -58,10 +58,10 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     ap.add_argument("--quick", action="store_true", help="tiny settings: every code path in seconds")
-    ap.add_argument("--scale", default="full", help="settings preset: full (the plan in STUDY.md), "
-                    "session (shorter budgets, one shared warm start; the same testbed and model) or "
-                    "long (the session's settings with the full budgets; results in results/long/) or long512 "
-                    "(long on 512 held-out episodes; results in results/long512/)")
+    from experiments.study.arms import SCALE_ABOUT
+
+    ap.add_argument("--scale", default="full", help="settings preset: " + "; ".join(
+        f"{name} ({about})" for name, about in SCALE_ABOUT.items()))
     ap.add_argument("--arms", default="", help="comma-separated arms to run (default: all of the "
                     "script's arms; GRPO, PivotRL and SAO always run where they are the reference)")
     ap.add_argument("--out", default="", help="folder of the result files (default experiments/results, "
@@ -194,8 +194,19 @@ def update_readme(ctx: Ctx, block: str) -> None:
     markers = readme_markers(ctx.out)
     if markers is None:
         return
-    begin, end = markers
-    path = os.path.join(os.path.dirname(RESULTS), "README.md")
+    _replace_between(*markers, block)
+    ctx.log(f"updated {os.path.join(os.path.dirname(RESULTS), 'README.md')}")
+
+
+def replace_readme_block(tag: str, block: str, readme: str = "") -> None:
+    """Replaces the block of experiments/README.md (or `readme`) between the `<!-- tag: begin
+    (written by study_all.py) -->` and `<!-- tag: end -->` markers with `block`."""
+    _replace_between(f"<!-- {tag}: begin (written by study_all.py) -->", f"<!-- {tag}: end -->", block,
+                     readme)
+
+
+def _replace_between(begin: str, end: str, block: str, readme: str = "") -> None:
+    path = readme or os.path.join(os.path.dirname(RESULTS), "README.md")
     with open(path) as f:
         text = f.read()
     if begin not in text or end not in text:
@@ -204,7 +215,6 @@ def update_readme(ctx: Ctx, block: str) -> None:
     _, tail = rest.split(end, 1)
     with open(path, "w") as f:
         f.write(f"{head}{begin}\n{block.strip()}\n{end}{tail}")
-    ctx.log(f"updated {path}")
 
 
 def _jsonable(x):

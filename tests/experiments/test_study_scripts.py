@@ -169,3 +169,45 @@ def test_each_results_folder_owns_one_readme_block():
     assert begin in readme and end in readme  # the block the long scale's summary rewrites
     assert report.readme_markers("/tmp/elsewhere") is None
     assert report.readme_markers(os.path.join(report.RESULTS, "a", "b")) is None
+
+
+def test_committed_compute_counts_shared_and_copied_runs_once(tmp_path):
+    """The README's total: a run recorded by files in two folders counts once, a file copied into
+    another folder (no per-run records) counts once, the earlier scripts' wall seconds are added,
+    and the block lands between its markers."""
+    from experiments.study import report
+
+    def dump(path, numbers):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(numbers))
+
+    run = lambda s: {"label": "x", "wall_s": s, "cpu_s": 2 * s}  # noqa: E731
+    older = {"compute": {"runs": 4, "wall_h": 1.0, "cpu_h": 1.5}, "run_code_versions": ["aaaa"]}
+    dump(tmp_path / "study_pivot.json", older)
+    dump(tmp_path / "copy" / "study_pivot.json", older)
+    dump(tmp_path / "a" / "study_sao.json", {"compute": {"runs": 2, "wall_h": 2.0, "cpu_h": 4.0},
+                                             "run_compute": {"k1": run(3600.0), "k2": run(3600.0)}})
+    dump(tmp_path / "b" / "study_sao.json", {"compute": {"runs": 2, "wall_h": 2.0, "cpu_h": 4.0},
+                                             "run_compute": {"k2": run(3600.0), "k3": run(7200.0)}})
+    dump(tmp_path / "b" / "study_summary.json", {"compute": {"runs": 9, "wall_h": 9.0, "cpu_h": 9.0}})
+    (tmp_path / "pivot_vs_grpo.md").write_text("# x\n\nCompute: 1800 s of training runs (3 runs) on the CPU.\n")
+    (tmp_path / ".study_cache").mkdir()
+    dump(tmp_path / ".study_cache" / "study_sao.json", {"compute": {"runs": 5, "wall_h": 5.0, "cpu_h": 5.0}})
+
+    got = study_all.committed_compute(str(tmp_path))
+    assert got["study"] == {"runs": 7, "wall_h": 5.0, "cpu_h": 9.5, "overlap_unknown": True}
+    assert got["earlier"] == {"files": 1, "runs": 3, "wall_h": 0.5}
+    assert sorted(got["folders"]) == [".", "a", "b", "copy"]
+    assert got["folders"]["b"]["runs"] == 2
+
+    readme = tmp_path / "README.md"
+    readme.write_text("head\n<!-- compute total: begin (written by study_all.py) -->\nSTALE BLOCK\n"
+                      "<!-- compute total: end -->\ntail\n")
+    report.replace_readme_block("compute total", study_all.compute_block(got), str(readme))
+    text = readme.read_text()
+    assert "STALE BLOCK" not in text and text.startswith("head\n") and text.endswith("tail\n")
+    assert "the study 7 runs, 5.00 wall-hours, 9.50 CPU-hours" in text
+    assert "In all 5.50 wall-hours" in text
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="markers"):
+        report.replace_readme_block("compute total", "x", str(readme))
