@@ -185,6 +185,10 @@ def readme_markers(out: str) -> Optional[tuple]:
         return None
     else:
         tag = f"study summary {rel}"
+    return _markers(tag)
+
+
+def _markers(tag: str) -> tuple:
     return f"<!-- {tag}: begin (written by study_all.py) -->", f"<!-- {tag}: end -->"
 
 
@@ -201,8 +205,7 @@ def update_readme(ctx: Ctx, block: str) -> None:
 def replace_readme_block(tag: str, block: str, readme: str = "") -> None:
     """Replaces the block of experiments/README.md (or `readme`) between the `<!-- tag: begin
     (written by study_all.py) -->` and `<!-- tag: end -->` markers with `block`."""
-    _replace_between(f"<!-- {tag}: begin (written by study_all.py) -->", f"<!-- {tag}: end -->", block,
-                     readme)
+    _replace_between(*_markers(tag), block, readme)
 
 
 def _replace_between(begin: str, end: str, block: str, readme: str = "") -> None:
