@@ -158,7 +158,8 @@ def committed_compute(results: str) -> dict:
             per_folder[os.path.relpath(folder, results)] = distinct_compute(files)
     earlier = {"files": 0, "runs": 0, "wall_h": 0.0}
     for p in sorted(glob.glob(os.path.join(results, "*.md"))):
-        m = EARLIER_COMPUTE.search(open(p).read())
+        with open(p) as f:
+            m = EARLIER_COMPUTE.search(f.read())
         if m:
             earlier["files"] += 1
             earlier["runs"] += int(m.group(2))
@@ -178,8 +179,8 @@ def compute_block(total: dict) -> str:
         + ("(a run shared by files that record per-run compute counted once; files older than those "
            "records add their own totals). " if study["overlap_unknown"] else "(each run counted once). ")
         + f"By folder: {folders}. The earlier ablation scripts: {earlier['runs']} runs in "
-        f"{earlier['files']} result file{'' if earlier['files'] == 1 else 's'}, {earlier['wall_h']:.2f} wall-hours (they record wall "
-        f"seconds only). In all {study['wall_h'] + earlier['wall_h']:.2f} wall-hours on the shared "
+        f"{earlier['files']} result file{'' if earlier['files'] == 1 else 's'}, "
+        f"{earlier['wall_h']:.2f} wall-hours (they record wall seconds only). In all {study['wall_h'] + earlier['wall_h']:.2f} wall-hours on the shared "
         f"2-core CPU, SFT warm starts excluded (each cache's total with them is in its block above).")
 
 
