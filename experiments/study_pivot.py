@@ -95,15 +95,20 @@ def analyse(ctx, recs, lrs):
         "two_stage_minus_grpo_same_tokens": stats.paired_diff(final["two_stage"], final["grpo_at_two_stage_budget"]),
     }
     reached = {a: sum(r for _, r in tok[a]) for a in tok}
+    # best evaluation up to the budget its final success is read at (the whole curve for two_stage)
+    best = {a: [best_until(cur[a][s], cur[a][s]["tokens"][-1] if a == "two_stage" else 1.05 * B) for s in seeds]
+            for a in cur}
     not_run_arms = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a not in cur]
     # --- tables
     labels = {**{a: arms.ARMS[a].label for a in arms.PIVOT_FAMILY},
               "two_stage": "PivotRL, then full-trajectory GRPO from its final policy"}
     rows = []
-    for a in [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a in cur]:
+    rows_order = list(arms.PIVOT_FAMILY) + ["two_stage"]
+    for a in [a for a in rows_order if a in cur]:
         fs = stats.bootstrap(final[a])
         rows.append([a, labels[a], report_tokens(tok[a]), f"{reached[a]}/{len(seeds)}",
-                     stats.fmt_ci(*fs), f"{np.mean([cur[a][s]['tokens'][-1] for s in seeds]):.0f}",
+                     stats.fmt_ci(*fs), stats.fmt_ci(*stats.bootstrap(best[a])),
+                     f"{np.mean([cur[a][s]['tokens'][-1] for s in seeds]):.0f}",
                      f"{np.mean([common.clip_fraction(recs[a][s]) for s in seeds]):.4f}",
                      f"{np.mean([cur[a][s]['wall_s'][-1] for s in seeds]):.0f}"])
     kept = _kept(recs)
@@ -119,7 +124,8 @@ def analyse(ctx, recs, lrs):
         + (f" Arms not run in this invocation (their rows read n/a): {', '.join(not_run_arms)}."
            if not_run_arms else ""),
         report.table(["arm", "what", "rollout tokens to ℓ (per seed; > = not reached)", "reached ℓ",
-                      f"final success at {B} tokens [95% CI over seeds]", "tokens spent",
+                      f"final success at {B} tokens [95% CI over seeds]",
+                      "best evaluation up to then [95% CI over seeds]", "tokens spent",
                       "clip fraction", "train wall-clock (s)"], rows),
         "PivotRL's filter, per seed (kept candidates / all, and the rollout tokens of its π_ref "
         "probe; which kinds of turn it keeps is measured on the warm start in study_testbed.md): "
@@ -150,7 +156,7 @@ def analyse(ctx, recs, lrs):
              stats.verdict(*n["two_stage_tokens_ratio"], null=1.0)],
         ]),
         "## Reading (generated from the numbers above)",
-        reading(n, diffs, reached, len(seeds)),
+        reading(n, diffs, reached, len(seeds)) + peak_reading(best, final, [a for a in rows_order if a in cur]),
     ]
     grid_t = np.linspace(0, max(ctx.sc["budget"]["grpo"], B), 60)
     grid_w = np.linspace(0, max(np.max(cur["grpo"][s]["wall_s"]) for s in seeds), 60)
@@ -167,7 +173,7 @@ def analyse(ctx, recs, lrs):
     ]
     report.plot_curves(ctx.path(".png"), panels)
     numbers = {"level": level, "grpo_plateau": grpo_plateau, "warm_success": warm_succ, "ratios": n,
-               "diffs": diffs, "final": final, "tokens_to_level": tok, "prefill_to_level": both,
+               "diffs": diffs, "final": final, "best": best, "tokens_to_level": tok, "prefill_to_level": both,
                "wall_to_level": wall, "reached": reached, "lr": lrs,
                "curves": {a: {str(s): {k: v.tolist() for k, v in c.items()} for s, c in by.items()}
                           for a, by in cur.items()}}
@@ -187,6 +193,26 @@ def _kept(recs) -> list:
                    f"{row0.get('pivot/candidates', float('nan')):.0f} kept, probe "
                    f"{row0.get('pivot/probe_tokens', float('nan')):.0f} tokens")
     return out
+
+
+def best_until(curve: dict, budget: float) -> float:
+    """Highest held-out success among a curve's evaluations at ≤ `budget` rollout tokens."""
+    return float(np.max(curve["success"][curve["tokens"] <= budget]))
+
+
+def peak_reading(best: dict, final: dict, order: list, margin: float = 0.05) -> str:
+    """A sentence naming the arms whose best evaluation lies well above their final success.
+
+    The targets read final success; an arm that rose and fell again (or whose seeds split) looks
+    the same there as one that never moved, so the reading says where the curves peaked.
+    """
+    peaked = [f"{a} best {np.mean(best[a]):.3f} vs final {np.mean(final[a]):.3f} (per seed "
+              + ", ".join(f"{b:.2f} → {f:.2f}" for b, f in zip(best[a], final[a])) + ")"
+              for a in order if np.mean(best[a]) - np.mean(final[a]) > margin]
+    if not peaked:
+        return ""
+    return (f" Where the curves peaked above the final level (mean best evaluation − mean final "
+            f"success > {margin}): " + "; ".join(peaked) + ".")
 
 
 def reading(n, diffs, reached, n_seeds) -> str:

@@ -211,3 +211,24 @@ def test_committed_compute_counts_shared_and_copied_runs_once(tmp_path):
     readme.write_text("no markers\n")
     with pytest.raises(SystemExit, match="markers"):
         report.replace_readme_block("compute total", "x", str(readme))
+
+
+def test_pivot_reading_names_arms_that_peaked_above_their_final_success():
+    from experiments import study_pivot
+
+    best = {"pivotrl": [0.27, 0.26], "pivot_exact": [0.56, 0.58]}
+    final = {"pivotrl": [0.26, 0.26], "pivot_exact": [0.12, 0.54]}
+    text = study_pivot.peak_reading(best, final, ["pivotrl", "pivot_exact"])
+    assert "pivot_exact best 0.570 vs final 0.330" in text
+    assert "0.56 → 0.12" in text
+    assert "pivotrl" not in text
+    assert study_pivot.peak_reading({"pivotrl": [0.27]}, {"pivotrl": [0.26]}, ["pivotrl"]) == ""
+
+
+def test_best_evaluation_is_read_up_to_the_budget_only():
+    import numpy as np
+    from experiments import study_pivot
+
+    curve = {"tokens": np.array([0.0, 50.0, 100.0, 160.0]), "success": np.array([0.1, 0.4, 0.3, 0.9])}
+    assert study_pivot.best_until(curve, 105.0) == 0.4
+    assert study_pivot.best_until(curve, 160.0) == 0.9
