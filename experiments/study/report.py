@@ -228,6 +228,16 @@ def _jsonable(x):
     return str(x)
 
 
+def label_colours(panels: list, palette: list) -> dict:
+    """One colour per series label across all panels, in order of first appearance (an arm keeps
+    its colour from panel to panel)."""
+    colours: dict = {}
+    for _, _, series, _ in panels:
+        for label, _, _ in series:
+            colours.setdefault(label, palette[len(colours) % len(palette)])
+    return colours
+
+
 def plot_curves(path: str, panels: list) -> None:
     """panels: [(title, xlabel, [(label, x, y), ...], hline or None)] → one figure."""
     import matplotlib
@@ -235,10 +245,11 @@ def plot_curves(path: str, panels: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    colours = label_colours(panels, list(plt.get_cmap("tab10").colors))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (title, xlabel, series, hline) in zip(axes[0], panels):
         for label, x, y in series:
-            ax.plot(x, y, marker=".", label=label)
+            ax.plot(x, y, marker=".", label=label, color=colours[label])
         if hline is not None:
             ax.axhline(hline, color="k", ls=":", lw=1)
         ax.set_title(title, fontsize=9)

@@ -232,3 +232,12 @@ def test_best_evaluation_is_read_up_to_the_budget_only():
     curve = {"tokens": np.array([0.0, 50.0, 100.0, 160.0]), "success": np.array([0.1, 0.4, 0.3, 0.9])}
     assert study_pivot.best_until(curve, 105.0) == 0.4
     assert study_pivot.best_until(curve, 160.0) == 0.9
+
+
+def test_an_arm_keeps_its_colour_across_plot_panels():
+    from experiments.study import report
+
+    panels = [("a", "x", [("grpo", None, None), ("pivotrl", None, None)], None),
+              ("b", "x", [("pivot_all", None, None), ("pivotrl", None, None)], None)]
+    colours = report.label_colours(panels, ["c0", "c1", "c2"])
+    assert colours == {"grpo": "c0", "pivotrl": "c1", "pivot_all": "c2"}
