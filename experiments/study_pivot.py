@@ -96,15 +96,15 @@ def analyse(ctx, recs, lrs):
     }
     reached = {a: sum(r for _, r in tok[a]) for a in tok}
     # best evaluation up to the budget its final success is read at (the whole curve for two_stage)
-    best = {a: [best_until(cur[a][s], cur[a][s]["tokens"][-1] if a == "two_stage" else 1.05 * B) for s in seeds]
-            for a in cur}
+    best = {a: [stats.best_at_budget(cur[a][s], cur[a][s]["tokens"][-1] if a == "two_stage" else B)
+                for s in seeds] for a in cur}
     not_run_arms = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a not in cur]
     # --- tables
     labels = {**{a: arms.ARMS[a].label for a in arms.PIVOT_FAMILY},
               "two_stage": "PivotRL, then full-trajectory GRPO from its final policy"}
     rows = []
-    rows_order = list(arms.PIVOT_FAMILY) + ["two_stage"]
-    for a in [a for a in rows_order if a in cur]:
+    shown = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a in cur]
+    for a in shown:
         fs = stats.bootstrap(final[a])
         rows.append([a, labels[a], report_tokens(tok[a]), f"{reached[a]}/{len(seeds)}",
                      stats.fmt_ci(*fs), stats.fmt_ci(*stats.bootstrap(best[a])),
@@ -156,7 +156,7 @@ def analyse(ctx, recs, lrs):
              stats.verdict(*n["two_stage_tokens_ratio"], null=1.0)],
         ]),
         "## Reading (generated from the numbers above)",
-        reading(n, diffs, reached, len(seeds)) + peak_reading(best, final, [a for a in rows_order if a in cur]),
+        reading(n, diffs, reached, len(seeds)) + peak_reading(best, final, shown),
     ]
     grid_t = np.linspace(0, max(ctx.sc["budget"]["grpo"], B), 60)
     grid_w = np.linspace(0, max(np.max(cur["grpo"][s]["wall_s"]) for s in seeds), 60)
@@ -193,11 +193,6 @@ def _kept(recs) -> list:
                    f"{row0.get('pivot/candidates', float('nan')):.0f} kept, probe "
                    f"{row0.get('pivot/probe_tokens', float('nan')):.0f} tokens")
     return out
-
-
-def best_until(curve: dict, budget: float) -> float:
-    """Highest held-out success among a curve's evaluations at ≤ `budget` rollout tokens."""
-    return float(np.max(curve["success"][curve["tokens"] <= budget]))
 
 
 def peak_reading(best: dict, final: dict, order: list, margin: float = 0.05) -> str:

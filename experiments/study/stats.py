@@ -63,7 +63,10 @@ def shift(c: dict, tokens: float = 0.0, prompt_tokens: float = 0.0, wall_s: floa
     return out
 
 
-def at_budget(c: dict, budget: float, x: str = "tokens", last: int = 1, tol: float = 0.05) -> float:
+BUDGET_TOL = 0.05  # an evaluation at ≤ budget × (1 + BUDGET_TOL) counts as at the budget
+
+
+def at_budget(c: dict, budget: float, x: str = "tokens", last: int = 1, tol: float = BUDGET_TOL) -> float:
     """Success at `budget` of measure `x`: the mean of the last `last` evaluations at or below
     budget × (1 + tol) (the final success of a run truncated to a common budget; `tol` admits the
     final evaluation of a run stopped by its budget, whose last step overshoots it)."""
@@ -71,6 +74,13 @@ def at_budget(c: dict, budget: float, x: str = "tokens", last: int = 1, tol: flo
     if len(ok) == 0:
         return float("nan")
     return float(np.mean(c["success"][ok[-last:]]))
+
+
+def best_at_budget(c: dict, budget: float, x: str = "tokens", tol: float = BUDGET_TOL) -> float:
+    """Highest success among the evaluations at or below budget × (1 + tol) of measure `x` (the
+    same evaluations `at_budget` reads final success from)."""
+    ok = c[x] <= budget * (1 + tol)
+    return float(np.max(c["success"][ok])) if ok.any() else float("nan")
 
 
 def plateau(c: dict, last: int = 3) -> float:

@@ -225,15 +225,6 @@ def test_pivot_reading_names_arms_that_peaked_above_their_final_success():
     assert study_pivot.peak_reading({"pivotrl": [0.27]}, {"pivotrl": [0.26]}, ["pivotrl"]) == ""
 
 
-def test_best_evaluation_is_read_up_to_the_budget_only():
-    import numpy as np
-    from experiments import study_pivot
-
-    curve = {"tokens": np.array([0.0, 50.0, 100.0, 160.0]), "success": np.array([0.1, 0.4, 0.3, 0.9])}
-    assert study_pivot.best_until(curve, 105.0) == 0.4
-    assert study_pivot.best_until(curve, 160.0) == 0.9
-
-
 def test_an_arm_keeps_its_colour_across_plot_panels():
     from experiments.study import report
 

@@ -84,3 +84,11 @@ def test_verdicts_without_effect_size():
     assert stats.verdict(-0.1, -0.2, -0.02, null=0.0).startswith("FAILS")
     assert stats.verdict(0.1, -0.02, 0.2, null=0.0).startswith("UNRESOLVED")
     assert stats.verdict(0.1, 0.1, 0.1, null=0.0).startswith("no interval")
+
+
+def test_best_at_budget_reads_the_same_evaluations_as_at_budget():
+    c = {"tokens": np.array([0.0, 50.0, 100.0, 104.0, 160.0]), "success": np.array([0.1, 0.4, 0.3, 0.2, 0.9])}
+    assert stats.best_at_budget(c, 100.0) == 0.4  # 104 is within the 5 % tolerance, 160 is not
+    assert stats.at_budget(c, 100.0) == 0.2
+    assert stats.best_at_budget(c, 160.0) == 0.9
+    assert math.isnan(stats.best_at_budget(c, -1.0))
