@@ -77,12 +77,17 @@ def analyse(ctx, recs, lrs):
     n["prefill_ratio"] = ratio("pivotrl", "grpo", both)
     n["wall_ratio"] = ratio("pivotrl", "grpo", wall)
     n["two_stage_tokens_ratio"] = ratio("two_stage", "grpo", tok)
-    final = {a: [stats.at_budget(cur[a][s], B, last=2) for s in seeds] for a in cur if a != "two_stage"}
+
+    def read_at(a, s):
+        """The rollout tokens an arm's final success is read at: the PivotRL-family budget, or
+        the end of a two-stage run (its second stage comes after the first's cost)."""
+        return float(cur[a][s]["tokens"][-1]) if a == "two_stage" else B
+
+    final = {a: [stats.at_budget(cur[a][s], read_at(a, s), last=2) for s in seeds] for a in cur}
+    best = {a: [stats.best_at_budget(cur[a][s], read_at(a, s)) for s in seeds] for a in cur}
     if "two_stage" in cur:
-        final["two_stage"] = [stats.at_budget(cur["two_stage"][s], float(cur["two_stage"][s]["tokens"][-1]),
-                                              last=2) for s in seeds]
         final["grpo_at_two_stage_budget"] = [
-            stats.at_budget(cur["grpo"][s], float(cur["two_stage"][s]["tokens"][-1]), last=2) for s in seeds]
+            stats.at_budget(cur["grpo"][s], read_at("two_stage", s), last=2) for s in seeds]
     for a in list(arms.PIVOT_FAMILY) + ["two_stage", "grpo_at_two_stage_budget"]:
         final.setdefault(a, [nan] * len(seeds))
     diffs = {
@@ -95,9 +100,6 @@ def analyse(ctx, recs, lrs):
         "two_stage_minus_grpo_same_tokens": stats.paired_diff(final["two_stage"], final["grpo_at_two_stage_budget"]),
     }
     reached = {a: sum(r for _, r in tok[a]) for a in tok}
-    # best evaluation up to the budget its final success is read at (the whole curve for two_stage)
-    best = {a: [stats.best_at_budget(cur[a][s], cur[a][s]["tokens"][-1] if a == "two_stage" else B)
-                for s in seeds] for a in cur}
     not_run_arms = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a not in cur]
     # --- tables
     labels = {**{a: arms.ARMS[a].label for a in arms.PIVOT_FAMILY},
