@@ -4,7 +4,8 @@
     python experiments/study_all.py --quick --out /tmp/x        # every code path in minutes
 
 Order: study_testbed → study_calibrate → study_lr (learning rates, chosen before the main runs)
-→ study_pivot → study_sao → study_summary.md (the four targets, total compute). Every run is
+→ study_pivot → study_failures (where the pivot arms' final policies fail) → study_sao →
+study_summary.md (the four targets, total compute). Every run is
 cached by code version + config and every unfinished run resumes from its last checkpoint, so
 re-running the same command after an interruption (or with more seeds) only computes what is
 missing, and regenerates every result file from the numbers.
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.study import report  # noqa: E402
 
-STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_sao")
+STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_failures", "study_sao")
 
 
 def main(argv=None):
@@ -192,7 +193,7 @@ def write_compute_total(results: str = report.RESULTS) -> None:
 def summary(ctx, elapsed_s: float) -> None:
     from experiments.study import stats
 
-    piv, sao = _load(ctx, "pivot"), _load(ctx, "sao")
+    piv, sao, fails = _load(ctx, "pivot"), _load(ctx, "sao"), _load(ctx, "failures")
     lr = _load(dataclasses.replace(ctx, out=report.lr_source(ctx)[1]), "lr")  # where its rates come from
     rows = []
 
@@ -238,6 +239,8 @@ def summary(ctx, elapsed_s: float) -> None:
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet (run the study scripts first).",
         f"Learning rates: {lr['chosen'] if lr else 'not swept'}.",
+        (f"Where the pivot arms' final policies fail (study_failures): {fails['reading']}"
+         if fails and fails.get("reading") else ""),
         behind_line,
         f"Compute in the cache `{report.shown_path(ctx.cache)}`: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included); this invocation took "
@@ -253,6 +256,9 @@ def summary(ctx, elapsed_s: float) -> None:
         f"from its script's latest result file, computed with the code version it names.",
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
         "No result files yet.",
+        (f"Where the pivot arms' final policies fail, by cause and by the layout before the payment: "
+         f"`{os.path.relpath(os.path.join(ctx.out, 'study_failures.md'), os.path.dirname(report.RESULTS))}`."
+         if fails else ""),
         behind_line,
         f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))

@@ -10,7 +10,7 @@ import pytest
 from experiments import study_all
 from rlvr.version import code_version
 
-SCRIPTS = ("testbed", "calibrate", "lr", "pivot", "sao", "summary")
+SCRIPTS = ("testbed", "calibrate", "lr", "pivot", "failures", "sao", "summary")
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
         assert f"`{code_version()}`" in text and "## Provenance" in text, name
         with open(os.path.join(out, f"study_{name}.json")) as f:
             json.load(f)
-    for name in ("testbed", "calibrate", "lr", "pivot", "sao"):
+    for name in ("testbed", "calibrate", "lr", "pivot", "failures", "sao"):
         assert os.path.exists(os.path.join(out, f"study_{name}.png")), name
     with open(os.path.join(out, "study_lr.json")) as f:
         chosen = json.load(f)["chosen"]
@@ -45,6 +45,15 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     with open(os.path.join(out, "study_summary.md")) as f:
         summary = f.read()
     assert "PivotRL reaches GRPO's plateau" in summary and "CPU-hours" in summary
+    assert "Where the pivot arms' final policies fail (study_failures)" in summary
+    with open(os.path.join(out, "study_failures.json")) as f:
+        failures = json.load(f)
+    # every arm of the pivot study and the warm start, per seed; causes and success sum to 1
+    assert set(failures["per_arm"]) == {"warm", "grpo", "pivotrl", "pivot_variance", "pivot_random",
+                                        "pivot_all", "pivot_exact", "two_stage"}
+    for arm, seeds in failures["per_arm"].items():
+        for b in seeds.values():
+            assert b["success"] + sum(b["causes"].values()) == pytest.approx(1.0), arm
     with open(os.path.join(out, "study_sao.json")) as f:
         sao = json.load(f)
     assert sao["code_version"] == code_version() and sao["run_code_versions"] == [code_version()]
