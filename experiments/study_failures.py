@@ -59,8 +59,9 @@ LAYOUT_LABEL = {"reads_first": "every price read before the first add", "interle
 
 def layout(actions) -> str:
     """"reads_first" when every price read (get) comes before the first cart add in `actions`
-    (the turns before a payment), else "interleaved". Both layouts are functionally right turn
-    by turn; they differ in where the prices stand when the payment copies them."""
+    (the turns before a payment), else "interleaved" (the demonstrations use both:
+    `rlvr.tasks.shop.PATTERNS`, "reads_first" and "pairs"). Both layouts are functionally right
+    turn by turn; they differ in where the prices stand when the payment copies them."""
     from rlvr.verifiers.shop import turn_kind
 
     kinds = [turn_kind(a) for a in actions]
