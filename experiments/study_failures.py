@@ -12,7 +12,9 @@ before the cart was complete, a wrong total with the cart complete, or no paymen
 turn limit. Per policy also: turns the functional verifier rejects without ending the episode
 (a price read twice, an unknown item, a malformed action), the decisive payment's success once
 the cart is complete on the policy's own episodes, and the same payment on demonstration prefixes
-of the task pool (the states PivotRL trains on; m samples each, functional and exact-match).
+of the task pool (the states PivotRL trains on; m samples each, functional and exact-match),
+each split by the layout of the turns before the payment (every price read before the first
+add, or reads and adds interleaved), with seed-paired arm − GRPO differences (95 % bootstrap).
 Writes study_failures.md/.json/.png.
 """
 
