@@ -201,15 +201,16 @@ def main(argv=None):
     lrs = report.chosen_lrs(ctx, common.method_default_lr)["lr"]
     required = ("grpo", "pivotrl")
     names = [a for a in arms.PIVOT_FAMILY if ctx.wants(a, required=required)]
-    folders = {"warm": {}}
+    folders, logged = {"warm": {}}, {}
     for seed in ctx.seeds:
         folders["warm"][seed] = common.warm(ctx, seed)
         for a in names:
-            rec = common.run_arm(ctx, a, seed, lrs)
-            folders.setdefault(a, {})[seed] = run_policy(ctx, rec)
+            recs = {a: common.run_arm(ctx, a, seed, lrs)}
             if a == "pivotrl" and ctx.wants("two_stage", required=()):
-                rec2 = common.run_stage2(ctx, seed, lrs, rec)
-                folders.setdefault("two_stage", {})[seed] = run_policy(ctx, rec2)
+                recs["two_stage"] = common.run_stage2(ctx, seed, lrs, recs[a])
+            for arm, rec in recs.items():
+                folders.setdefault(arm, {})[seed] = run_policy(ctx, rec)
+                logged[arm, seed] = last_logged_success(rec)
     if ctx.sc.get("shared_warm"):  # one warm start: one policy to break down
         folders["warm"] = {0: folders["warm"][0]}
     per, t0, cached = {}, time.time(), 0
@@ -220,7 +221,7 @@ def main(argv=None):
             per[a][seed], hit = policy_stats(ctx, seed, folder, args.probe_m)
             cached += hit
             if a != "warm":
-                per[a][seed]["last_eval_success"] = last_eval(ctx, a, seed)
+                per[a][seed]["last_eval_success"] = logged[a, seed]
     rows = [summary_row(a, per[a]) for a in per]
     text = reading(per)
     body = [
@@ -273,16 +274,11 @@ def run_policy(ctx, rec: dict) -> str:
     return folder
 
 
-def last_eval(ctx, arm: str, seed: int) -> float:
+def last_logged_success(rec: dict) -> float:
     """The run's last held-out success as the loop logged it (the breakdown's success should
     equal it: same tasks, keys and weights)."""
-    for rec in reversed(ctx.records):
-        label = rec.get("label", "")
-        want = f"pivotrl_then_grpo/seed{seed}" if arm == "two_stage" else f"{arm}/seed{seed}"
-        if label == want:
-            vals = [row["eval/success"] for row in rec["rows"] if "eval/success" in row]
-            return float(vals[-1]) if vals else float("nan")
-    return float("nan")
+    vals = [row["eval/success"] for row in rec["rows"] if "eval/success" in row]
+    return float(vals[-1]) if vals else float("nan")
 
 
 def _ms(vals, digits=3) -> str:
@@ -314,30 +310,35 @@ def layout_row(seeds: dict) -> list:
     return cells
 
 
-def mean_of(per: dict, arm: str, f) -> float:
-    """Mean over the arm's seeds of f(breakdown), seeds where it is undefined left out."""
-    v = np.asarray([f(x) for x in per.get(arm, {}).values()], float)
+def finite_mean(values) -> float:
+    """Mean of the finite values (NaN where there are none)."""
+    v = np.asarray(values, float)
     return float(v[np.isfinite(v)].mean()) if np.isfinite(v).any() else float("nan")
 
 
-def _per_seed(per: dict, arm: str, f) -> dict:
-    return {int(s): f(x) for s, x in per.get(arm, {}).items()}
+def mean_of(per: dict, arm: str, f) -> float:
+    """Mean over the arm's seeds of f(breakdown), seeds where it is undefined left out."""
+    return finite_mean([f(x) for x in per.get(arm, {}).values()])
+
+
+def vs_grpo(per: dict, arm: str, f) -> dict:
+    """f(breakdown) of `arm` and of GRPO over their common seeds (means) and the seed-paired
+    arm − GRPO difference with its 95 % bootstrap interval (seeds where f is undefined left out
+    of the difference)."""
+    from experiments.study import stats
+
+    a = {int(s): f(x) for s, x in per.get(arm, {}).items()}
+    g = {int(s): f(x) for s, x in per.get("grpo", {}).items()}
+    seeds = sorted(set(a) & set(g))
+    return {"arm": finite_mean([a[s] for s in seeds]), "grpo": finite_mean([g[s] for s in seeds]),
+            "diff": stats.paired_diff([a[s] for s in seeds], [g[s] for s in seeds])}
 
 
 def payment_transfer(per: dict, arm: str) -> dict:
-    """Seed-paired arm − GRPO differences (95 % bootstrap) of the payment's success on the
-    demonstration prefixes (the states PivotRL trains on) and on the arm's own episodes."""
-    from experiments.study import stats
-
-    out = {}
-    for where, f in (("demo", lambda x: x["demo_payment"]["functional"]),
-                     ("own", lambda x: x["pay_after_complete_cart"])):
-        a, g = _per_seed(per, arm, f), _per_seed(per, "grpo", f)
-        seeds = sorted(set(a) & set(g))
-        out[where] = {"arm": float(np.mean([a[s] for s in seeds])) if seeds else float("nan"),
-                      "grpo": float(np.mean([g[s] for s in seeds])) if seeds else float("nan"),
-                      "diff": stats.paired_diff([a[s] for s in seeds], [g[s] for s in seeds])}
-    return out
+    """Seed-paired arm − GRPO comparison of the payment's success on the demonstration prefixes
+    (the states PivotRL trains on) and on the arm's own episodes."""
+    return {"demo": vs_grpo(per, arm, lambda x: x["demo_payment"]["functional"]),
+            "own": vs_grpo(per, arm, lambda x: x["pay_after_complete_cart"])}
 
 
 def reading(per: dict) -> str:
@@ -379,23 +380,20 @@ def reading(per: dict) -> str:
 
 def layout_reading(per: dict) -> str:
     """The layout each policy pays from and how the payment fares in each (from the numbers)."""
-    def m(a, f):
-        return mean_of(per, a, f)
-
     parts = []
     for a in per:
-        share = m(a, lambda x: x["layout"]["reads_first"]["share"])
-        rf = m(a, lambda x: x["layout"]["reads_first"]["pay_right"])
-        il = m(a, lambda x: x["layout"]["interleaved"]["pay_right"])
+        share = mean_of(per, a, lambda x: x["layout"]["reads_first"]["share"])
+        rf = mean_of(per, a, lambda x: x["layout"]["reads_first"]["pay_right"])
+        il = mean_of(per, a, lambda x: x["layout"]["interleaved"]["pay_right"])
         parts.append(f"{label(a)} pays after reading every price first in {share:.2f} of its "
                      f"episodes (right {rf:.3f} then, {il:.3f} after interleaving)")
     text = "Layouts: " + "; ".join(parts) + "."
     if "grpo" in per:
-        g = m("grpo", lambda x: x["layout"]["reads_first"]["share"])
+        g = mean_of(per, "grpo", lambda x: x["layout"]["reads_first"]["share"])
         lagging = [a for a in ("pivotrl", "pivot_variance", "pivot_random", "pivot_all") if a in per
-                   and m(a, lambda x: x["layout"]["reads_first"]["share"]) < g - 0.2
-                   and m(a, lambda x: x["layout"]["reads_first"]["pay_right"])
-                   > m(a, lambda x: x["layout"]["interleaved"]["pay_right"]) + 0.1]
+                   and mean_of(per, a, lambda x: x["layout"]["reads_first"]["share"]) < g - 0.2
+                   and mean_of(per, a, lambda x: x["layout"]["reads_first"]["pay_right"])
+                   > mean_of(per, a, lambda x: x["layout"]["interleaved"]["pay_right"]) + 0.1]
         if lagging:
             text += (" GRPO's episodes moved to the layout in which its payment is more often "
                      "right, while " + " and ".join(f"“{label(a)}”" for a in lagging) + " kept "
@@ -405,13 +403,9 @@ def layout_reading(per: dict) -> str:
                      "the episode's reward does.")
         from experiments.study import stats
 
-        within = []
-        for a in [a for a in per if a not in ("warm", "grpo")]:
-            f = lambda x: x["layout"]["reads_first"]["pay_right"]  # noqa: E731
-            arm, ref = _per_seed(per, a, f), _per_seed(per, "grpo", f)
-            seeds = sorted(set(arm) & set(ref))
-            d = stats.paired_diff([arm[s] for s in seeds], [ref[s] for s in seeds])
-            within.append(f"“{label(a)}” {stats.fmt_ci(*d)}")
+        within = [f"“{label(a)}” " + stats.fmt_ci(*vs_grpo(
+            per, a, lambda x: x["layout"]["reads_first"]["pay_right"])["diff"])
+            for a in per if a not in ("warm", "grpo")]
         if within:
             text += (" Within the reads-first layout, payment right, arm − GRPO (seed-paired): "
                      + "; ".join(within) + ".")
