@@ -169,7 +169,7 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     validate_config(c)
     with open(os.path.join(folder, "model.safetensors"), "rb") as f:
         weights = hashlib.sha256(f.read()).hexdigest()
-    key = runner._sha([BREAKDOWN_VERSION, code_version(), runner.config_dict(c), weights, m])
+    key = runner.content_key([BREAKDOWN_VERSION, code_version(), runner.config_dict(c), weights, m])
     path = os.path.join(ctx.cache, "failures", f"{key}.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -187,7 +187,7 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     finally:
         r.close()
         shutil.rmtree(wd, ignore_errors=True)
-    runner._write_json(path, out)
+    runner.write_json(path, out)
     return out, False
 
 

@@ -31,11 +31,13 @@ from typing import Any, Callable, Optional
 ENGINE_VERSION = "loop-engines/2"
 
 
-def _sha(obj: Any) -> str:
+def content_key(obj: Any) -> str:
+    """16 hex digits of sha256 over `obj`'s sorted JSON: the cache key of a run, warm start or breakdown."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _write_json(path: str, data: Any) -> None:
+def write_json(path: str, data: Any) -> None:
+    """Write `data` as JSON to `path` atomically (a temporary file, then a rename)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
@@ -53,7 +55,7 @@ def config_dict(config) -> dict:
 def run_key(config, batch_bucket: int) -> str:
     from rlvr.version import code_version
 
-    return _sha({"code": code_version(), "config": config_dict(config), "engine": ENGINE_VERSION,
+    return content_key({"code": code_version(), "config": config_dict(config), "engine": ENGINE_VERSION,
                  "batch_bucket": batch_bucket})
 
 
@@ -75,7 +77,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
     `train.sft_*` settings (computed once, cached under `<cache>/warm/<key>`)."""
     c = config
     spec = warm_spec(c, seed)
-    folder = os.path.join(cache, "warm", _sha(spec))
+    folder = os.path.join(cache, "warm", content_key(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder
     from flax import nnx
@@ -96,7 +98,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
                            progress=False)
     tmp = f"{folder}.tmp{os.getpid()}"
     save_pretrained(nnx.merge(graphdef, params, rest), tmp)
-    _write_json(os.path.join(tmp, "warm.json"), {
+    write_json(os.path.join(tmp, "warm.json"), {
         "spec": spec, "sft_nll": float(m.get("sft/nll", float("nan"))),
         "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0})
     if os.path.exists(folder):  # another process finished first
@@ -188,11 +190,11 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
         spent = {"wall_s": spent["wall_s"] + time.time() - t0,
                  "cpu_s": spent["cpu_s"] + time.process_time() - c0,
                  "invocations": spent["invocations"] + 1}
-        _write_json(spent_path, spent)
+        write_json(spent_path, spent)
     rec = {"key": key, "label": label, "code_version": code_version(), "config": config_dict(config),
            "rows": read_metrics(wd), "result": result, **spent, "finished": time.time(),
            "model": model_dir if export else None, "batch_bucket": batch_bucket,
            "load_avg": [load0, os.getloadavg()[0]]}
-    _write_json(path, rec)
+    write_json(path, rec)
     rec["from_cache"] = False
     return rec
