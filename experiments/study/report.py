@@ -283,10 +283,13 @@ def load_json(path: str, what: str, hint: str) -> dict:
 
 def lr_source(ctx: Ctx) -> tuple:
     """(the scale whose sweep sets this run's learning rates, the folder of its study_lr.json):
-    a scale may take the rates another scale's sweep chose, from the default results folder."""
+    a scale may take the rates another scale's sweep chose — from `--out` where that folder holds
+    a sweep, otherwise from the default results folder (so a run written elsewhere keeps the
+    rates its scale is defined with)."""
     scale = "quick" if ctx.args.quick else ctx.args.scale
     lr_scale = "quick" if ctx.args.quick else getattr(ctx, "sc", {}).get("lr_scale", scale)
-    if lr_scale != scale and not getattr(ctx.args, "out", ""):
+    if lr_scale != scale and not (getattr(ctx.args, "out", "")
+                                  and os.path.exists(os.path.join(ctx.out, "study_lr.json"))):
         return lr_scale, RESULTS
     return lr_scale, ctx.out
 

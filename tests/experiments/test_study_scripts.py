@@ -141,6 +141,10 @@ def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, mo
                              args=argparse.Namespace(quick=False, scale="long", out=""))
     got = report.chosen_lrs(ctx, lambda m: 1.0)
     assert got["lr"]["pivotrl"] == 3e-5 and got["source"] == "study_lr.json (session scale)"
+    # written elsewhere (--out without a sweep of its own): still the session sweep's rates
+    elsewhere = argparse.Namespace(out=str(tmp_path / "elsewhere"), sc=long,
+                                   args=argparse.Namespace(quick=False, scale="long", out="elsewhere"))
+    assert report.chosen_lrs(elsewhere, lambda m: 1.0)["lr"]["pivotrl"] == 3e-5
 
 
 def test_long512_scale_differs_from_long_only_in_held_out_size():
@@ -241,3 +245,4 @@ def test_an_arm_keeps_its_colour_across_plot_panels():
               ("b", "x", [("pivot_all", None, None), ("pivotrl", None, None)], None)]
     colours = report.label_colours(panels, ["c0", "c1", "c2"])
     assert colours == {"grpo": "c0", "pivotrl": "c1", "pivot_all": "c2"}
+
