@@ -54,6 +54,7 @@ def analyse(ctx, recs, lrs):
     wall = {a: [stats.cost_to(cur[a][s], level, "wall_s") for s in seeds] for a in cur}
     tok = {a: [stats.cost_to(cur[a][s], level, "tokens") for s in seeds] for a in cur}
     reached = {a: sum(r for _, r in wall[a]) for a in cur}
+    apart_h = start_gap_hours(recs["grpo"], recs["sao"])
     nan = float("nan")
     not_run = [(nan, False)] * len(seeds)  # an arm this invocation did not run
     not_run_arms = [a for a in arms.SAO_FAMILY if a not in cur]
@@ -109,7 +110,7 @@ def analyse(ctx, recs, lrs):
         ] + [[f"{label}, final success", stats.fmt_ci(*diffs[f"{a}-{b}"]),
               stats.verdict(*diffs[f"{a}-{b}"], null=0.0)] for a, b, label in pairs]),
         "## Reading (generated from the numbers above)",
-        reading(n, diffs, reached, len(seeds)),
+        reading(n, diffs, reached, len(seeds), apart_h),
     ]
     gw = np.linspace(0, max(np.max(cur[a][s]["wall_s"]) for a in ("grpo", "sao") for s in seeds), 60)
     gt = np.linspace(0, B, 50)
@@ -123,17 +124,34 @@ def analyse(ctx, recs, lrs):
     report.plot_curves(ctx.path(".png"), panels)
     numbers = {"level": level, "grpo_plateau": grpo_plateau, "ratios": n, "diffs": diffs, "final": final,
                "wall_to_level": wall, "tokens_to_level": tok, "reached": reached, "lr": lrs,
+               "grpo_sao_start_gap_hours": apart_h,
                "curves": {a: {str(s): {k: v.tolist() for k, v in c.items()} for s, c in by.items()}
                           for a, by in cur.items()}}
     report.write(ctx, "SAO vs group-synchronous GRPO, and SAO's ablations", "\n\n".join(body), numbers,
                  settings={"scale": ctx.sc, "lr": lrs})
 
 
-def reading(n, diffs, reached, n_seeds) -> str:
+BACK_TO_BACK_HOURS = 1.0  # GRPO and SAO runs of a seed started further apart share no load
+
+
+def start_gap_hours(grpo_by_seed: dict, sao_by_seed: dict) -> list:
+    """Per seed, the hours between the starts of the GRPO and the SAO run (their first logged
+    row). Runs of a seed made in one invocation start back to back; a record taken from the cache
+    may come from another day and load, which the wall-clock ratio then mixes in."""
+    return [abs(sao_by_seed[s]["rows"][0]["time"] - grpo_by_seed[s]["rows"][0]["time"]) / 3600.0
+            for s in sorted(grpo_by_seed)]
+
+
+def reading(n, diffs, reached, n_seeds, apart_h=()) -> str:
     from experiments.study import stats
 
     w = n["wall_ratio"]
     lines = []
+    if apart_h and max(apart_h) > BACK_TO_BACK_HOURS:
+        lines.append(f"GRPO's and SAO's runs of a seed were not made back to back (their starts are "
+                     f"{min(apart_h):.1f}–{max(apart_h):.1f} h apart; the older ones come from the run cache), "
+                     "so the wall-clock ratio also holds any change in the machine's speed between them: "
+                     "compare the seconds per learner step and load average beside each arm.")
     if reached["sao"] < n_seeds or reached["grpo"] < n_seeds:
         lines.append(f"Not every run reached ℓ (SAO {reached['sao']}/{n_seeds}, GRPO {reached['grpo']}/{n_seeds}): "
                      "unreached runs enter the ratios at their last cost (a bound).")

@@ -246,3 +246,23 @@ def test_an_arm_keeps_its_colour_across_plot_panels():
     colours = report.label_colours(panels, ["c0", "c1", "c2"])
     assert colours == {"grpo": "c0", "pivotrl": "c1", "pivot_all": "c2"}
 
+
+def test_sao_reading_says_when_grpo_and_sao_runs_were_not_back_to_back():
+    from experiments import study_sao
+    from experiments.study import stats
+
+    def rec(start):
+        return {"rows": [{"time": start}, {"time": start + 600.0}]}
+
+    grpo = {0: rec(0.0), 1: rec(0.0)}
+    assert study_sao.start_gap_hours(grpo, {0: rec(900.0), 1: rec(1800.0)}) == pytest.approx([0.25, 0.5])
+    gaps = study_sao.start_gap_hours(grpo, {0: rec(3 * 3600.0), 1: rec(9 * 3600.0)})
+    assert gaps == pytest.approx([3.0, 9.0])
+
+    n = {"wall_ratio": stats.paired_ratio([1.0, 1.2], [2.0, 2.1])}
+    diffs = {k: stats.paired_diff([0.6, 0.6], [0.5, 0.52]) for k in (
+        "sao-reinforce", "sao-sao_naive_gae", "sao-sao_k1", "sao-sao_pretrain_none", "sao-sao_unfrozen")}
+    reached = {"sao": 2, "grpo": 2}
+    apart = study_sao.reading(n, diffs, reached, 2, gaps)
+    assert "not made back to back" in apart and "3.0–9.0 h apart" in apart
+    assert "not made back to back" not in study_sao.reading(n, diffs, reached, 2, [0.25, 0.5])
