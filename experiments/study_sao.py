@@ -9,7 +9,9 @@ Every arm: the seed's warm start, the same task pool, latency, held-out set, KL 
 (32 episodes), the same rollout-token budget. Measures: training wall-clock (evaluations
 excluded; experiments/study/stats.py) and rollout tokens until held-out success first reaches
 ℓ = 0.9 × GRPO's plateau; seed-paired GRPO ÷ SAO ratios; final success at the budget with paired
-differences. Arms of a seed run back to back, so paired wall-clock shares the machine's load.
+differences. Arms of a seed run back to back, so paired wall-clock shares the machine's load
+(a run taken from the cache may not have: the reading then says how far apart the GRPO and SAO
+runs started).
 Writes study_sao.md/.json/.png.
 """
 

@@ -56,7 +56,7 @@ def run_key(config, batch_bucket: int) -> str:
     from rlvr.version import code_version
 
     return content_key({"code": code_version(), "config": config_dict(config), "engine": ENGINE_VERSION,
-                 "batch_bucket": batch_bucket})
+                        "batch_bucket": batch_bucket})
 
 
 # ----------------------------------------------------------------------------- warm start
