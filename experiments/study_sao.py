@@ -10,8 +10,8 @@ Every arm: the seed's warm start, the same task pool, latency, held-out set, KL 
 excluded; experiments/study/stats.py) and rollout tokens until held-out success first reaches
 ℓ = 0.9 × GRPO's plateau; seed-paired GRPO ÷ SAO ratios; final success at the budget with paired
 differences. Arms of a seed run back to back, so paired wall-clock shares the machine's load
-(a run taken from the cache may not have: the reading then says how far apart the GRPO and SAO
-runs started).
+(a run taken from the cache may not have: the reading then says how long passed between the GRPO
+and SAO runs).
 Writes study_sao.md/.json/.png.
 """
 
@@ -56,7 +56,7 @@ def analyse(ctx, recs, lrs):
     wall = {a: [stats.cost_to(cur[a][s], level, "wall_s") for s in seeds] for a in cur}
     tok = {a: [stats.cost_to(cur[a][s], level, "tokens") for s in seeds] for a in cur}
     reached = {a: sum(r for _, r in wall[a]) for a in cur}
-    apart_h = start_gap_hours(recs["grpo"], recs["sao"])
+    apart_h = gap_hours(recs["grpo"], recs["sao"])
     nan = float("nan")
     not_run = [(nan, False)] * len(seeds)  # an arm this invocation did not run
     not_run_arms = [a for a in arms.SAO_FAMILY if a not in cur]
@@ -126,22 +126,29 @@ def analyse(ctx, recs, lrs):
     report.plot_curves(ctx.path(".png"), panels)
     numbers = {"level": level, "grpo_plateau": grpo_plateau, "ratios": n, "diffs": diffs, "final": final,
                "wall_to_level": wall, "tokens_to_level": tok, "reached": reached, "lr": lrs,
-               "grpo_sao_start_gap_hours": apart_h,
+               "grpo_sao_gap_hours": apart_h,
                "curves": {a: {str(s): {k: v.tolist() for k, v in c.items()} for s, c in by.items()}
                           for a, by in cur.items()}}
     report.write(ctx, "SAO vs group-synchronous GRPO, and SAO's ablations", "\n\n".join(body), numbers,
                  settings={"scale": ctx.sc, "lr": lrs})
 
 
-BACK_TO_BACK_HOURS = 1.0  # GRPO and SAO runs of a seed started further apart share no load
+BACK_TO_BACK_HOURS = 1.0  # GRPO and SAO runs of a seed further apart share no load
 
 
-def start_gap_hours(grpo_by_seed: dict, sao_by_seed: dict) -> list:
-    """Per seed, the hours between the starts of the GRPO and the SAO run (their first logged
-    row). Runs of a seed made in one invocation start back to back; a record taken from the cache
-    may come from another day and load, which the wall-clock ratio then mixes in."""
-    return [abs(sao_by_seed[s]["rows"][0]["time"] - grpo_by_seed[s]["rows"][0]["time"]) / 3600.0
-            for s in sorted(grpo_by_seed)]
+def gap_hours(grpo_by_seed: dict, sao_by_seed: dict) -> list:
+    """Per seed, the hours between the GRPO and the SAO run: from the last logged row of the
+    earlier one to the first of the later one (0 where they overlap). One invocation runs them
+    back to back; a record taken from the cache may come from another day and load, which the
+    wall-clock ratio then mixes in."""
+    def span(rec):
+        return rec["rows"][0]["time"], rec["rows"][-1]["time"]
+
+    out = []
+    for s in sorted(grpo_by_seed):
+        (a0, a1), (b0, b1) = sorted([span(grpo_by_seed[s]), span(sao_by_seed[s])])
+        out.append(max(0.0, b0 - a1) / 3600.0)
+    return out
 
 
 def reading(n, diffs, reached, n_seeds, apart_h=()) -> str:
@@ -150,8 +157,8 @@ def reading(n, diffs, reached, n_seeds, apart_h=()) -> str:
     w = n["wall_ratio"]
     lines = []
     if apart_h and max(apart_h) > BACK_TO_BACK_HOURS:
-        lines.append(f"GRPO's and SAO's runs of a seed were not made back to back (their starts are "
-                     f"{min(apart_h):.1f}–{max(apart_h):.1f} h apart; the older ones come from the run cache), "
+        lines.append(f"GRPO's and SAO's runs of a seed were not made back to back (the later started "
+                     f"{min(apart_h):.1f}–{max(apart_h):.1f} h after the earlier ended), "
                      "so the wall-clock ratio also holds any change in the machine's speed between them: "
                      "compare the seconds per learner step and load average beside each arm.")
     if reached["sao"] < n_seeds or reached["grpo"] < n_seeds:

@@ -251,12 +251,15 @@ def test_sao_reading_says_when_grpo_and_sao_runs_were_not_back_to_back():
     from experiments import study_sao
     from experiments.study import stats
 
-    def rec(start):
-        return {"rows": [{"time": start}, {"time": start + 600.0}]}
+    def rec(start, logged_s=600.0):
+        return {"rows": [{"time": start}, {"time": start + logged_s}]}
 
-    grpo = {0: rec(0.0), 1: rec(0.0)}
-    assert study_sao.start_gap_hours(grpo, {0: rec(900.0), 1: rec(1800.0)}) == pytest.approx([0.25, 0.5])
-    gaps = study_sao.start_gap_hours(grpo, {0: rec(3 * 3600.0), 1: rec(9 * 3600.0)})
+    grpo = {0: rec(0.0), 1: rec(0.0)}  # each run logs for 600 s unless told
+    # back to back (also after a run that lasted hours), overlapping, in either order
+    assert study_sao.gap_hours(grpo, {0: rec(600.0), 1: rec(300.0)}) == pytest.approx([0.0, 0.0])
+    assert study_sao.gap_hours({0: rec(0.0, 3 * 3600.0)}, {0: rec(3 * 3600.0 + 60.0)}) == pytest.approx([60.0 / 3600.0])
+    assert study_sao.gap_hours({0: rec(5 * 3600.0)}, {0: rec(0.0)}) == pytest.approx([(5 * 3600.0 - 600.0) / 3600.0])
+    gaps = study_sao.gap_hours(grpo, {0: rec(3 * 3600.0 + 600.0), 1: rec(9 * 3600.0 + 600.0)})
     assert gaps == pytest.approx([3.0, 9.0])
 
     n = {"wall_ratio": stats.paired_ratio([1.0, 1.2], [2.0, 2.1])}
@@ -264,5 +267,5 @@ def test_sao_reading_says_when_grpo_and_sao_runs_were_not_back_to_back():
         "sao-reinforce", "sao-sao_naive_gae", "sao-sao_k1", "sao-sao_pretrain_none", "sao-sao_unfrozen")}
     reached = {"sao": 2, "grpo": 2}
     apart = study_sao.reading(n, diffs, reached, 2, gaps)
-    assert "not made back to back" in apart and "3.0–9.0 h apart" in apart
+    assert "not made back to back" in apart and "3.0–9.0 h after the earlier ended" in apart
     assert "not made back to back" not in study_sao.reading(n, diffs, reached, 2, [0.25, 0.5])
