@@ -127,23 +127,14 @@ def demo_payment(r, params, m: int, key) -> dict:
     """The policy's payment on demonstration prefixes of the task pool (PivotRL's candidate
     states), m samples each: functional and exact-match success, and the functional success by
     the demonstration's layout."""
-    from rlvr.train.pivots import demo_candidates
-    from rlvr.verifiers.shop import ShopExactMatchVerifier, turn_kind
+    from experiments.study.common import sample_demo_turns
+    from rlvr.verifiers.shop import turn_kind
 
-    cands = [c for c in demo_candidates(r.collector.pool, tokenizer=r.tokenizer,
-                                        demonstrations=r.kit.demonstration,
-                                        render_episode=r.kit.render_episode)
-             if turn_kind(c.reference_action) == "pay"]
-    prefixes = [list(c.prefix_tokens) for c in cands for _ in range(m)]
-    got = r.collector.engine.run(params, prefixes, [c.turn_task for c in cands for _ in range(m)],
-                                 key, r.collector.sampling, -1, 1)
-    exact = ShopExactMatchVerifier()
-    ex = [exact.accepts(cands[i // m].snapshot, s.text, cands[i // m].reference_action)
-          for i, s in enumerate(got.samples)]
-    rewards = np.asarray(got.batch.rewards)
+    cands, rewards, ex = sample_demo_turns(r, params, m, key,
+                                           select=lambda c: turn_kind(c.reference_action) == "pay")
     lays = [layout([t.action for t in r.kit.demonstration(c.task)[:c.turn_index]]) for c in cands]
-    return {"candidates": len(cands), "functional": float(rewards.mean()), "exact": float(np.mean(ex)),
-            "layout": _by_layout([lay for lay in lays for _ in range(m)], list(rewards > 0))}
+    return {"candidates": len(cands), "functional": float(rewards.mean()), "exact": float(ex.mean()),
+            "layout": _by_layout([lay for lay in lays for _ in range(m)], list(rewards.ravel() > 0))}
 
 
 BREAKDOWN_VERSION = "failures/2"

@@ -74,9 +74,8 @@ def warm_policy_stats(ctx, seed: int, tasks_probe, m: int) -> dict:
     from experiments.study import arms, runner
     from rlvr.tasks.shop import decisive_turn
     from rlvr.train.config import validate_config
-    from rlvr.train.pivots import demo_candidates
     from rlvr.train.setup import build_run
-    from rlvr.verifiers.shop import ShopExactMatchVerifier, ShopFunctionalVerifier, turn_kind
+    from rlvr.verifiers.shop import ShopFunctionalVerifier, turn_kind
 
     sc = ctx.sc
     from experiments.study import common
@@ -90,7 +89,7 @@ def warm_policy_stats(ctx, seed: int, tasks_probe, m: int) -> dict:
         params = r.init_params
         ev = r.evaluator.evaluate(params)
         # the warm policy's own episodes, each action judged at its state (functional verifier)
-        func, exact = ShopFunctionalVerifier(), ShopExactMatchVerifier()
+        func = ShopFunctionalVerifier()
         engine = r.evaluator.engine
         tasks = r.evaluator.tasks
         keys = jax.random.PRNGKey(1000 + seed)
@@ -112,17 +111,7 @@ def warm_policy_stats(ctx, seed: int, tasks_probe, m: int) -> dict:
                 clean = clean and ok
             prefix_ok.append(clean)
         # demonstration prefixes of the task pool (PivotRL's candidates), m samples each
-        pool = r.collector.pool
-        cands = demo_candidates(pool, tokenizer=r.tokenizer, demonstrations=r.kit.demonstration,
-                                render_episode=r.kit.render_episode)
-        prefixes = [list(cc.prefix_tokens) for cc in cands for _ in range(m)]
-        tts = [cc.turn_task for cc in cands for _ in range(m)]
-        got = r.collector.engine.run(params, prefixes, tts, jax.random.PRNGKey(2000 + seed),
-                                     r.collector.sampling, -1, 1)
-        rew = np.asarray(got.batch.rewards).reshape(len(cands), m)
-        texts = [s.text for s in got.samples]
-        ex = np.array([exact.accepts(cands[i // m].snapshot, texts[i], cands[i // m].reference_action)
-                       for i in range(len(texts))]).reshape(len(cands), m)
+        cands, rew, ex = common.sample_demo_turns(r, params, m, jax.random.PRNGKey(2000 + seed))
         kinds = np.array([turn_kind(cc.reference_action) for cc in cands])
         is_last = np.array([cc.turn_index == decisive_turn(r.kit.demonstration(cc.task)) for cc in cands])
         demo = {}

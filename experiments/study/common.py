@@ -40,6 +40,33 @@ def arm_curve(rec: dict) -> dict:
     return stats.curve(rec, async_lag=lag)
 
 
+def sample_demo_turns(r, params, m: int, key, *, select=None):
+    """The policy `params` sampled m times at each demonstration prefix of run `r`'s task pool
+    (PivotRL's candidate states) that `select(candidate)` keeps (all when None), judged by the
+    run's turn reward (functional) and by exact match against the demonstration's action.
+
+    Returns (candidates, functional rewards [n, m], exact-match acceptances [n, m] as bools),
+    row i holding candidate i's m samples.
+    """
+    import numpy as np
+
+    from rlvr.train.pivots import demo_candidates
+    from rlvr.verifiers.shop import ShopExactMatchVerifier
+
+    cands = [c for c in demo_candidates(r.collector.pool, tokenizer=r.tokenizer,
+                                        demonstrations=r.kit.demonstration,
+                                        render_episode=r.kit.render_episode)
+             if select is None or select(c)]
+    got = r.collector.engine.run(params, [list(c.prefix_tokens) for c in cands for _ in range(m)],
+                                 [c.turn_task for c in cands for _ in range(m)], key,
+                                 r.collector.sampling, -1, 1)
+    exact = ShopExactMatchVerifier()
+    ex = [exact.accepts(cands[i // m].snapshot, s.text, cands[i // m].reference_action)
+          for i, s in enumerate(got.samples)]
+    rewards = np.asarray(got.batch.rewards).reshape(len(cands), m)
+    return cands, rewards, np.asarray(ex, bool).reshape(len(cands), m)
+
+
 def clip_fraction(rec: dict) -> float:
     """Mean fraction of policy tokens (or actions) clipped / masked by the ratio bound over the
     run's steps (`policy/clip_frac`, SAO's `policy/masked_frac`)."""
