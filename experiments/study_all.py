@@ -109,12 +109,16 @@ def total_compute(cache: str) -> dict:
 
 def distinct_compute(results) -> dict:
     """Runs, wall-hours and CPU-hours behind several result files, each run counted once: files
-    share runs (the GRPO reference of study_pivot and study_sao). A file written before result
-    files recorded per-run compute adds its own total (`overlap_unknown` then says so)."""
+    share runs (the GRPO reference of study_pivot and study_sao). A run is its config's key and
+    its measured seconds, so a config run again (the same key, its own wall and CPU seconds, e.g.
+    GRPO rerun beside SAO in another folder) counts as the second run it was. A file written
+    before result files recorded per-run compute adds its own total (`overlap_unknown` then says
+    so)."""
     per_run, older = {}, []
     for numbers in results:
         if numbers.get("run_compute") is not None:
-            per_run.update(numbers["run_compute"])
+            per_run.update({(k, r.get("wall_s", 0.0), r.get("cpu_s", 0.0)): r
+                            for k, r in numbers["run_compute"].items()})
         else:
             older.append(numbers["compute"])
     return {"runs": len(per_run) + sum(c["runs"] for c in older),

@@ -115,6 +115,17 @@ def test_summary_counts_a_run_shared_by_two_result_files_once():
     assert got == {"runs": 7, "wall_h": 2.75, "cpu_h": 4.0, "overlap_unknown": True}
 
 
+def test_summary_counts_a_config_run_again_as_a_second_run():
+    """A config run again (same key, its own measured seconds: GRPO rerun beside SAO in another
+    results folder) is compute spent twice, so the total counts both executions."""
+    first = {"compute": {"runs": 1, "wall_h": 1.0, "cpu_h": 2.0},
+             "run_compute": {"k_grpo": {"label": "grpo/seed0", "wall_s": 3600.0, "cpu_s": 7200.0}}}
+    again = {"compute": {"runs": 1, "wall_h": 0.5, "cpu_h": 1.0},
+             "run_compute": {"k_grpo": {"label": "grpo/seed0", "wall_s": 1800.0, "cpu_s": 3600.0}}}
+    got = study_all.distinct_compute([first, again, first])
+    assert got == {"runs": 2, "wall_h": 1.5, "cpu_h": 3.0, "overlap_unknown": False}
+
+
 def test_long_scale_takes_the_session_warm_start_and_learning_rates(tmp_path, monkeypatch):
     """The long preset changes budgets and evaluation spacing only: its warm-start key (model,
     tokenizer, task and SFT settings) equals the session's, and it runs at the rates the
