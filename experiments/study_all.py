@@ -111,7 +111,8 @@ def distinct_compute(results) -> dict:
     """Runs, wall-hours and CPU-hours behind several result files, each run counted once: files
     share runs (the GRPO reference of study_pivot and study_sao). A run is its config's key and
     its measured seconds, so a config run again (the same key, its own wall and CPU seconds, e.g.
-    GRPO rerun beside SAO in another folder) counts as the second run it was. A file written
+    GRPO rerun in place beside SAO while study_pivot.json keeps the first run) counts as the
+    second run it was. A file written
     before result files recorded per-run compute adds its own total (`overlap_unknown` then says
     so)."""
     per_run, older = {}, []

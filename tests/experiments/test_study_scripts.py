@@ -116,8 +116,8 @@ def test_summary_counts_a_run_shared_by_two_result_files_once():
 
 
 def test_summary_counts_a_config_run_again_as_a_second_run():
-    """A config run again (same key, its own measured seconds: GRPO rerun beside SAO in another
-    results folder) is compute spent twice, so the total counts both executions."""
+    """A config run again (same key, its own measured seconds: GRPO rerun in place beside SAO while
+    another result file keeps the first run) is compute spent twice, so the total counts both."""
     first = {"compute": {"runs": 1, "wall_h": 1.0, "cpu_h": 2.0},
              "run_compute": {"k_grpo": {"label": "grpo/seed0", "wall_s": 3600.0, "cpu_s": 7200.0}}}
     again = {"compute": {"runs": 1, "wall_h": 0.5, "cpu_h": 1.0},
