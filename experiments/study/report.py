@@ -122,7 +122,8 @@ def shown_path(path: str) -> str:
 
 
 def provenance(ctx: Ctx) -> str:
-    """Code version, command, and which runs came from the cache (computed with that code)."""
+    """Code version, command, which runs came from the cache (computed with that code), and the
+    machines the runs were computed on."""
     from rlvr.version import code_version
 
     cached = [r for r in ctx.records if r.get("from_cache")]
@@ -136,6 +137,10 @@ def provenance(ctx: Ctx) -> str:
              f"version + config)."]
     if cached:
         lines.append("From the cache: " + ", ".join(sorted(r.get("label") or r["key"] for r in cached)) + ".")
+    machines = sorted({r.get("machine") or "not recorded" for r in ctx.records})
+    if machines:
+        lines.append("Computed on (CPU, jaxlib; a run repeats bit for bit only on the same kind): "
+                     + "; ".join(machines) + ".")
     wall = sum(r.get("wall_s", 0.0) for r in ctx.records)
     cpu = sum(r.get("cpu_s", 0.0) for r in ctx.records)
     lines.append(f"Compute of these runs (summed over the invocations that computed them): "

@@ -7,7 +7,7 @@
   the same warm-started weights.
 * `run_config(config, ...)`: `validate_config` → `build_run` → `loop.train` in a work dir named
   by the run key (an interrupted run resumes from its latest checkpoint). The record (metrics
-  rows, result, wall / CPU seconds, code version) is cached as `<cache>/runs/<key>.json`; the key
+  rows, result, wall / CPU seconds, code version, `machine()`) is cached as `<cache>/runs/<key>.json`; the key
   hashes the code version (`rlvr.version.code_version()`), the full config and this module's
   engine version, so a cached run is never reused for other code or settings. `export=True`
   also writes the final policy as a Hugging Face folder (`<cache>/models/<key>`: the start of a
@@ -34,6 +34,26 @@ ENGINE_VERSION = "loop-engines/2"
 def content_key(obj: Any) -> str:
     """16 hex digits of sha256 over `obj`'s sorted JSON: the cache key of a run, warm start or breakdown."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def machine() -> str:
+    """The CPU model, logical CPU count and jaxlib version this process runs on, e.g.
+    `"AMD EPYC, 2 CPUs, jaxlib 0.10.2"`. XLA's CPU kernels differ between CPU models, so a run
+    (or a warm start) repeats bit for bit only on the same kind of machine; records carry this."""
+    import platform
+    from importlib import metadata
+
+    model = ""
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.lower().startswith("model name")), "")
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        jaxlib = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        jaxlib = "unknown"
+    return f"{model}, {os.cpu_count()} CPUs, jaxlib {jaxlib}"
 
 
 def write_json(path: str, data: Any) -> None:
@@ -100,7 +120,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
     save_pretrained(nnx.merge(graphdef, params, rest), tmp)
     write_json(os.path.join(tmp, "warm.json"), {
         "spec": spec, "sft_nll": float(m.get("sft/nll", float("nan"))),
-        "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0})
+        "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0, "machine": machine()})
     if os.path.exists(folder):  # another process finished first
         import shutil
 
@@ -194,7 +214,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     rec = {"key": key, "label": label, "code_version": code_version(), "config": config_dict(config),
            "rows": read_metrics(wd), "result": result, **spent, "finished": time.time(),
            "model": model_dir if export else None, "batch_bucket": batch_bucket,
-           "load_avg": [load0, os.getloadavg()[0]]}
+           "load_avg": [load0, os.getloadavg()[0]], "machine": machine()}
     write_json(path, rec)
     rec["from_cache"] = False
     return rec

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from experiments import study_all
+from experiments.study import report, runner
 from rlvr.version import code_version
 
 SCRIPTS = ("testbed", "calibrate", "lr", "pivot", "failures", "sao", "summary")
@@ -24,6 +25,9 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
         with open(md) as f:
             text = f.read()
         assert f"`{code_version()}`" in text and "## Provenance" in text, name
+        if name not in ("summary", "testbed"):
+            assert f"Computed on (CPU, jaxlib; a run repeats bit for bit only on the same kind): " \
+                   f"{runner.machine()}." in text, name
         with open(os.path.join(out, f"study_{name}.json")) as f:
             json.load(f)
     for name in ("testbed", "calibrate", "lr", "pivot", "failures", "sao"):
@@ -280,3 +284,21 @@ def test_sao_reading_says_when_grpo_and_sao_runs_were_not_back_to_back():
     apart = study_sao.reading(n, diffs, reached, 2, gaps)
     assert "not made back to back" in apart and "3.0–9.0 h after the earlier ended" in apart
     assert "not made back to back" not in study_sao.reading(n, diffs, reached, 2, [0.25, 0.5])
+
+
+def test_provenance_names_each_machine_the_runs_were_computed_on(tmp_path):
+    """Runs computed on two kinds of CPU are both named; a record older than the field says so."""
+    import argparse
+
+    ctx = report.Ctx(name="sao", args=argparse.Namespace(), sc={}, out=str(tmp_path),
+                     cache=str(tmp_path / "cache"), workdir=str(tmp_path), seeds=(0,), started=0.0)
+    ctx.records = [{"key": "a", "code_version": "v", "machine": "CPU B, 2 CPUs, jaxlib 0.10.2"},
+                   {"key": "b", "code_version": "v", "machine": "CPU A, 2 CPUs, jaxlib 0.10.2"},
+                   {"key": "c", "code_version": "v", "machine": "CPU A, 2 CPUs, jaxlib 0.10.2"},
+                   {"key": "d", "code_version": "v"}]
+    text = report.provenance(ctx)
+    assert ("Computed on (CPU, jaxlib; a run repeats bit for bit only on the same kind): "
+            "CPU A, 2 CPUs, jaxlib 0.10.2; CPU B, 2 CPUs, jaxlib 0.10.2; not recorded.") in text
+    from importlib import metadata
+
+    assert runner.machine().endswith(f", {os.cpu_count()} CPUs, jaxlib {metadata.version('jaxlib')}")
