@@ -256,7 +256,7 @@ def summary(ctx, elapsed_s: float) -> None:
                                                 "behind_distinct": total})
     arms_run = ", ".join(sorted(ctx.arms)) if ctx.arms else "all"
     report.update_readme(ctx, "\n\n".join([
-        f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {len(ctx.seeds)} seeds, "
+        f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {report.count(len(ctx.seeds), 'seed')}, "
         f"arms: {arms_run} (command and provenance in `{os.path.relpath(ctx.path('.md'), os.path.dirname(report.RESULTS))}`). Each row comes "
         f"from its script's latest result file, computed with the code version it names.",
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else

@@ -233,7 +233,7 @@ def reading(n, diffs, reached, n_seeds) -> str:
     lines.append(f"PivotRL then end-to-end RL vs PivotRL alone: {stats.fmt_ci(*t)} "
                  f"({stats.verdict(*t, null=0.0)}).")
     if n_seeds < 5:
-        lines.append(f"With {n_seeds} seeds a percentile bootstrap has few distinct resamples; its "
+        lines.append(f"With {report.count(n_seeds, 'seed')} a percentile bootstrap has few distinct resamples; its "
                      "intervals are rough.")
     return " ".join(lines)
 

@@ -174,7 +174,7 @@ def reading(n, diffs, reached, n_seeds, apart_h=()) -> str:
                       ("sao-sao_unfrozen", "frozen vs trained critic attention")):
         lines.append(f"{what}: {stats.fmt_ci(*diffs[key])} ({stats.verdict(*diffs[key], null=0.0)}).")
     if n_seeds < 5:
-        lines.append(f"With {n_seeds} seeds the bootstrap intervals are rough.")
+        lines.append(f"With {report.count(n_seeds, 'seed')} the bootstrap intervals are rough.")
     return " ".join(lines)
 
 

@@ -116,6 +116,11 @@ def command(args) -> str:
     return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
 
 
+def count(n: int, noun: str) -> str:
+    """`n` and `noun`, plural unless `n` is 1: `count(1, "seed")` → "1 seed", `count(3, "seed")` → "3 seeds"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def shown_path(path: str) -> str:
     """`path` relative to the repository when inside it, else as given."""
     return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path

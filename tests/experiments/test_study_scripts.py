@@ -302,3 +302,9 @@ def test_provenance_names_each_machine_the_runs_were_computed_on(tmp_path):
     from importlib import metadata
 
     assert runner.machine().endswith(f", {os.cpu_count()} CPUs, jaxlib {metadata.version('jaxlib')}")
+
+
+def test_counts_read_singular_for_one():
+    assert report.count(1, "seed") == "1 seed"
+    assert report.count(3, "seed") == "3 seeds"
+    assert report.count(0, "run") == "0 runs"
