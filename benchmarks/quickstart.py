@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,20 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 
 from configs import quickstart  # noqa: E402
+from experiments.study.runner import cpu_model  # noqa: E402
 from rlvr.train import loop  # noqa: E402
 from rlvr.train.metrics import read_metrics  # noqa: E402
 from rlvr.version import code_version  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def run_seed(seed: int) -> dict:

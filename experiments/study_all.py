@@ -185,7 +185,7 @@ def compute_block(total: dict) -> str:
         + ("(a run shared by files that record per-run compute counted once; files older than those "
            "records add their own totals). " if study["overlap_unknown"] else "(each run counted once). ")
         + f"By folder: {folders}. The earlier ablation scripts: {earlier['runs']} runs in "
-        f"{earlier['files']} result file{'' if earlier['files'] == 1 else 's'}, "
+        f"{report.count(earlier['files'], 'result file')}, "
         f"{earlier['wall_h']:.2f} wall-hours (they record wall seconds only). In all {study['wall_h'] + earlier['wall_h']:.2f} wall-hours on the shared "
         f"2-core CPU, SFT warm starts excluded (each cache's total with them is in its block above).")
 

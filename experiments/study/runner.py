@@ -36,24 +36,31 @@ def content_key(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def machine() -> str:
-    """The CPU model, logical CPU count and jaxlib version this process runs on, e.g.
-    `"AMD EPYC, 2 CPUs, jaxlib 0.10.2"`. XLA's CPU kernels differ between CPU models, so a run
-    (or a warm start) repeats bit for bit only on the same kind of machine; records carry this."""
+def cpu_model() -> str:
+    """The CPU's model name (`/proc/cpuinfo`'s "model name", else `platform.processor()`), e.g.
+    "AMD EPYC". XLA's CPU kernels differ between CPU models, so a run repeats bit for bit only on
+    the same kind of CPU."""
     import platform
-    from importlib import metadata
 
-    model = ""
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.lower().startswith("model name")), "")
-    model = model or platform.processor() or platform.machine() or "unknown CPU"
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine() -> str:
+    """The CPU model, logical CPU count and jaxlib version this process runs on, e.g.
+    `"AMD EPYC, 2 CPUs, jaxlib 0.10.2"`: what a run or warm start record carries, since it
+    repeats bit for bit only on the same kind of machine."""
+    from importlib import metadata
+
     try:
         jaxlib = metadata.version("jaxlib")
     except metadata.PackageNotFoundError:
         jaxlib = "unknown"
-    return f"{model}, {os.cpu_count()} CPUs, jaxlib {jaxlib}"
+    return f"{cpu_model()}, {os.cpu_count()} CPUs, jaxlib {jaxlib}"
 
 
 def write_json(path: str, data: Any) -> None:
