@@ -48,9 +48,9 @@ def main(argv=None):
     from experiments.study.arms import scale
 
     inherited = () if args.quick else scale(args.scale).get("skip_steps", ())
-    if inherited:  # the scale shares the session's testbed, warm start and learning rates
-        print(f"scale {args.scale}: {', '.join(inherited)} not run (their session-scale results apply)",
-              flush=True)
+    if inherited:  # e.g. the scale shares the session's testbed, warm start and learning rates
+        print(f"scale {args.scale}: {', '.join(inherited)} not run at this scale (its preset in "
+              "experiments/study/arms.py says why)", flush=True)
     skip |= set(inherited)
 
     t0 = time.time()
@@ -260,7 +260,10 @@ def summary(ctx, elapsed_s: float) -> None:
         f"arms: {arms_run} (command and provenance in `{os.path.relpath(ctx.path('.md'), os.path.dirname(report.RESULTS))}`). Each row comes "
         f"from its script's latest result file, computed with the code version it names.",
         report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
-        "No result files yet.",
+        "No study_pivot or study_sao result files in this folder yet.",
+        (f"Learning rates chosen by the sweep in "
+         f"`{os.path.relpath(os.path.join(report.lr_source(ctx)[1], 'study_lr.md'), os.path.dirname(report.RESULTS))}`: "
+         + ", ".join(f"{m} {v:g}" for m, v in lr["chosen"].items()) + "." if lr else ""),
         (f"Where the pivot arms' final policies fail, by cause and by the layout before the payment: "
          f"`{os.path.relpath(os.path.join(ctx.out, 'study_failures.md'), os.path.dirname(report.RESULTS))}`."
          if fails else ""),

@@ -4,9 +4,12 @@
     python experiments/study_lr.py --quick --out /tmp/x
 
 Each method's main arm (GRPO, PivotRL, SAO, running-mean REINFORCE) runs once per learning rate
-of its grid on seed 0 with a shorter token budget (`lr_budget` of the scale); the chosen rate maximises the
-mean held-out success of the last two evaluations (ties: the smaller rate). Every ablation arm
-uses its method's chosen rate, so an ablation changes one thing only. Writes study_lr.md/.json
+of its grid on seed 0 with the scale's sweep budget (`lr_budget`: shorter than the main runs',
+except at the long512_lr sensitivity preset); the chosen rate maximises the mean held-out success
+of the last two evaluations (ties: the smaller rate). Every ablation arm uses its method's chosen
+rate, so an ablation changes one thing only. `--arms` limits the sweep to the methods whose main
+arm it names. When GRPO runs, each run's rollout tokens to ℓ = 0.9 × the end level of GRPO's
+chosen-rate run are tabled too (the main scripts' measure, on seed 0). Writes study_lr.md/.json
 (the json's "chosen" is what the main scripts read) and study_lr.png.
 """
 
@@ -31,7 +34,8 @@ def main(argv=None):
 
     rows, panels = [], []
     numbers = {"scale": "quick" if args.quick else args.scale, "runs": {}, "chosen": {}}
-    for method in arms.METHODS:
+    methods = swept_methods(ctx.arms)
+    for method in methods:
         arm = arms.ARMS[MAIN_ARM[method]]
         budget = int(ctx.sc["lr_budget"][arm.budget])
         series, scores = [], {}
@@ -44,26 +48,67 @@ def main(argv=None):
             rows.append([method, f"{lr:g}", f"{c['success'][0]:.3f}", f"{score:.3f}",
                          f"{c['success'].max():.3f}", f"{c['tokens'][-1]:.0f}", len(c["step"]),
                          f"{clip:.4f}"])
-            numbers["runs"][f"{method}/{lr:g}"] = {"score": score, "clip_frac": clip,
+            numbers["runs"][f"{method}/{lr:g}"] = {"score": score, "clip_frac": clip, "budget": budget,
                                                    "curve": {k: v.tolist() for k, v in c.items()}}
             series.append((f"lr {lr:g}", c["tokens"], c["success"]))
         best = max(scores.values())
         chosen = min(lr for lr, s in scores.items() if s == best)
         numbers["chosen"][method] = chosen
         panels.append((f"{method}: seed 0, {budget} tokens", "rollout tokens", series, None))
+    to_level = _tokens_to_level(numbers)
     body = [
-        "Seed 0, a shorter token budget per family (`lr_budget`), held-out success (512 tasks at full "
-        "scale) at the last two evaluations. Chosen before the main runs; every arm of a method "
-        "uses its method's rate.",
+        f"Seed 0, the sweep's token budget per family (`lr_budget`: {_budgets(ctx, methods)}), held-out "
+        f"success ({ctx.sc['eval_tasks']} tasks) at the last two evaluations. "
+        + ("A check made after the main runs, at their budgets: the rates it picks are not used by "
+           "the other scales' runs." if ctx.sc.get("lr_check") else
+           "Chosen before the main runs; every arm of a method uses its method's rate."),
         report.table(["method", "learning rate", "success at start", "success (mean of last 2 evals)",
                       "best evaluation", "rollout tokens", "evaluations", "clip fraction (mean)"], rows),
         "Chosen: " + ", ".join(f"{m} {lr:g}" for m, lr in numbers["chosen"].items()) + ".",
-        "## Reading (generated)",
-        " ".join(_reading(numbers, ctx)),
     ]
+    if to_level:
+        numbers["level"] = to_level["level"]
+        numbers["tokens_to_level"] = to_level["runs"]
+        body += [f"Rollout tokens to ℓ = 0.9 × the end level of GRPO's chosen-rate run (mean of its last "
+                 f"three evaluations, {to_level['end']:.3f}) = {to_level['level']:.3f}; > = not reached "
+                 "within the run's budget:",
+                 report.table(["method", "learning rate", "rollout tokens to ℓ"],
+                              [[*k.split("/"), ("" if hit else "> ") + f"{cost:.0f}"]
+                               for k, (cost, hit) in to_level["runs"].items()])]
+    body += ["## Reading (generated)", " ".join(_reading(numbers, ctx))]
     report.plot_curves(ctx.path(".png"), panels)
     report.write(ctx, "Learning-rate sweep (seed 0)", "\n\n".join(body), numbers,
                  settings={"grid": ctx.sc["lr_grid"], "budgets": ctx.sc["lr_budget"]})
+
+
+def swept_methods(wanted) -> list:
+    """The methods the sweep runs, in `arms.METHODS` order: those whose main arm is in `wanted`
+    (the `--arms` set), all of them when `wanted` is None."""
+    from experiments.study import arms
+
+    methods = [m for m in arms.METHODS if wanted is None or MAIN_ARM[m] in wanted]
+    if not methods:
+        raise SystemExit(f"--arms: names none of the swept methods' main arms {sorted(MAIN_ARM.values())}")
+    return methods
+
+
+def _budgets(ctx, methods) -> str:
+    from experiments.study import arms
+
+    return ", ".join(f"{m} {int(ctx.sc['lr_budget'][arms.ARMS[MAIN_ARM[m]].budget])}" for m in methods)
+
+
+def _tokens_to_level(numbers) -> dict:
+    """{end, level, runs: {"method/lr": (tokens, reached)}}: every run's rollout tokens until held-out
+    success first reaches ℓ = 0.9 × the end level of GRPO's chosen-rate run; {} without GRPO."""
+    from experiments.study import stats
+
+    if "grpo" not in numbers["chosen"]:
+        return {}
+    curves = {k: {f: np.asarray(v, float) for f, v in r["curve"].items()} for k, r in numbers["runs"].items()}
+    end = stats.plateau(curves[f"grpo/{numbers['chosen']['grpo']:g}"])
+    level = 0.9 * end
+    return {"end": end, "level": level, "runs": {k: stats.cost_to(c, level) for k, c in curves.items()}}
 
 
 def _reading(numbers, ctx):
@@ -72,10 +117,19 @@ def _reading(numbers, ctx):
         grid = ctx.sc["lr_grid"][m]
         edge = lr in (min(grid), max(grid))
         clip = numbers["runs"][f"{m}/{lr:g}"]["clip_frac"]
-        out.append(f"{m}: {lr:g}" + (" (at the edge of the grid: the optimum may lie outside it)"
-                                     if edge and len(grid) > 2 else "")
+        out.append(f"{m}: {lr:g}" + (" (one rate, not swept)" if len(grid) == 1 else "")
+                   + (" (at the edge of the grid: the optimum may lie outside it)"
+                      if edge and len(grid) > 2 else "")
                    + (f", ratio clipping active (mean clip fraction {clip:.4f})" if clip > 0 else
                       ", clipping never acted") + ".")
+    reached = numbers.get("tokens_to_level", {})
+    for m in numbers["chosen"]:
+        if m == "grpo" or not reached:
+            continue
+        runs = {k: v for k, v in reached.items() if k.startswith(f"{m}/")}
+        hits = [k.split("/")[1] for k, (_, hit) in runs.items() if hit]
+        out.append(f"{m} reaches ℓ ({numbers['level']:.3f}) within its budget at "
+                   + (f"rate(s) {', '.join(hits)}" if hits else f"none of its {len(runs)} rates") + ".")
     return out
 
 

@@ -77,12 +77,24 @@ SCALES["long"] = dict(
 SCALES["long512"] = dict(copy.deepcopy(SCALES["long"]), eval_tasks=SCALES["full"]["eval_tasks"],
                          results_subdir="long512")
 
+# "long512_lr": a sensitivity check of the learning rates on seed 0 at the long512 settings: the
+# sweep runs at the main runs' budgets (150k / 300k rollout tokens) instead of the short sweep
+# budgets, PivotRL over 3e-6 … 1e-4 (the session sweep chose 3e-5, its grid's smallest rate) and
+# GRPO at its chosen 1e-4 as the reference; only study_lr runs (results/long512_lr/). A check made
+# after the main runs (`lr_check`): the rates the other scales use stay as chosen before them.
+SCALES["long512_lr"] = dict(
+    copy.deepcopy(SCALES["long512"]), lr_budget=dict(SCALES["long512"]["budget"]),
+    lr_grid={"grpo": (1e-4,), "pivotrl": (3e-6, 1e-5, 3e-5, 1e-4), "sao": (1e-4,), "reinforce": (1e-4,)},
+    lr_scale="long512_lr", results_subdir="long512_lr", lr_check=True,
+    skip_steps=("study_testbed", "study_calibrate", "study_pivot", "study_failures", "study_sao"))
+
 # One line per preset for `--scale`'s help.
 SCALE_ABOUT = {
     "full": "the plan in STUDY.md",
     "session": "shorter budgets, one shared warm start; the same testbed and model",
     "long": "the session's settings with the full budgets; results in results/long/",
     "long512": "long on 512 held-out episodes; results in results/long512/",
+    "long512_lr": "long512's learning-rate sensitivity on seed 0 at the main budgets; study_lr only",
     "quick": "tiny settings, every code path in seconds (also --quick)",
 }
 
