@@ -40,7 +40,8 @@ def main(argv=None):
         budget = int(ctx.sc["lr_budget"][arm.budget])
         series, scores = [], {}
         for lr in ctx.sc["lr_grid"][method]:
-            rec = common.run_arm(ctx, arm.name, 0, {method: lr}, budget=budget)
+            rec = common.run_arm(ctx, arm.name, 0, {method: lr}, budget=budget,
+                                 label=f"{arm.name}/seed0/lr{lr:g}")
             c = common.arm_curve(rec)
             score = float(np.mean(c["success"][-2:]))
             scores[lr] = score

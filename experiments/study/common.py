@@ -15,12 +15,13 @@ def warm(ctx, seed: int) -> str:
     return runner.warm_folder(arms.base_config("grpo", seed, ctx.sc), seed, ctx.cache, log=ctx.log)
 
 
-def run_arm(ctx, name: str, seed: int, lrs: dict, *, budget=None) -> dict:
-    """The record of arm `name` for `seed` (cached, resumable)."""
+def run_arm(ctx, name: str, seed: int, lrs: dict, *, budget=None, label: str = "") -> dict:
+    """The record of arm `name` for `seed` (cached, resumable), labelled `label` (default
+    "<name>/seed<seed>") in the provenance."""
     arm = arms.ARMS[name]
     c = arms.arm_config(name, seed, ctx.sc, warm=warm(ctx, seed), lr=lrs[arm.method], budget=budget)
     rec = runner.run_config(c, workdir_root=ctx.workdir, cache=ctx.cache, export=arm.export,
-                            label=f"{name}/seed{seed}", log=ctx.log)
+                            label=label or f"{name}/seed{seed}", log=ctx.log)
     ctx.records.append(rec)
     return rec
 

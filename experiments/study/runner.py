@@ -182,6 +182,8 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
         with open(path) as f:
             rec = json.load(f)
         rec["from_cache"] = True
+        if label:  # the caller's name for the run, as a fresh run would carry it
+            rec["label"] = label
         return rec
     from rlvr.train.config import validate_config
     from rlvr.train.loop import train

@@ -380,3 +380,18 @@ def test_committed_long512_lr_grpo_run_repeats_the_back_to_back_blocks_seed0_run
     with open(os.path.join(report.RESULTS, "long512_b2b", "study_sao.json")) as f:
         b2b = json.load(f)["curves"]["grpo"]["0"]
     assert lr["success"] == b2b["success"] and lr["tokens"] == b2b["tokens"]
+
+
+def test_a_cached_run_carries_the_callers_label(tmp_path):
+    """Provenance names runs by the caller's label (the sweep's names carry the rate), also when
+    the record comes from the cache with the label it was first run under."""
+    from experiments.study import arms
+
+    config = arms.arm_config("grpo", 0, arms.scale("quick"), warm="/w", lr=1e-4)
+    key = runner.run_key(runner.with_batch_bucket(config, 32), 32)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / f"{key}.json").write_text(json.dumps({"key": key, "label": "grpo/seed0"}))
+    got = runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path),
+                            label="grpo/seed0/lr0.0001")
+    assert got["from_cache"] and got["label"] == "grpo/seed0/lr0.0001"
+    assert runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path))["label"] == "grpo/seed0"
