@@ -80,8 +80,9 @@ SCALES["long512"] = dict(copy.deepcopy(SCALES["long"]), eval_tasks=SCALES["full"
 # "long512_lr": a sensitivity check of the learning rates on seed 0 at the long512 settings: the
 # sweep runs at the main runs' budgets (150k / 300k rollout tokens) instead of the short sweep
 # budgets, PivotRL over 3e-6 … 1e-4 (the session sweep chose 3e-5, its grid's smallest rate) and
-# GRPO at its chosen 1e-4 as the reference; only study_lr runs (results/long512_lr/). A check made
-# after the main runs (`lr_check`): the rates the other scales use stay as chosen before them.
+# GRPO at its chosen 1e-4 as the reference; study_all runs study_lr only (results/long512_lr/),
+# study_pivot.py at this scale runs PivotRL at the rate it picks. A check made after the main runs
+# (`lr_check`): the rates the other scales use stay as chosen before them.
 SCALES["long512_lr"] = dict(
     copy.deepcopy(SCALES["long512"]), lr_budget=dict(SCALES["long512"]["budget"]),
     lr_grid={"grpo": (1e-4,), "pivotrl": (3e-6, 1e-5, 3e-5, 1e-4), "sao": (1e-4,), "reinforce": (1e-4,)},
