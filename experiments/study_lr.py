@@ -32,12 +32,11 @@ def main(argv=None):
     ctx = report.setup("lr", args)
     from experiments.study import arms, common, stats
 
-    rows, panels = [], []
+    rows, panels, budgets = [], [], {}
     numbers = {"scale": "quick" if args.quick else args.scale, "runs": {}, "chosen": {}}
-    methods = swept_methods(ctx.arms)
-    for method in methods:
+    for method in swept_methods(ctx.arms):
         arm = arms.ARMS[MAIN_ARM[method]]
-        budget = int(ctx.sc["lr_budget"][arm.budget])
+        budget = budgets[method] = int(ctx.sc["lr_budget"][arm.budget])
         series, scores = [], {}
         for lr in ctx.sc["lr_grid"][method]:
             rec = common.run_arm(ctx, arm.name, 0, {method: lr}, budget=budget,
@@ -58,7 +57,7 @@ def main(argv=None):
         panels.append((f"{method}: seed 0, {budget} tokens", "rollout tokens", series, None))
     to_level = _tokens_to_level(numbers)
     body = [
-        f"Seed 0, the sweep's token budget per family (`lr_budget`: {_budgets(ctx, methods)}), held-out "
+        f"Seed 0, the sweep's token budget per family (`lr_budget`: {', '.join(f'{m} {b}' for m, b in budgets.items())}), held-out "
         f"success ({ctx.sc['eval_tasks']} tasks) at the last two evaluations. "
         + ("A check made after the main runs, at their budgets: the rates it picks are not used by "
            "the other scales' runs." if ctx.sc.get("lr_check") else
@@ -91,12 +90,6 @@ def swept_methods(wanted) -> list:
     if not methods:
         raise SystemExit(f"--arms: names none of the swept methods' main arms {sorted(MAIN_ARM.values())}")
     return methods
-
-
-def _budgets(ctx, methods) -> str:
-    from experiments.study import arms
-
-    return ", ".join(f"{m} {int(ctx.sc['lr_budget'][arms.ARMS[MAIN_ARM[m]].budget])}" for m in methods)
 
 
 def _tokens_to_level(numbers) -> dict:
