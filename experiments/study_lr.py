@@ -8,8 +8,8 @@ of its grid on seed 0 with the scale's sweep budget (`lr_budget`: shorter than t
 except at the long512_lr sensitivity preset); the chosen rate maximises the mean held-out success
 of the last two evaluations (ties: the smaller rate). Every ablation arm uses its method's chosen
 rate, so an ablation changes one thing only. `--arms` limits the sweep to the methods whose main
-arm it names. When GRPO runs, each run's rollout tokens to ℓ = 0.9 × the end level of GRPO's
-chosen-rate run are tabled too (the main scripts' measure, on seed 0). Writes study_lr.md/.json
+arm it names. When GRPO runs, each run's rollout tokens and training wall-clock to ℓ = 0.9 × the
+end level of GRPO's chosen-rate run are tabled too (the main scripts' measures, on seed 0). Writes study_lr.md/.json
 (the json's "chosen" is what the main scripts read) and study_lr.png.
 """
 
@@ -55,7 +55,7 @@ def main(argv=None):
         chosen = min(lr for lr, s in scores.items() if s == best)
         numbers["chosen"][method] = chosen
         panels.append((f"{method}: seed 0, {budget} tokens", "rollout tokens", series, None))
-    to_level = _tokens_to_level(numbers)
+    to_level = _cost_to_level(numbers)
     body = [
         f"Seed 0, the sweep's token budget per family (`lr_budget`: {', '.join(f'{m} {b}' for m, b in budgets.items())}), held-out "
         f"success ({ctx.sc['eval_tasks']} tasks) at the last two evaluations. "
@@ -69,12 +69,14 @@ def main(argv=None):
     if to_level:
         numbers["level"] = to_level["level"]
         numbers["tokens_to_level"] = to_level["runs"]
-        body += [f"Rollout tokens to ℓ = 0.9 × the end level of GRPO's chosen-rate run (mean of its last "
+        numbers["wall_to_level"] = to_level["wall"]
+        body += [f"Rollout tokens and training wall-clock (evaluations excluded; the runs ran one after "
+                 f"another) to ℓ = 0.9 × the end level of GRPO's chosen-rate run (mean of its last "
                  f"three evaluations, {to_level['end']:.3f}) = {to_level['level']:.3f}; > = not reached "
                  "within the run's budget:",
-                 report.table(["method", "learning rate", "rollout tokens to ℓ"],
-                              [[*k.split("/"), ("" if hit else "> ") + f"{cost:.0f}"]
-                               for k, (cost, hit) in to_level["runs"].items()])]
+                 report.table(["method", "learning rate", "rollout tokens to ℓ", "training wall-clock to ℓ, s"],
+                              [[*k.split("/"), _censored(*to_level["runs"][k]), _censored(*to_level["wall"][k])]
+                               for k in to_level["runs"]])]
     body += ["## Reading (generated)", " ".join(_reading(numbers, ctx))]
     report.plot_curves(ctx.path(".png"), panels)
     report.write(ctx, "Learning-rate sweep (seed 0)", "\n\n".join(body), numbers,
@@ -92,9 +94,14 @@ def swept_methods(wanted) -> list:
     return methods
 
 
-def _tokens_to_level(numbers) -> dict:
-    """{end, level, runs: {"method/lr": (tokens, reached)}}: every run's rollout tokens until held-out
-    success first reaches ℓ = 0.9 × the end level of GRPO's chosen-rate run; {} without GRPO."""
+def _censored(cost: float, reached: bool) -> str:
+    return ("" if reached else "> ") + f"{cost:.0f}"
+
+
+def _cost_to_level(numbers) -> dict:
+    """{end, level, runs: {"method/lr": (tokens, reached)}, wall: {"method/lr": (seconds, reached)}}:
+    every run's rollout tokens and training wall-clock until held-out success first reaches
+    ℓ = 0.9 × the end level of GRPO's chosen-rate run; {} without GRPO."""
     from experiments.study import stats
 
     if "grpo" not in numbers["chosen"]:
@@ -102,7 +109,8 @@ def _tokens_to_level(numbers) -> dict:
     curves = {k: {f: np.asarray(v, float) for f, v in r["curve"].items()} for k, r in numbers["runs"].items()}
     end = stats.plateau(curves[f"grpo/{numbers['chosen']['grpo']:g}"])
     level = 0.9 * end
-    return {"end": end, "level": level, "runs": {k: stats.cost_to(c, level) for k, c in curves.items()}}
+    return {"end": end, "level": level, "runs": {k: stats.cost_to(c, level) for k, c in curves.items()},
+            "wall": {k: stats.cost_to(c, level, "wall_s") for k, c in curves.items()}}
 
 
 def _reading(numbers, ctx):
@@ -124,7 +132,21 @@ def _reading(numbers, ctx):
         hits = [k.split("/")[1] for k, (_, hit) in runs.items() if hit]
         out.append(f"{m} reaches ℓ ({numbers['level']:.3f}) within its budget at "
                    + (f"rate(s) {', '.join(hits)}" if hits else f"none of its {len(runs)} rates") + ".")
+        ratios = [_ratio_text(numbers[f"{x}_to_level"], f"grpo/{numbers['chosen']['grpo']:g}",
+                              f"{m}/{numbers['chosen'][m]:g}") + " " + what
+                  for x, what in (("tokens", "in rollout tokens"), ("wall", "in training wall-clock"))
+                  if f"{x}_to_level" in numbers]
+        out.append(f"GRPO ÷ {m} at its chosen rate, to ℓ on seed 0: {', '.join(ratios)}.")
     return out
+
+
+def _ratio_text(costs: dict, grpo: str, other: str) -> str:
+    """GRPO's cost to ℓ over the other run's as text: "<" when the other run never reached ℓ (its
+    cost then exceeds its budget), "n/a" when GRPO's run did not."""
+    (g, g_hit), (o, o_hit) = costs[grpo], costs[other]
+    if not g_hit or o <= 0:
+        return "n/a"
+    return ("" if o_hit else "< ") + f"{g / o:.2f}×"
 
 
 if __name__ == "__main__":

@@ -89,6 +89,17 @@ SCALES["long512_lr"] = dict(
     lr_scale="long512_lr", results_subdir="long512_lr", lr_check=True,
     skip_steps=("study_testbed", "study_calibrate", "study_pivot", "study_failures", "study_sao"))
 
+# "long512_lr_sao": the same check for SAO's pipeline: SAO and its running-mean-baseline twin
+# swept at the main budget (300k rollout tokens) over rates a factor 2 either side of the chosen
+# 1e-4 (3e-4 collapsed within the session sweep's 30k tokens), GRPO at 1e-4 as the reference;
+# study_all runs study_lr only (results/long512_lr_sao/), study_sao.py at this scale runs the arms
+# at the rates it picks.
+SCALES["long512_lr_sao"] = dict(
+    copy.deepcopy(SCALES["long512_lr"]),
+    lr_grid={"grpo": (1e-4,), "pivotrl": (3e-5,), "sao": (5e-5, 1e-4, 2e-4),
+             "reinforce": (5e-5, 1e-4, 2e-4)},
+    lr_scale="long512_lr_sao", results_subdir="long512_lr_sao")
+
 # One line per preset for `--scale`'s help.
 SCALE_ABOUT = {
     "full": "the plan in STUDY.md",
@@ -96,6 +107,7 @@ SCALE_ABOUT = {
     "long": "the session's settings with the full budgets; results in results/long/",
     "long512": "long on 512 held-out episodes; results in results/long512/",
     "long512_lr": "long512's learning-rate sensitivity on seed 0 at the main budgets; study_lr only",
+    "long512_lr_sao": "the same check for SAO's and the running-mean arm's rates; study_lr only",
     "quick": "tiny settings, every code path in seconds (also --quick)",
 }
 

@@ -310,22 +310,25 @@ def test_counts_read_singular_for_one():
     assert report.count(0, "run") == "0 runs"
 
 
-def test_long512_lr_scale_changes_only_the_sweep_of_long512():
-    """The long512_lr preset's arms equal long512's at a given rate (same warm start, testbed,
-    held-out set and main budgets); its sweep runs at those main budgets, PivotRL over rates
-    either side of the chosen 3e-5; it runs study_lr only and its results own a README block."""
+@pytest.mark.parametrize("name,method,chosen", [("long512_lr", "pivotrl", 3e-5),
+                                                 ("long512_lr_sao", "sao", 1e-4)])
+def test_lr_check_scales_change_only_the_sweep_of_long512(name, method, chosen):
+    """An lr-check preset's arms equal long512's at a given rate (same warm start, testbed,
+    held-out set and main budgets); its sweep runs at those main budgets, the checked method over
+    rates either side of the rate the session sweep chose; it runs study_lr only and its results
+    own a README block."""
     from experiments.study import arms, runner
 
-    base, lr = arms.scale("long512"), arms.scale("long512_lr")
+    base, lr = arms.scale("long512"), arms.scale(name)
     assert (runner.warm_spec(arms.base_config("grpo", 0, lr), 0)
             == runner.warm_spec(arms.base_config("grpo", 0, base), 0))
-    for name in ("grpo", "pivotrl", "sao"):
-        a = runner.config_dict(arms.arm_config(name, 0, lr, warm="/w", lr=3e-5))
-        b = runner.config_dict(arms.arm_config(name, 0, base, warm="/w", lr=3e-5))
-        assert a == b, name
+    for arm in ("grpo", "pivotrl", "sao", "reinforce"):
+        a = runner.config_dict(arms.arm_config(arm, 0, lr, warm="/w", lr=3e-5))
+        b = runner.config_dict(arms.arm_config(arm, 0, base, warm="/w", lr=3e-5))
+        assert a == b, arm
     assert lr["lr_budget"] == base["budget"] != base["lr_budget"]
-    assert min(lr["lr_grid"]["pivotrl"]) < 3e-5 < max(lr["lr_grid"]["pivotrl"])
-    assert lr["lr_scale"] == "long512_lr"
+    assert min(lr["lr_grid"][method]) < chosen < max(lr["lr_grid"][method])
+    assert lr["lr_check"] and lr["lr_scale"] == name == lr["results_subdir"]
     assert set(study_all.STEPS) - set(lr["skip_steps"]) == {"study_lr"}
     begin, end = report.readme_markers(os.path.join(report.RESULTS, lr["results_subdir"]))
     with open(os.path.join(os.path.dirname(report.RESULTS), "README.md")) as f:
@@ -342,40 +345,47 @@ def test_lr_sweep_runs_the_methods_arms_names():
         study_lr.swept_methods(frozenset({"pivot_all"}))
 
 
-def test_lr_sweep_tables_tokens_to_grpo_level_and_reads_which_rates_reach_it():
+def test_lr_sweep_tables_cost_to_grpo_level_and_reads_which_rates_reach_it():
     """ℓ = 0.9 × the mean of the chosen GRPO run's last three evaluations; a run reaching it is
-    costed by linear interpolation, one that never does at its last evaluation, marked not reached."""
+    costed (tokens and wall-clock) by linear interpolation, one that never does at its last
+    evaluation, marked not reached; the reading gives GRPO ÷ the method's chosen-rate run."""
     import argparse
 
     from experiments import study_lr
 
     def run(success, tokens):
-        return {"curve": {"success": success, "tokens": tokens}}
+        return {"curve": {"success": success, "tokens": tokens, "wall_s": [t / 10 for t in tokens]}}
 
     numbers = {"chosen": {"grpo": 1e-4, "pivotrl": 3e-5},
                "runs": {"grpo/0.0001": run([0.1, 0.5, 0.6, 0.7], [0, 100, 200, 300]),
                         "pivotrl/1e-05": run([0.1, 0.3], [50, 150]),
                         "pivotrl/3e-05": run([0.1, 0.2, 0.6], [50, 100, 150])}}
-    got = study_lr._tokens_to_level(numbers)
+    got = study_lr._cost_to_level(numbers)
     assert got["end"] == pytest.approx(0.6) and got["level"] == pytest.approx(0.54)
     assert got["runs"]["grpo/0.0001"] == (pytest.approx(100 + 0.4 * 100), True)
     assert got["runs"]["pivotrl/1e-05"] == (150.0, False)
     assert got["runs"]["pivotrl/3e-05"] == (pytest.approx(100 + 0.85 * 50), True)
-    numbers.update(level=got["level"], tokens_to_level=got["runs"])
+    assert got["wall"]["pivotrl/3e-05"] == (pytest.approx(14.25), True)
+    assert got["wall"]["pivotrl/1e-05"] == (15.0, False)
+    numbers.update(level=got["level"], tokens_to_level=got["runs"], wall_to_level=got["wall"])
     ctx = argparse.Namespace(sc={"lr_grid": {"grpo": (1e-4,), "pivotrl": (1e-5, 3e-5, 1e-4)}})
     numbers["runs"] = {k: {**v, "clip_frac": 0.0} for k, v in numbers["runs"].items()}
     text = " ".join(study_lr._reading(numbers, ctx))
     assert "grpo: 0.0001 (one rate, not swept)" in text
     assert "pivotrl reaches ℓ (0.540) within its budget at rate(s) 3e-05." in text
-    assert study_lr._tokens_to_level({"chosen": {"pivotrl": 3e-5}, "runs": {}}) == {}
+    assert ("GRPO ÷ pivotrl at its chosen rate, to ℓ on seed 0: 0.98× in rollout tokens, "
+            "0.98× in training wall-clock.") in text
+    assert study_lr._ratio_text(got["runs"], "grpo/0.0001", "pivotrl/1e-05") == "< 0.93×"
+    assert study_lr._cost_to_level({"chosen": {"pivotrl": 3e-5}, "runs": {}}) == {}
 
 
-def test_committed_long512_lr_grpo_run_repeats_the_back_to_back_blocks_seed0_run():
+@pytest.mark.parametrize("block", ["long512_lr", "long512_lr_sao"])
+def test_committed_lr_check_grpo_run_repeats_the_back_to_back_blocks_seed0_run(block):
     """The README's claim: the same config on the same kind of CPU, warm start recomputed in
     another sitting, gives the same evaluations at the same token counts."""
     from experiments.study import report
 
-    with open(os.path.join(report.RESULTS, "long512_lr", "study_lr.json")) as f:
+    with open(os.path.join(report.RESULTS, block, "study_lr.json")) as f:
         lr = json.load(f)["runs"]["grpo/0.0001"]["curve"]
     with open(os.path.join(report.RESULTS, "long512_b2b", "study_sao.json")) as f:
         b2b = json.load(f)["curves"]["grpo"]["0"]
