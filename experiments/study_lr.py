@@ -5,7 +5,7 @@
 
 Each method's main arm (GRPO, PivotRL, SAO, running-mean REINFORCE) runs once per learning rate
 of its grid on seed 0 with the scale's sweep budget (`lr_budget`: shorter than the main runs',
-except at the long512_lr sensitivity preset); the chosen rate maximises the mean held-out success
+except at the lr-check presets long512_lr and long512_lr_sao); the chosen rate maximises the mean held-out success
 of the last two evaluations (ties: the smaller rate). Every ablation arm uses its method's chosen
 rate, so an ablation changes one thing only. `--arms` limits the sweep to the methods whose main
 arm it names. When GRPO runs, each run's rollout tokens and training wall-clock to ℓ = 0.9 × the
@@ -68,15 +68,15 @@ def main(argv=None):
     ]
     if to_level:
         numbers["level"] = to_level["level"]
-        numbers["tokens_to_level"] = to_level["runs"]
+        numbers["tokens_to_level"] = to_level["tokens"]
         numbers["wall_to_level"] = to_level["wall"]
         body += [f"Rollout tokens and training wall-clock (evaluations excluded; the runs ran one after "
                  f"another) to ℓ = 0.9 × the end level of GRPO's chosen-rate run (mean of its last "
                  f"three evaluations, {to_level['end']:.3f}) = {to_level['level']:.3f}; > = not reached "
                  "within the run's budget:",
                  report.table(["method", "learning rate", "rollout tokens to ℓ", "training wall-clock to ℓ, s"],
-                              [[*k.split("/"), _censored(*to_level["runs"][k]), _censored(*to_level["wall"][k])]
-                               for k in to_level["runs"]])]
+                              [[*k.split("/"), stats.fmt_costs([to_level["tokens"][k]]),
+                                stats.fmt_costs([to_level["wall"][k]])] for k in to_level["tokens"]])]
     body += ["## Reading (generated)", " ".join(_reading(numbers, ctx))]
     report.plot_curves(ctx.path(".png"), panels)
     report.write(ctx, "Learning-rate sweep (seed 0)", "\n\n".join(body), numbers,
@@ -94,12 +94,8 @@ def swept_methods(wanted) -> list:
     return methods
 
 
-def _censored(cost: float, reached: bool) -> str:
-    return ("" if reached else "> ") + f"{cost:.0f}"
-
-
 def _cost_to_level(numbers) -> dict:
-    """{end, level, runs: {"method/lr": (tokens, reached)}, wall: {"method/lr": (seconds, reached)}}:
+    """{end, level, tokens: {"method/lr": (tokens, reached)}, wall: {"method/lr": (seconds, reached)}}:
     every run's rollout tokens and training wall-clock until held-out success first reaches
     ℓ = 0.9 × the end level of GRPO's chosen-rate run; {} without GRPO."""
     from experiments.study import stats
@@ -109,7 +105,7 @@ def _cost_to_level(numbers) -> dict:
     curves = {k: {f: np.asarray(v, float) for f, v in r["curve"].items()} for k, r in numbers["runs"].items()}
     end = stats.plateau(curves[f"grpo/{numbers['chosen']['grpo']:g}"])
     level = 0.9 * end
-    return {"end": end, "level": level, "runs": {k: stats.cost_to(c, level) for k, c in curves.items()},
+    return {"end": end, "level": level, "tokens": {k: stats.cost_to(c, level) for k, c in curves.items()},
             "wall": {k: stats.cost_to(c, level, "wall_s") for k, c in curves.items()}}
 
 
@@ -132,11 +128,10 @@ def _reading(numbers, ctx):
         hits = [k.split("/")[1] for k, (_, hit) in runs.items() if hit]
         out.append(f"{m} reaches ℓ ({numbers['level']:.3f}) within its budget at "
                    + (f"rate(s) {', '.join(hits)}" if hits else f"none of its {len(runs)} rates") + ".")
-        ratios = [_ratio_text(numbers[f"{x}_to_level"], f"grpo/{numbers['chosen']['grpo']:g}",
-                              f"{m}/{numbers['chosen'][m]:g}") + " " + what
-                  for x, what in (("tokens", "in rollout tokens"), ("wall", "in training wall-clock"))
-                  if f"{x}_to_level" in numbers]
-        out.append(f"GRPO ÷ {m} at its chosen rate, to ℓ on seed 0: {', '.join(ratios)}.")
+        grpo, own = f"grpo/{numbers['chosen']['grpo']:g}", f"{m}/{numbers['chosen'][m]:g}"
+        out.append(f"GRPO ÷ {m} at its chosen rate, to ℓ on seed 0: "
+                   f"{_ratio_text(numbers['tokens_to_level'], grpo, own)} in rollout tokens, "
+                   f"{_ratio_text(numbers['wall_to_level'], grpo, own)} in training wall-clock.")
     return out
 
 

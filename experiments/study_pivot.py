@@ -108,7 +108,7 @@ def analyse(ctx, recs, lrs):
     shown = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a in cur]
     for a in shown:
         fs = stats.bootstrap(final[a])
-        rows.append([a, labels[a], report_tokens(tok[a]), f"{reached[a]}/{len(seeds)}",
+        rows.append([a, labels[a], stats.fmt_costs(tok[a]), f"{reached[a]}/{len(seeds)}",
                      stats.fmt_ci(*fs), stats.fmt_ci(*stats.bootstrap(best[a])),
                      f"{np.mean([cur[a][s]['tokens'][-1] for s in seeds]):.0f}",
                      f"{np.mean([common.clip_fraction(recs[a][s]) for s in seeds]):.4f}",
@@ -181,10 +181,6 @@ def analyse(ctx, recs, lrs):
                           for a, by in cur.items()}}
     report.write(ctx, "PivotRL vs full-trajectory GRPO on the checkout testbed", "\n\n".join(body),
                  numbers, settings={"scale": ctx.sc, "lr": lrs})
-
-
-def report_tokens(vals) -> str:
-    return ", ".join((f"{v:.0f}" if ok else f">{v:.0f}") for v, ok in vals)
 
 
 def _kept(recs) -> list:

@@ -82,8 +82,8 @@ def analyse(ctx, recs, lrs):
     for a in [a for a in arms.SAO_FAMILY if a in cur]:
         rec = recs[a]
         rows.append([a, arms.ARMS[a].label,
-                     ", ".join((f"{v:.0f}" if ok else f">{v:.0f}") for v, ok in wall[a]),
-                     ", ".join((f"{v:.0f}" if ok else f">{v:.0f}") for v, ok in tok[a]),
+                     stats.fmt_costs(wall[a]),
+                     stats.fmt_costs(tok[a]),
                      f"{reached[a]}/{len(seeds)}", stats.fmt_ci(*stats.bootstrap(final[a])),
                      f"{np.mean([_mean_row(rec[s], 'time/step_s') for s in seeds]):.2f}",
                      f"{np.mean([common.clip_fraction(rec[s]) for s in seeds]):.4f}",

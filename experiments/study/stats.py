@@ -138,6 +138,12 @@ def excludes(lo: float, hi: float, value: float) -> bool:
     return bool(np.isfinite(lo) and np.isfinite(hi) and (lo > value or hi < value))
 
 
+def fmt_costs(costs) -> str:
+    """Per-seed (cost, reached) pairs of `cost_to` as text, ">" before a cost that never reached
+    the level (the run's cost at its last evaluation, a lower bound)."""
+    return ", ".join(f"{v:.0f}" if ok else f">{v:.0f}" for v, ok in costs)
+
+
 def fmt_ci(p: float, lo: float, hi: float, digits: int = 3, unit: str = "") -> str:
     if not np.isfinite(p):
         return "n/a"

@@ -362,12 +362,12 @@ def test_lr_sweep_tables_cost_to_grpo_level_and_reads_which_rates_reach_it():
                         "pivotrl/3e-05": run([0.1, 0.2, 0.6], [50, 100, 150])}}
     got = study_lr._cost_to_level(numbers)
     assert got["end"] == pytest.approx(0.6) and got["level"] == pytest.approx(0.54)
-    assert got["runs"]["grpo/0.0001"] == (pytest.approx(100 + 0.4 * 100), True)
-    assert got["runs"]["pivotrl/1e-05"] == (150.0, False)
-    assert got["runs"]["pivotrl/3e-05"] == (pytest.approx(100 + 0.85 * 50), True)
+    assert got["tokens"]["grpo/0.0001"] == (pytest.approx(100 + 0.4 * 100), True)
+    assert got["tokens"]["pivotrl/1e-05"] == (150.0, False)
+    assert got["tokens"]["pivotrl/3e-05"] == (pytest.approx(100 + 0.85 * 50), True)
     assert got["wall"]["pivotrl/3e-05"] == (pytest.approx(14.25), True)
     assert got["wall"]["pivotrl/1e-05"] == (15.0, False)
-    numbers.update(level=got["level"], tokens_to_level=got["runs"], wall_to_level=got["wall"])
+    numbers.update(level=got["level"], tokens_to_level=got["tokens"], wall_to_level=got["wall"])
     ctx = argparse.Namespace(sc={"lr_grid": {"grpo": (1e-4,), "pivotrl": (1e-5, 3e-5, 1e-4)}})
     numbers["runs"] = {k: {**v, "clip_frac": 0.0} for k, v in numbers["runs"].items()}
     text = " ".join(study_lr._reading(numbers, ctx))
@@ -375,7 +375,7 @@ def test_lr_sweep_tables_cost_to_grpo_level_and_reads_which_rates_reach_it():
     assert "pivotrl reaches ℓ (0.540) within its budget at rate(s) 3e-05." in text
     assert ("GRPO ÷ pivotrl at its chosen rate, to ℓ on seed 0: 0.98× in rollout tokens, "
             "0.98× in training wall-clock.") in text
-    assert study_lr._ratio_text(got["runs"], "grpo/0.0001", "pivotrl/1e-05") == "< 0.93×"
+    assert study_lr._ratio_text(got["tokens"], "grpo/0.0001", "pivotrl/1e-05") == "< 0.93×"
     assert study_lr._cost_to_level({"chosen": {"pivotrl": 3e-5}, "runs": {}}) == {}
 
 
@@ -405,3 +405,9 @@ def test_a_cached_run_carries_the_callers_label(tmp_path):
                             label="grpo/seed0/lr0.0001")
     assert got["from_cache"] and got["label"] == "grpo/seed0/lr0.0001"
     assert runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path))["label"] == "grpo/seed0"
+
+
+def test_costs_to_level_print_a_lower_bound_when_the_level_was_not_reached():
+    from experiments.study import stats
+
+    assert stats.fmt_costs([(108733.4, True), (300148.0, False)]) == "108733, >300148"
