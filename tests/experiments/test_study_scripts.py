@@ -311,12 +311,13 @@ def test_counts_read_singular_for_one():
 
 
 @pytest.mark.parametrize("name,method,chosen", [("long512_lr", "pivotrl", 3e-5),
-                                                 ("long512_lr_sao", "sao", 1e-4)])
+                                                 ("long512_lr_sao", "sao", 1e-4),
+                                                 ("long512_lr_rm", "reinforce", 5e-5)])
 def test_lr_check_scales_change_only_the_sweep_of_long512(name, method, chosen):
     """An lr-check preset's arms equal long512's at a given rate (same warm start, testbed,
     held-out set and main budgets); its sweep runs at those main budgets, the checked method over
-    rates either side of the rate the session sweep chose; it runs study_lr only and its results
-    own a README block."""
+    rates either side of the rate chosen before it (by the session sweep, or by long512_lr_sao's
+    sweep for the running-mean arm); it runs study_lr only and its results own a README block."""
     from experiments.study import arms, runner
 
     base, lr = arms.scale("long512"), arms.scale(name)
@@ -379,7 +380,7 @@ def test_lr_sweep_tables_cost_to_grpo_level_and_reads_which_rates_reach_it():
     assert study_lr._cost_to_level({"chosen": {"pivotrl": 3e-5}, "runs": {}}) == {}
 
 
-@pytest.mark.parametrize("block", ["long512_lr", "long512_lr_sao"])
+@pytest.mark.parametrize("block", ["long512_lr", "long512_lr_sao", "long512_lr_rm"])
 def test_committed_lr_check_grpo_run_repeats_the_back_to_back_blocks_seed0_run(block):
     """The README's claim: the same config on the same kind of CPU, warm start recomputed in
     another sitting, gives the same evaluations at the same token counts."""
@@ -390,6 +391,24 @@ def test_committed_lr_check_grpo_run_repeats_the_back_to_back_blocks_seed0_run(b
     with open(os.path.join(report.RESULTS, "long512_b2b", "study_sao.json")) as f:
         b2b = json.load(f)["curves"]["grpo"]["0"]
     assert lr["success"] == b2b["success"] and lr["tokens"] == b2b["tokens"]
+
+
+def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only():
+    """The README's claim for long512_lr_rm against long512_lr_sao: the GRPO run and the
+    running-mean run at 1e-4 repeat bit for bit; the SAO run and the running-mean run at 5e-5
+    (asynchronous collector, another sitting) do not."""
+    from experiments.study import report
+
+    def runs(block):
+        with open(os.path.join(report.RESULTS, block, "study_lr.json")) as f:
+            return {k: (v["curve"]["success"], v["curve"]["tokens"])
+                    for k, v in json.load(f)["runs"].items()}
+
+    rm, sao = runs("long512_lr_rm"), runs("long512_lr_sao")
+    assert rm["grpo/0.0001"] == sao["grpo/0.0001"]
+    assert rm["reinforce/0.0001"] == sao["reinforce/0.0001"]
+    assert rm["sao/0.0001"] != sao["sao/0.0001"]
+    assert rm["reinforce/5e-05"] != sao["reinforce/5e-05"]
 
 
 def test_a_cached_run_carries_the_callers_label(tmp_path):
