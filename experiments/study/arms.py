@@ -101,13 +101,13 @@ SCALES["long512_lr_sao"] = dict(
     lr_scale="long512_lr_sao", results_subdir="long512_lr_sao")
 
 # "long512_lr_rm": the running-mean arm's rate below long512_lr_sao's grid, whose choice (5e-5)
-# sat at its lower edge: the running-mean arm swept over 2.5e-5, 5e-5 and 1e-4 at the main budget,
+# sat at its lower edge: the running-mean arm swept over 1.25e-5 … 1e-4 at the main budget,
 # SAO at its chosen 1e-4 and GRPO at 1e-4 as the references; study_all runs study_lr only
 # (results/long512_lr_rm/), study_sao.py at this scale runs the arms at the rates it picks.
 SCALES["long512_lr_rm"] = dict(
     copy.deepcopy(SCALES["long512_lr_sao"]),
     lr_grid={"grpo": (1e-4,), "pivotrl": (3e-5,), "sao": (1e-4,),
-             "reinforce": (2.5e-5, 5e-5, 1e-4)},
+             "reinforce": (1.25e-5, 2.5e-5, 5e-5, 1e-4)},
     lr_scale="long512_lr_rm", results_subdir="long512_lr_rm")
 
 # One line per preset for `--scale`'s help.
