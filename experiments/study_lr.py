@@ -5,12 +5,13 @@
 
 Each method's main arm (GRPO, PivotRL, SAO, running-mean REINFORCE) runs once per learning rate
 of its grid on seed 0 with the scale's sweep budget (`lr_budget`: shorter than the main runs',
-except at the lr-check presets long512_lr and long512_lr_sao); the chosen rate maximises the mean held-out success
-of the last two evaluations (ties: the smaller rate). Every ablation arm uses its method's chosen
-rate, so an ablation changes one thing only. `--arms` limits the sweep to the methods whose main
-arm it names. When GRPO runs, each run's rollout tokens and training wall-clock to ℓ = 0.9 × the
-end level of GRPO's chosen-rate run are tabled too (the main scripts' measures, on seed 0). Writes study_lr.md/.json
-(the json's "chosen" is what the main scripts read) and study_lr.png.
+except at the lr-check presets, `lr_check` in experiments/study/arms.py); the chosen rate
+maximises the mean held-out success of the last two evaluations (ties: the smaller rate). Every
+ablation arm uses its method's chosen rate, so an ablation changes one thing only. `--arms`
+limits the sweep to the methods whose main arm it names. When GRPO runs, each run's rollout
+tokens and training wall-clock to ℓ = 0.9 × the end level of GRPO's chosen-rate run are tabled
+too (the main scripts' measures, on seed 0). Writes study_lr.md/.json (the json's "chosen" is
+what the main scripts read) and study_lr.png.
 """
 
 from __future__ import annotations

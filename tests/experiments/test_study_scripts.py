@@ -380,16 +380,18 @@ def test_lr_sweep_tables_cost_to_grpo_level_and_reads_which_rates_reach_it():
     assert study_lr._cost_to_level({"chosen": {"pivotrl": 3e-5}, "runs": {}}) == {}
 
 
+def _committed(block: str, name: str) -> dict:
+    """A committed result file's json, `experiments/results/<block>/<name>.json`."""
+    with open(os.path.join(report.RESULTS, block, f"{name}.json")) as f:
+        return json.load(f)
+
+
 @pytest.mark.parametrize("block", ["long512_lr", "long512_lr_sao", "long512_lr_rm"])
 def test_committed_lr_check_grpo_run_repeats_the_back_to_back_blocks_seed0_run(block):
     """The README's claim: the same config on the same kind of CPU, warm start recomputed in
     another sitting, gives the same evaluations at the same token counts."""
-    from experiments.study import report
-
-    with open(os.path.join(report.RESULTS, block, "study_lr.json")) as f:
-        lr = json.load(f)["runs"]["grpo/0.0001"]["curve"]
-    with open(os.path.join(report.RESULTS, "long512_b2b", "study_sao.json")) as f:
-        b2b = json.load(f)["curves"]["grpo"]["0"]
+    lr = _committed(block, "study_lr")["runs"]["grpo/0.0001"]["curve"]
+    b2b = _committed("long512_b2b", "study_sao")["curves"]["grpo"]["0"]
     assert lr["success"] == b2b["success"] and lr["tokens"] == b2b["tokens"]
 
 
@@ -397,12 +399,10 @@ def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only(
     """The README's claim for long512_lr_rm against long512_lr_sao: the GRPO run and the
     running-mean run at 1e-4 repeat bit for bit; the SAO run and the running-mean run at 5e-5
     (asynchronous collector, another sitting) do not."""
-    from experiments.study import report
 
     def runs(block):
-        with open(os.path.join(report.RESULTS, block, "study_lr.json")) as f:
-            return {k: (v["curve"]["success"], v["curve"]["tokens"])
-                    for k, v in json.load(f)["runs"].items()}
+        return {k: (v["curve"]["success"], v["curve"]["tokens"])
+                for k, v in _committed(block, "study_lr")["runs"].items()}
 
     rm, sao = runs("long512_lr_rm"), runs("long512_lr_sao")
     assert rm["grpo/0.0001"] == sao["grpo/0.0001"]
