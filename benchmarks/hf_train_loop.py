@@ -13,9 +13,10 @@ to its 151,936 rows), then runs `configs/gsm8k.py` on each task file, prompts pa
   tiny          2 layers, width 32; 4 prompts × 4 samples, ≤ 32 new tokens, float32, prompt 256.
                 The numbers are the loop's own overheads around a toy model.
   qwen2.5-0.5b  24 layers, d 896; 64 prompts × 8 samples, prompt 256 + ≤ 512 new, bf16 compute
-                with float32 master weights, remat, 4 minibatches × 4 microbatches. A random
-                policy rarely samples a stop token, so nearly every sample runs the full 512:
-                the longest step the settings allow.
+                with float32 master weights, remat, 4 minibatches × 4 microbatches (the
+                no-grad π_old pass too runs 32 rows at a time). A random policy rarely samples
+                a stop token, so nearly every sample runs the full 512: the longest step the
+                settings allow.
 
 Reports min / median / max over the steps after the first `--skip` (compilation excluded) of
 samples/s, tokens/s (completion tokens), the generate / verify / learn seconds per step, and the

@@ -189,7 +189,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.token_budget = 0        # stop once this many tokens were sampled (probes included); 0 = off.
     c.train.epochs = 1              # optimisation epochs over each rollout batch.
     c.train.num_minibatches = 1     # optimiser steps per epoch (batch split into minibatches).
-    c.train.num_microbatches = 1    # gradient-accumulation chunks per minibatch (exact token-mean).
+    c.train.num_microbatches = 1    # gradient-accumulation chunks per minibatch (exact token-mean);
+    #                                 above 1, the no-grad π_old / π_ref / value passes also run in
+    #                                 chunks of a micro-batch's rows (memory of one micro-batch).
     c.train.sft_steps = 0           # supervised warm-start steps on task demonstrations (0 = none).
     c.train.sft_batch_size = 32     # SFT: demonstrations per step.
     c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).

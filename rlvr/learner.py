@@ -113,6 +113,18 @@ def _split_leading(tree, n: int):
     return jax.tree.map(f, tree)
 
 
+def map_row_chunks(fn: Callable, tree, n: int):
+    """`fn(tree)` on `n` equal chunks of the leading (row) axis in turn (`lax.map`), re-joined.
+
+    The result has the rows of `fn(tree)` (fn must act row by row), while only B/n rows' activations
+    are alive at a time; n == 1 calls `fn(tree)` as is. B must divide by n.
+    """
+    if n == 1:
+        return fn(tree)
+    out = jax.lax.map(fn, _split_leading(tree, n))
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
+
+
 def _reducer(key: str):
     """How a metric combines over micro-batches: `*_max` by max, `*_min` by min, others add."""
     if key.endswith("_max"):

@@ -44,7 +44,7 @@ from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean, safe_div
 from rlvr.core.losses import aggregate, ppo_token_loss, sequence_clip_loss, trust_region_token_loss
 from rlvr.core.metrics import group_outcome_fractions
-from rlvr.learner import make_update
+from rlvr.learner import make_update, map_row_chunks
 from rlvr.models import scoring
 from rlvr.records.batch import RolloutBatch
 
@@ -215,6 +215,21 @@ class Algorithm:
                                       attention_mask=tb["attention_mask"],
                                       temperature=self.settings.temperature)
 
+    def score_chunks(self) -> int:
+        """Row chunks of the no-grad passes over a whole rollout batch (π_old, π_ref, values).
+
+        With `num_microbatches` > 1 (the learner's memory setting) they run one learner
+        micro-batch of rows at a time (B / (num_minibatches · num_microbatches) rows, `lax.map`),
+        so they hold no more activations than a gradient step does; otherwise in one pass.
+        """
+        s = self.settings
+        return s.num_minibatches * s.num_microbatches if s.num_microbatches > 1 else 1
+
+    def _score_logprobs(self, model, tb):
+        """`_logprobs` over the rollout batch in `score_chunks()` row chunks."""
+        inputs = {k: tb[k] for k in ("tokens", "positions", "attention_mask")}
+        return map_row_chunks(lambda x: self._logprobs(model, x), inputs, self.score_chunks())
+
     @property
     def scores_before_update(self) -> bool:
         """Whether `score` runs the policy's no-grad forward pass before the update.
@@ -241,7 +256,7 @@ class Algorithm:
             if not s.recompute_old_logprobs:
                 tb["old_logprobs"] = tb["behavior_logprobs"]
             return self._score_reference(state, tb, m, {})
-        logprobs, entropy = self._logprobs(self.policy_model(state.params), tb)
+        logprobs, entropy = self._score_logprobs(self.policy_model(state.params), tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
@@ -257,7 +272,7 @@ class Algorithm:
                 ref = self.lora.reference_params(state.params)
             if ref is None:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
-            ref_lp, _ = self._logprobs(self.policy_model(ref), tb)
+            ref_lp, _ = self._score_logprobs(self.policy_model(ref), tb)
             tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
         if "ref_logprobs" in tb and "old_logprobs" in tb:
             kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)

@@ -8,6 +8,9 @@ no real context, e.g. after left padding).
 Memory: the logits are computed from the final hidden states and the LM head in chunks over T
 inside a `lax.scan` whose body is rematerialised (`jax.checkpoint`), so only one
 [B, chunk, V] float32 logits block is alive at a time, in the forward and the backward pass.
+The default chunk (`default_chunk_size`) is 256 positions, fewer when B·256·V would exceed
+2^28 elements (1 GiB of float32): a no-grad pass over a whole rollout batch at a large vocabulary
+(512 rows × 151,936 tokens: 3 positions per block) stays as small as a learner micro-batch's.
 
 `temperature` divides the logits, so the sampler's behaviour log-probs at temperature τ
 (top-k / top-p off) are reproduced by `token_logprobs(..., temperature=τ)`.
@@ -25,6 +28,12 @@ from flax import nnx
 from rlvr.models.transformer import _check_inputs, jnp_dtype
 
 DEFAULT_CHUNK = 256
+MAX_BLOCK_LOGITS = 2**28  # float32 logits elements per block under the default chunk (1 GiB)
+
+
+def default_chunk_size(batch: int, vocab: int, positions: int) -> int:
+    """min(positions, 256, max(1, ⌊2^28 / (batch · vocab)⌋)): positions per logits block."""
+    return max(1, min(positions, DEFAULT_CHUNK, MAX_BLOCK_LOGITS // max(1, batch * vocab)))
 
 
 def _chunk_stats(h, w, targets, temperature, dtype):
@@ -47,7 +56,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
       lm_head: [D, V] LM head kernel.
       tokens: int [B, T]; attention_mask: bool [B, T].
       temperature: scalar dividing the logits.
-      chunk_size: positions per logits block (default min(T - 1, 256)).
+      chunk_size: positions per logits block (default `default_chunk_size(B, V, T - 1)`).
     Returns:
       (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
     """
@@ -57,9 +66,9 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
         z = jnp.zeros((b, t), jnp.float32)
         return z, z
     n = t - 1
-    c = min(n, chunk_size or DEFAULT_CHUNK)
-    if c <= 0:
+    if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    c = min(n, chunk_size) if chunk_size else default_chunk_size(b, lm_head.shape[-1], n)
     num = -(-n // c)
     pad = num * c - n
     h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))

@@ -95,3 +95,34 @@ def test_policy_version_advances_only_when_the_policy_changed():
     assert float(m["policy/frozen"]) == 1 and int(warm.policy_version) == 0
     for a, b in zip(jax.tree.leaves(warm.params), jax.tree.leaves(pstate.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name", ["grpo", "ppo"])
+def test_no_grad_passes_in_micro_batch_chunks_equal_one_pass(name):
+    """With num_microbatches > 1, π_old, π_ref and the critic's values are scored one learner
+    micro-batch of rows at a time (B / (minibatches · microbatches)): same numbers as one pass."""
+    kw = dict(kl_mode="loss", kl_coef=0.1, epochs=2, num_minibatches=2)
+    one, state = build(name, **kw, num_microbatches=1)
+    chunked, _ = build(name, **kw, num_microbatches=2)
+    assert one.score_chunks() == 1 and chunked.score_chunks() == 4
+    if name == "ppo":  # a fresh critic's head is zero: move it so the values differ per token
+        leaves, tree = jax.tree.flatten(state.critic_params)
+        noise = [0.3 * jax.random.normal(jax.random.key(i), x.shape, x.dtype)
+                 for i, x in enumerate(leaves)]
+        state = state.replace(critic_params=jax.tree.unflatten(
+            tree, [x + n for x, n in zip(leaves, noise)]))
+    tb = one.make_train_batch(fixed_batch(seed=7))
+    got = {}
+    for label, algo in (("one", one), ("chunked", chunked)):
+        scored, metrics = jax.jit(algo.score)(state, tb)
+        if name == "ppo":
+            scored, _ = jax.jit(algo.shape_rewards)(state, scored)
+            _, scored, _ = jax.jit(algo.compute_advantages)(state, scored)
+        got[label] = scored, metrics
+    keys = ["old_logprobs", "ref_logprobs"] + (["old_values"] if name == "ppo" else [])
+    for k in keys:
+        np.testing.assert_allclose(np.asarray(got["chunked"][0][k]), np.asarray(got["one"][0][k]),
+                                   atol=1e-6, err_msg=k)
+        assert np.abs(np.asarray(got["one"][0][k])).max() > 0, k
+    for k, v in got["one"][1].items():
+        np.testing.assert_allclose(float(got["chunked"][1][k]), float(v), atol=1e-6, err_msg=k)

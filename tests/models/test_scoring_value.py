@@ -7,7 +7,8 @@ import pytest
 from flax import nnx
 
 from rlvr.models import Transformer, ValueModel
-from rlvr.models.scoring import token_logprobs_from_state
+from rlvr.models import scoring
+from rlvr.models.scoring import default_chunk_size, token_logprobs_from_state
 from rlvr.models.value import trainable_filter
 from tests.models.helpers import jit_forward, jit_logprobs, np_log_softmax, tiny_config
 
@@ -45,6 +46,38 @@ def test_token_logprobs_matches_reference(model, chunk):
     np.testing.assert_allclose(np.asarray(ent), ref_ent, atol=1e-5)
     assert np.all(np.asarray(lp)[:, 0] == 0) and np.all(np.asarray(lp)[1, :5] == 0)
     assert np.all(np.asarray(lp)[2, 8:] == 0)
+
+
+def test_default_chunk_keeps_a_logits_block_under_its_element_budget():
+    assert default_chunk_size(8, 512, 767) == 256          # small vocabulary: 256 positions
+    assert default_chunk_size(4, 512, 10) == 10            # never more than the positions
+    assert default_chunk_size(32, 151_936, 767) == 55      # a learner micro-batch at Qwen's vocab
+    assert default_chunk_size(512, 151_936, 767) == 3      # a whole rollout batch: 3 positions
+    assert default_chunk_size(4096, 151_936, 767) == 1     # never fewer than one
+    for b, v in ((32, 151_936), (512, 151_936), (8, 512)):
+        c = default_chunk_size(b, v, 767)
+        assert b * c * v <= scoring.MAX_BLOCK_LOGITS or c == 1
+    with pytest.raises(ValueError, match="chunk_size must be positive"):
+        scoring.logprobs_from_hidden(jnp.zeros((1, 4, 8)), jnp.zeros((8, 16)),
+                                     jnp.zeros((1, 4), jnp.int32), jnp.ones((1, 4), bool),
+                                     chunk_size=0)
+
+
+def test_budget_limited_default_chunk_gives_the_same_logprobs(model, monkeypatch):
+    """A batch too large for 256-position blocks is scored in smaller ones, same values."""
+    rs = np.random.RandomState(4)
+    toks = rs.randint(0, 48, (3, 11)).astype(np.int32)
+    mask = np.ones_like(toks, bool)
+    pos = np.where(mask, np.cumsum(mask, 1) - 1, 0)
+    full, full_ent = jit_logprobs(model, toks, pos, mask, temperature=1.0, chunk=None)
+    vocab = model.lm_head_kernel().shape[-1]
+    monkeypatch.setattr(scoring, "MAX_BLOCK_LOGITS", 3 * 2 * vocab)  # 2 positions per block
+    assert default_chunk_size(3, vocab, 10) == 2
+    score = lambda t: scoring.token_logprobs(model, t, positions=pos, attention_mask=mask)  # noqa: E731
+    assert "length=5" in str(jax.make_jaxpr(score)(toks))  # 10 positions in 5 blocks of 2
+    small, small_ent = jax.jit(score)(toks)
+    np.testing.assert_allclose(np.asarray(small), np.asarray(full), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(small_ent), np.asarray(full_ent), atol=1e-6)
 
 
 def test_grad_through_split_merge_chunked_equals_unchunked(model):

@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
-from rlvr.learner import make_optimizer, make_update
+from rlvr.learner import make_optimizer, make_update, map_row_chunks
 from rlvr.records.state import create_train_state, split_model
 
 
@@ -135,3 +136,16 @@ def test_epochs_minibatches_reduce_loss_with_donation():
         losses.append(float(metrics["loss"]))
     assert losses[-1] < losses[0]
     assert float(metrics["num_updates"]) == 6
+
+
+def test_map_row_chunks_runs_chunks_in_turn_and_rejoins_the_rows():
+    x = {"a": jnp.arange(24.0).reshape(6, 4), "b": jnp.arange(6)}
+    fn = lambda t: {"s": t["a"].sum(-1) * t["b"], "r": t["a"][:, ::-1]}  # noqa: E731
+    want = fn(x)
+    for n in (1, 2, 3, 6):
+        got = map_row_chunks(fn, x, n)
+        for k in want:
+            np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]))
+    assert "length=3" in str(jax.make_jaxpr(lambda t: map_row_chunks(fn, t, 3))(x))
+    with pytest.raises(ValueError, match="not divisible by 4"):
+        map_row_chunks(fn, x, 4)
