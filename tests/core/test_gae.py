@@ -249,6 +249,14 @@ def test_auto_method_picks_scan_on_cpu():
     assert gae_mod._resolve_method("blocked") == "blocked"
 
 
+@pytest.mark.parametrize("backend,expected", [("cpu", "scan"), ("gpu", "blocked"),
+                                              ("tpu", "associative")])
+def test_auto_method_picks_the_form_measured_fastest_per_backend(monkeypatch, backend, expected):
+    monkeypatch.setattr(gae_mod.jax, "default_backend", lambda: backend)
+    assert gae_mod._resolve_method("auto") == expected
+    assert gae_mod._resolve_method("scan") == "scan"
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_jit_vmap_grad(method):
     r, v, m, boot = _inputs(2, 3, 9, empty_rows=(2,))
