@@ -6,16 +6,18 @@
 #
 # PARTs, each bounded by its own timeout (seconds), in this order by default:
 #   core_ops  (90)   GAE forms (blocked over a sweep of block lengths) and the PPO /
-#                    turn-level losses at [1024, 8192]
-#   rl_step   (200)  one GRPO step end to end, Qwen2.5-0.5B shape, 64 prompts x 8, 256 + 512 new
-#   multiturn (120)  8-turn episodes, KV cache kept across turns vs re-prefilled (Qwen2-0.5B
-#                    shape, 64 episodes, prompt 256, 64-token actions and observations)
+#                    turn-level losses at [1024, 8192]                      (about 30 s on an H200)
+#   rl_step   (240)  one GRPO step end to end, Qwen2.5-0.5B shape, 64 prompts x 8, 256 + 512 new
+#   multiturn (300)  8-turn episodes, KV cache kept across turns vs re-prefilled (Qwen2-0.5B
+#                    shape, 64 episodes, prompt 256, 64-token actions and observations); the
+#                    re-prefill mode compiles one sampler per history length (13-22 s each there)
 #   sampler   (240)  one prefill shared by G = 8 samples of a 1024-token prompt vs G prefills;
-#                    top-p from the top-256 candidates vs the full-vocabulary sort
+#                    top-p from the top-256 candidates vs the full-vocabulary sort  (about 165 s)
 #   model     (250)  bf16 matmul, train-step MFU (Llama-3.2-1B shape), decode greedy / sampled
-#                    and the transformers baselines (eager; static cache + torch.compile)
-# At most 13 minutes in all, more than one 15-minute lease holds with the machine's start: run
-# `core_ops rl_step multiturn` (under 7 minutes) first, then `sampler` or `model` as time allows.
+#                    and the transformers baselines (eager; static cache + torch.compile) (230 s)
+# More than one 15-minute lease holds with the machine's start (a minute or two): core_ops,
+# sampler and model have tables (BENCHMARKS.md), so run `rl_step multiturn` (under 9 minutes)
+# in one call, and the rest only as time allows.
 # Results: $OUT/*.md (markdown tables), $OUT/device.txt (GPU,
 # driver, JAX version, date) and $OUT/suite.log (everything printed); without $OUT they go to
 # benchmarks/results/device/.
@@ -47,9 +49,9 @@ for p in ${*:-core_ops rl_step multiturn sampler model}; do
     core_ops) part core_ops 90 python3 benchmarks/core_ops.py --sizes 1024x8192 --repeats 5 \
                 --methods scan,associative,blocked,blocked:64,blocked:128,blocked:512 \
                 --out "$OUT/core_ops_gpu.md" ;;
-    rl_step) part rl_step 200 python3 benchmarks/hf_train_loop.py --size qwen2.5-0.5b \
+    rl_step) part rl_step 240 python3 benchmarks/hf_train_loop.py --size qwen2.5-0.5b \
                --tasks gsm8k:builtin --steps 4 --skip 2 --out "$OUT/rl_step_gpu.md" ;;
-    multiturn) part multiturn 120 python3 benchmarks/multiturn.py --size qwen0.5b \
+    multiturn) part multiturn 300 python3 benchmarks/multiturn.py --size qwen0.5b \
                  --dtype bfloat16 --batch 64 --prompt-len 256 --obs-len 64 --action-len 64 \
                  --out "$OUT/multiturn_gpu.md" ;;
     sampler) part sampler 240 python3 benchmarks/sampler.py --gpu --out "$OUT/sampler_gpu.md" ;;

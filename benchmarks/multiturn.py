@@ -15,7 +15,9 @@ A warm-up rollout compiles every shape (its wall time is reported: re-prefilling
 sampler per history-length bucket); then `--repeats` timed rollouts give min / median / max
 of action tokens/s (batch × turns × action-len / wall seconds) and turns/s (batch × turns / wall
 seconds). "same streams" is the fraction of episodes whose token streams are identical in both
-modes (random weights, sampling at temperature 1).
+modes (random weights, sampling at temperature 1). kv reuse runs first (it compiles two shapes,
+re-prefill one per history bucket), and the table is rewritten after each mode, so a run stopped
+by a time limit keeps what it measured.
 
 CPU:  python benchmarks/multiturn.py --out benchmarks/results/multiturn_cpu.md
 GPU:  python benchmarks/multiturn.py --size qwen0.5b --dtype bfloat16 --batch 64 \
@@ -45,6 +47,7 @@ import numpy as np
 from benchmarks.model import SIZES, make_config
 
 T_START = time.time()
+MODES = ("kv reuse", "re-prefill")  # kv reuse first: it compiles 2 shapes, re-prefill one per turn
 
 
 def log(msg):
@@ -134,7 +137,7 @@ def main():
                for _ in range(args.batch)]
     params = SamplingParams(temperature=1.0, max_new_tokens=args.action_len)
     results, streams = {}, {}
-    for mode in ("re-prefill", "kv reuse"):
+    for mode in MODES:
         log(f"{mode}: warm-up (compiles)")
         keys = per_sample_keys(jax.random.PRNGKey(0), args.batch)
         _, warm, _ = rollout(model, mode, prompts, keys, params, args, max_tokens)
@@ -148,10 +151,13 @@ def main():
                 streams[mode] = s
             log(f"{mode}: repeat {r} {dt:.2f}s")
         results[mode] = (times, prefilled, warm)
+        write_table(args, n_params, max_tokens, results, streams)  # a mode done is kept
 
+
+def write_table(args, n_params, max_tokens, results, streams):
+    """Prints the table of the modes measured so far and writes it to --out (when given)."""
     actions = args.batch * args.turns * args.action_len
     turns = args.batch * args.turns
-    same = np.mean([a == b for a, b in zip(streams["re-prefill"], streams["kv reuse"])])
     dev = jax.devices()[0]
     lines = [
         f"## rlvr multi-turn rollout benchmark — {datetime.date.today().isoformat()}",
@@ -175,9 +181,13 @@ def main():
         lines.append(f"| {mode} | {prefilled:,} | {warm:.1f} | {lo:.2f} / {med:.2f} / {hi:.2f} | "
                      f"{actions / hi:,.0f} / {actions / med:,.0f} / {actions / lo:,.0f} | "
                      f"{turns / med:,.1f} |")
-    speed = statistics.median(results["re-prefill"][0]) / statistics.median(results["kv reuse"][0])
-    lines += ["", f"Median speed-up of kv reuse: {speed:.2f}×. Episodes with identical token "
-              f"streams in both modes (same keys): {same:.0%}.", ""]
+    if len(results) == len(MODES):
+        speed = statistics.median(results[MODES[1]][0]) / statistics.median(results[MODES[0]][0])
+        same = np.mean([a == b for a, b in zip(streams[MODES[0]], streams[MODES[1]])])
+        lines += ["", f"Median speed-up of kv reuse: {speed:.2f}×. Episodes with identical token "
+                  f"streams in both modes (same keys): {same:.0%}.", ""]
+    else:
+        lines += ["", f"Not measured (stopped before): {', '.join(m for m in MODES if m not in results)}.", ""]
     text = "\n".join(lines)
     print(text)
     if args.out:
