@@ -18,11 +18,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One persistent XLA compilation cache per test session, shared by the xdist workers (they inherit
 # the controller's environment) and the processes tests launch (launch.py, notebook kernels): the
 # same computation (a tiny model's train step, built again by many tests) compiles once. Every
-# compile is cached, however quick; the directory is removed when the session ends.
+# compile is cached, however quick; the directory is removed when the session ends, and those of
+# killed sessions (their process gone) when the next one starts.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    import tempfile
+    from tests._xla_cache import make_cache_dir, remove_stale_cache_dirs
 
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="rlvr-tests-xla-cache-")
+    remove_stale_cache_dirs()
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = make_cache_dir()
     os.environ["RLVR_TESTS_OWN_XLA_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"]
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
