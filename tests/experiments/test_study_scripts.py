@@ -411,6 +411,16 @@ def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only(
     assert rm["reinforce/5e-05"] != sao["reinforce/5e-05"]
 
 
+def test_committed_lr_rm_block_has_five_seeds_computed_at_one_code_version():
+    """The README's claim for long512_lr_rm: five seeds per arm, every run at one code version,
+    seed 0's GRPO run the sweep's."""
+    sao, lr = _committed("long512_lr_rm", "study_sao"), _committed("long512_lr_rm", "study_lr")
+    assert {arm: sorted(seeds) for arm, seeds in sao["curves"].items()} == {
+        arm: ["0", "1", "2", "3", "4"] for arm in ("grpo", "reinforce", "sao")}
+    assert sao["run_code_versions"] == lr["run_code_versions"] == ["67d4489e195e224b"]
+    assert sao["curves"]["grpo"]["0"] == lr["runs"]["grpo/0.0001"]["curve"]
+
+
 def test_a_cached_run_carries_the_callers_label(tmp_path):
     """Provenance names runs by the caller's label (the sweep's names carry the rate), also when
     the record comes from the cache with the label it was first run under."""
