@@ -225,10 +225,11 @@ class Algorithm:
         s = self.settings
         return s.num_minibatches * s.num_microbatches if s.num_microbatches > 1 else 1
 
-    def _score_logprobs(self, model, tb):
-        """`_logprobs` over the rollout batch in `score_chunks()` row chunks."""
+    def score_rows(self, fn, tb: dict):
+        """`fn(inputs)` over the rollout batch in `score_chunks()` row chunks, where `inputs` holds
+        the batch's "tokens", "positions" and "attention_mask" (fn must act row by row)."""
         inputs = {k: tb[k] for k in ("tokens", "positions", "attention_mask")}
-        return map_row_chunks(lambda x: self._logprobs(model, x), inputs, self.score_chunks())
+        return map_row_chunks(fn, inputs, self.score_chunks())
 
     @property
     def scores_before_update(self) -> bool:
@@ -256,7 +257,8 @@ class Algorithm:
             if not s.recompute_old_logprobs:
                 tb["old_logprobs"] = tb["behavior_logprobs"]
             return self._score_reference(state, tb, m, {})
-        logprobs, entropy = self._score_logprobs(self.policy_model(state.params), tb)
+        policy = self.policy_model(state.params)
+        logprobs, entropy = self.score_rows(lambda x: self._logprobs(policy, x), tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
@@ -272,7 +274,8 @@ class Algorithm:
                 ref = self.lora.reference_params(state.params)
             if ref is None:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
-            ref_lp, _ = self._score_logprobs(self.policy_model(ref), tb)
+            reference = self.policy_model(ref)
+            ref_lp, _ = self.score_rows(lambda x: self._logprobs(reference, x), tb)
             tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
         if "ref_logprobs" in tb and "old_logprobs" in tb:
             kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)

@@ -23,7 +23,7 @@ from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean
 from rlvr.core.gae import gae
 from rlvr.core.losses import explained_variance, value_loss
-from rlvr.learner import make_update, map_row_chunks
+from rlvr.learner import make_update
 
 
 class PPO(Algorithm):
@@ -62,10 +62,8 @@ class PPO(Algorithm):
         tb = dict(tb)
         m = tb["loss_mask"] > 0
         critic = self.critic_model(state.critic_params)
-        inputs = {k: tb[k] for k in ("tokens", "positions", "attention_mask")}
-        values = jax.lax.stop_gradient(map_row_chunks(
-            lambda x: token_values(critic, x["tokens"], x["positions"], x["attention_mask"]),
-            inputs, self.score_chunks()))
+        values = jax.lax.stop_gradient(self.score_rows(
+            lambda x: token_values(critic, x["tokens"], x["positions"], x["attention_mask"]), tb))
         values = jnp.where(m, values, 0.0)
         adv, ret = gae(tb["token_rewards_shaped"], values, m, gamma=s.gamma, lam=s.gae_lambda,
                        skip_observations=s.skip_observations)
