@@ -14,12 +14,15 @@ missing, and regenerates every result file from the numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import json
 import os
 import re
+import subprocess
 import sys
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -133,21 +136,96 @@ def distinct_compute(results) -> dict:
 EARLIER_COMPUTE = re.compile(r"^Compute: ([\d.]+) s of training runs \((\d+) runs\)", re.M)
 
 
-def committed_compute(results: str) -> dict:
+NOT_RUN_FILES = ("study_summary.json", "study_testbed.json")
+
+
+def committed_versions(results: str) -> Optional[list]:
+    """The numbers of every version of every study result file under `results` that the git
+    history of its repository holds (oldest first), or None where `results` is not in a git
+    work tree (or git is missing). A result file regenerated or rerun in place keeps its earlier
+    versions there: the runs they record that the current files no longer do were computed too."""
+    def git(where, *argv):
+        return subprocess.run(["git", "-C", where, *argv], capture_output=True, text=True,
+                              check=True).stdout
+
+    try:
+        top = git(results, "rev-parse", "--show-toplevel").strip()
+        git = functools.partial(git, top)
+        log = git("log", "--reverse", "--format=@%H", "--name-only", "--",
+                  os.path.relpath(os.path.realpath(results), os.path.realpath(top)))
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    versions, commit = [], None
+    for line in log.splitlines():
+        if line.startswith("@"):
+            commit = line[1:]
+            continue
+        name = os.path.basename(line)
+        if not (name.startswith("study_") and name.endswith(".json")) or name in NOT_RUN_FILES:
+            continue
+        try:
+            versions.append(json.loads(git("show", f"{commit}:{line}")))
+        except subprocess.CalledProcessError:  # the commit deleted the file
+            continue
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{line} at commit {commit[:12]} is not JSON: {e}") from e
+    return versions
+
+
+def distinct_warm(results, earlier=(), testbeds=()) -> dict:
+    """SFT warm starts behind result files and their earlier versions, each counted once: a warm
+    start is its key and its measured seconds (files record them as `warm_compute`;
+    study_testbed.json per seed as `warm`). `unrecorded` counts the current files with runs
+    written before files recorded warm starts."""
+    from experiments.study import runner
+
+    seen = {}
+    unrecorded = sum(n.get("warm_compute") is None for n in results)
+    for numbers in list(results) + list(earlier):
+        for k, w in (numbers.get("warm_compute") or {}).items():
+            seen[(k, w.get("wall_s", 0.0), w.get("cpu_s", 0.0))] = w
+    for tb in testbeds:
+        for s in tb.get("per_seed", []):
+            w = s.get("warm") or {}
+            if "spec" in w:
+                seen[(runner.content_key(w["spec"]), w.get("wall_s", 0.0), w.get("cpu_s", 0.0))] = w
+    return {"warm_starts": len(seen), "wall_h": sum(w.get("wall_s", 0.0) for w in seen.values()) / 3600,
+            "cpu_h": sum(w.get("cpu_s", 0.0) for w in seen.values()) / 3600, "unrecorded": unrecorded}
+
+
+def replaced_compute(current, history) -> dict:
+    """Runs that earlier versions of the result files record and the current files do not (a run
+    is its key and its measured seconds, as in `distinct_compute`): reruns in place and runs
+    computed at an earlier code version, counted once."""
+    def runs(files):
+        return {(k, r.get("wall_s", 0.0), r.get("cpu_s", 0.0)): r
+                for n in files for k, r in (n.get("run_compute") or {}).items()}
+
+    gone = {k: r for k, r in runs(history).items() if k not in runs(current)}
+    return {"runs": len(gone), "wall_h": sum(r.get("wall_s", 0.0) for r in gone.values()) / 3600,
+            "cpu_h": sum(r.get("cpu_s", 0.0) for r in gone.values()) / 3600}
+
+
+def committed_compute(results: str, *, history: bool = True) -> dict:
     """Compute behind every result file under `results` (the folder and its subfolders).
 
     Study files (`study_*.json` with runs) go through `distinct_compute` together, so a run that
     several files or folders share is counted once, and a file copied into another folder
     (identical compute and code versions) once; the earlier ablation scripts' `<name>.md` files
-    record the wall seconds of their runs only. Warm starts are not in result files (each
-    cache's total, warm starts included, is in its summary)."""
+    record the wall seconds of their runs only. With `history`, the git history of the result
+    files adds the runs their earlier versions record and the current ones do not (`replaced`;
+    None without a repository). Warm starts: those the files (and their earlier versions)
+    record, each once (`warm`)."""
     folders = [results] + sorted(p for p in glob.glob(os.path.join(results, "*"))
                                  if os.path.isdir(p) and not os.path.basename(p).startswith("."))
-    per_folder, everything, seen_older = {}, [], set()
+    per_folder, everything, seen_older, testbeds = {}, [], set(), []
     for folder in folders:
         files = []
         for p in sorted(glob.glob(os.path.join(folder, "study_*.json"))):
-            if os.path.basename(p) in ("study_summary.json", "study_testbed.json"):
+            if os.path.basename(p) == "study_testbed.json":
+                with open(p) as f:
+                    testbeds.append(json.load(f))
+            if os.path.basename(p) in NOT_RUN_FILES:
                 continue
             numbers = _load_file(p)
             if not numbers or not numbers.get("compute"):
@@ -170,24 +248,44 @@ def committed_compute(results: str) -> dict:
             earlier["files"] += 1
             earlier["runs"] += int(m.group(2))
             earlier["wall_h"] += float(m.group(1)) / 3600
-    return {"folders": per_folder, "study": distinct_compute(everything), "earlier": earlier}
+    past = committed_versions(results) if history else None
+    return {"folders": per_folder, "study": distinct_compute(everything), "earlier": earlier,
+            "replaced": None if past is None else replaced_compute(everything, past),
+            "warm": distinct_warm(everything, past or (), testbeds)}
 
 
 def compute_block(total: dict) -> str:
     """The README's total-compute block, from `committed_compute`."""
-    study, earlier = total["study"], total["earlier"]
+    study, earlier, replaced, warm = total["study"], total["earlier"], total["replaced"], total["warm"]
     folders = "; ".join(
         f"`results/{'' if rel == '.' else rel + '/'}` {c['runs']} runs, {c['wall_h']:.2f} wall-hours, "
         f"{c['cpu_h']:.2f} CPU-hours" for rel, c in total["folders"].items())
+    if replaced is None:
+        replaced_line = ("Runs that earlier versions of the result files recorded are not counted "
+                         "(no git history of the result files here). ")
+        replaced = {"runs": 0, "wall_h": 0.0, "cpu_h": 0.0}
+    else:
+        replaced_line = (f"Runs that earlier versions of the result files record and the current ones "
+                         f"do not (reruns in place, runs at earlier code versions; read from the git "
+                         f"history): {replaced['runs']} runs, {replaced['wall_h']:.2f} wall-hours, "
+                         f"{replaced['cpu_h']:.2f} CPU-hours. ")
+    warm_line = (f"SFT warm starts the result files record: {warm['warm_starts']}, "
+                 f"{warm['wall_h']:.2f} wall-hours, {warm['cpu_h']:.2f} CPU-hours"
+                 + (f" ({report.count(warm['unrecorded'], 'current result file')} with runs predate "
+                    f"these records; their warm starts are counted only where a study_testbed.json "
+                    f"or another file records them). " if warm["unrecorded"] else ". "))
+    wall = study["wall_h"] + replaced["wall_h"] + warm["wall_h"] + earlier["wall_h"]
+    cpu = study["cpu_h"] + replaced["cpu_h"] + warm["cpu_h"]
     return (
         f"Total compute of the committed results, summed from the result files: the study "
         f"{study['runs']} runs, {study['wall_h']:.2f} wall-hours, {study['cpu_h']:.2f} CPU-hours "
         + ("(a run shared by files that record per-run compute counted once; files older than those "
            "records add their own totals). " if study["overlap_unknown"] else "(each run counted once). ")
-        + f"By folder: {folders}. The earlier ablation scripts: {earlier['runs']} runs in "
+        + f"By folder: {folders}. " + replaced_line + warm_line
+        + f"The earlier ablation scripts: {earlier['runs']} runs in "
         f"{report.count(earlier['files'], 'result file')}, "
-        f"{earlier['wall_h']:.2f} wall-hours (they record wall seconds only). In all {study['wall_h'] + earlier['wall_h']:.2f} wall-hours on the shared "
-        f"2-core CPU, SFT warm starts excluded (each cache's total with them is in its block above).")
+        f"{earlier['wall_h']:.2f} wall-hours (they record wall seconds only). In all {wall:.2f} "
+        f"wall-hours on the shared 2-core CPU ({cpu:.2f} CPU-hours without the earlier scripts).")
 
 
 def write_compute_total(results: str = report.RESULTS) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from experiments.study import arms, runner, stats
 
 
@@ -10,9 +12,14 @@ def method_default_lr(method: str) -> float:
 
 
 def warm(ctx, seed: int) -> str:
-    """The seed's warm-start folder (seed 0's for every seed when the scale shares one)."""
+    """The seed's warm-start folder (seed 0's for every seed when the scale shares one); its
+    compute is noted in `ctx.warm_starts` (result files record it as `warm_compute`)."""
     seed = 0 if ctx.sc.get("shared_warm") else seed
-    return runner.warm_folder(arms.base_config("grpo", seed, ctx.sc), seed, ctx.cache, log=ctx.log)
+    folder = runner.warm_folder(arms.base_config("grpo", seed, ctx.sc), seed, ctx.cache, log=ctx.log)
+    info = runner.warm_info(folder)
+    ctx.warm_starts[os.path.basename(folder)] = {"wall_s": info.get("wall_s", 0.0),
+                                                 "cpu_s": info.get("cpu_s", 0.0)}
+    return folder
 
 
 def run_arm(ctx, name: str, seed: int, lrs: dict, *, budget=None, label: str = "") -> dict:

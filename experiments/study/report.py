@@ -41,6 +41,8 @@ class Ctx:
     started: float
     arms: Optional[frozenset] = None
     records: list = dataclasses.field(default_factory=list)
+    # warm-start key -> {"wall_s", "cpu_s"} of the SFT warm starts the runs started from
+    warm_starts: dict = dataclasses.field(default_factory=dict)
 
     def log(self, msg: str) -> None:
         print(f"[study_{self.name} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -177,7 +179,9 @@ def write(ctx: Ctx, title: str, body: str, numbers: dict, settings: Optional[dic
                            "cpu_h": sum(r.get("cpu_s", 0.0) for r in ctx.records) / 3600},
                # per run, so that a summary over several result files counts a shared run once
                "run_compute": {r["key"]: {"label": r.get("label", ""), "wall_s": r.get("wall_s", 0.0),
-                                          "cpu_s": r.get("cpu_s", 0.0)} for r in ctx.records}}
+                                          "cpu_s": r.get("cpu_s", 0.0)} for r in ctx.records},
+               # per warm start, for the same reason (several files start from one warm start)
+               "warm_compute": dict(ctx.warm_starts)}
     with open(ctx.path(".json"), "w") as f:
         json.dump(numbers, f, indent=1, sort_keys=True, default=_jsonable)
     ctx.log(f"wrote {ctx.path('.md')}")

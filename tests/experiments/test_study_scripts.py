@@ -8,7 +8,7 @@ import os
 import pytest
 
 from experiments import study_all
-from experiments.study import report, runner
+from experiments.study import arms, report, runner
 from rlvr.version import code_version
 
 SCRIPTS = ("testbed", "calibrate", "lr", "pivot", "failures", "sao", "summary")
@@ -62,6 +62,11 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
         sao = json.load(f)
     assert sao["code_version"] == code_version() and sao["run_code_versions"] == [code_version()]
     assert sao["compute"]["runs"] > 0 and sao["compute"]["cpu_h"] > 0  # the cached runs' compute
+    # the warm starts the runs started from, with their measured seconds (quick: one per seed)
+    warm = {runner.content_key(runner.warm_spec(arms.base_config("grpo", s, arms.scale("quick")), s))
+            for s in (0, 1)}
+    assert set(sao["warm_compute"]) == warm and len(warm) == 2
+    assert all(w["wall_s"] > 0 and w["cpu_s"] > 0 for w in sao["warm_compute"].values())
     assert "runs' code version" in summary and "Compute of the runs behind these results" in summary
 
 
@@ -239,6 +244,54 @@ def test_committed_compute_counts_shared_and_copied_runs_once(tmp_path):
     readme.write_text("no markers\n")
     with pytest.raises(SystemExit, match="markers"):
         report.replace_readme_block("compute total", "x", str(readme))
+
+
+def test_committed_compute_adds_what_earlier_versions_of_result_files_recorded(tmp_path):
+    """A result file rerun in place keeps its first runs in the git history: the total adds them
+    (once, however many versions repeat them), and counts each recorded warm start once; outside
+    a repository the block says the history was not read."""
+    import subprocess
+
+    def git(*argv):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *argv], check=True, capture_output=True)
+
+    results = tmp_path / "experiments" / "results"
+    (results / "a").mkdir(parents=True)
+    path = results / "a" / "study_sao.json"
+    run = lambda s: {"label": "grpo/seed0", "wall_s": s, "cpu_s": 2 * s}  # noqa: E731
+    warm = {"w1": {"wall_s": 360.0, "cpu_s": 720.0}}
+
+    def version(runs, message):
+        path.write_text(json.dumps({"compute": {"runs": len(runs), "wall_h": 0.0, "cpu_h": 0.0},
+                                    "run_compute": runs, "warm_compute": warm, "reading": message}))
+        git("add", "-A")
+        git("commit", "-q", "-m", message)
+
+    git("init", "-q")
+    version({"k1": run(3600.0), "k2": run(1800.0)}, "first runs")
+    version({"k1": run(3600.0), "k2": run(1800.0)}, "regenerated from the cache")
+    version({"k1": run(3600.0), "k2": run(900.0)}, "k2 rerun in place")
+    (results / "b").mkdir()
+    (results / "b" / "study_pivot.json").write_text(json.dumps(  # not committed yet, no warm record
+        {"compute": {"runs": 1, "wall_h": 1.0, "cpu_h": 1.0},
+         "run_compute": {"k3": {"label": "x", "wall_s": 3600.0, "cpu_s": 3600.0}}}))
+
+    got = study_all.committed_compute(str(results))
+    assert got["study"] == {"runs": 3, "wall_h": 2.25, "cpu_h": 3.5, "overlap_unknown": False}
+    assert got["replaced"] == {"runs": 1, "wall_h": 0.5, "cpu_h": 1.0}
+    assert got["warm"] == {"warm_starts": 1, "wall_h": 0.1, "cpu_h": 0.2, "unrecorded": 1}
+    block = study_all.compute_block(got)
+    assert "do not (reruns in place, runs at earlier code versions; read from the git history): " \
+           "1 runs, 0.50 wall-hours, 1.00 CPU-hours" in block
+    assert "SFT warm starts the result files record: 1, 0.10 wall-hours" in block
+    assert "(1 current result file with runs predate these records" in block
+    assert "In all 2.85 wall-hours" in block and "(4.70 CPU-hours" in block
+
+    none = study_all.committed_compute(str(results), history=False)
+    assert none["replaced"] is None and none["warm"]["warm_starts"] == 1
+    assert "no git history of the result files here" in study_all.compute_block(none)
+    assert study_all.committed_versions(str(tmp_path / "nowhere")) is None
 
 
 def test_pivot_reading_names_arms_that_peaked_above_their_final_success():
