@@ -464,10 +464,11 @@ def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only(
     assert rm["reinforce/5e-05"] != sao["reinforce/5e-05"]
 
 
-def test_committed_lr_rm_block_has_five_seeds_computed_at_one_code_version():
-    """The README's claim for long512_lr_rm: five seeds per arm, every run at one code version,
-    seed 0's GRPO run the sweep's."""
-    sao, lr = _committed("long512_lr_rm", "study_sao"), _committed("long512_lr_rm", "study_lr")
+@pytest.mark.parametrize("block", ["long512_lr_sao", "long512_lr_rm"])
+def test_committed_lr_check_sao_blocks_have_five_seeds_computed_at_one_code_version(block):
+    """The README's claim for the SAO rate-check blocks: five seeds per arm, every run at one code
+    version, seed 0's GRPO run the sweep's."""
+    sao, lr = _committed(block, "study_sao"), _committed(block, "study_lr")
     assert {arm: sorted(seeds) for arm, seeds in sao["curves"].items()} == {
         arm: ["0", "1", "2", "3", "4"] for arm in ("grpo", "reinforce", "sao")}
     assert sao["run_code_versions"] == lr["run_code_versions"] == ["67d4489e195e224b"]
