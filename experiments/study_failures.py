@@ -160,11 +160,15 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     validate_config(c)
     with open(os.path.join(folder, "model.safetensors"), "rb") as f:
         weights = hashlib.sha256(f.read()).hexdigest()
-    key = runner.content_key([BREAKDOWN_VERSION, code_version(), runner.config_dict(c), weights, m])
+    # paths inside the cache relative to it (a moved cache still hits); the absolute-path key
+    # finds breakdowns written before keys were portable
+    key, legacy = (runner.content_key([BREAKDOWN_VERSION, code_version(), cfg, weights, m])
+                   for cfg in (runner.portable_config(c, ctx.cache), runner.config_dict(c)))
+    for k in (key, legacy):
+        if os.path.exists(os.path.join(ctx.cache, "failures", f"{k}.json")):
+            with open(os.path.join(ctx.cache, "failures", f"{k}.json")) as f:
+                return json.load(f), True
     path = os.path.join(ctx.cache, "failures", f"{key}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f), True
     wd = os.path.join(ctx.workdir, f"failures_{key}")
     r = build_run(c, wd)
     try:

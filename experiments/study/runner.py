@@ -8,8 +8,9 @@
 * `run_config(config, ...)`: `validate_config` → `build_run` → `loop.train` in a work dir named
   by the run key (an interrupted run resumes from its latest checkpoint). The record (metrics
   rows, result, wall / CPU seconds, code version, `machine()`) is cached as `<cache>/runs/<key>.json`; the key
-  hashes the code version (`rlvr.version.code_version()`), the full config and this module's
-  engine version, so a cached run is never reused for other code or settings. `export=True`
+  hashes the code version (`rlvr.version.code_version()`), the full config (paths inside the
+  cache relative to it, so a moved cache still hits) and this module's engine version, so a
+  cached run is never reused for other code or settings. `export=True`
   also writes the final policy as a Hugging Face folder (`<cache>/models/<key>`: the start of a
   second stage).
 
@@ -79,10 +80,24 @@ def config_dict(config) -> dict:
             for k, v in flatten(config).items()}
 
 
-def run_key(config, batch_bucket: int) -> str:
+def portable_config(config, cache: str) -> dict:
+    """`config_dict(config)` with every absolute path inside `cache` (a warm start, a first
+    stage's exported policy) written as `"<cache>/<path relative to it>"`, so that a key hashed
+    from it holds wherever the cache lies (a moved or copied repository, another work tree)."""
+    root = os.path.abspath(cache) + os.sep
+    return {k: ("<cache>/" + os.path.relpath(v, root) if isinstance(v, str) and os.path.isabs(v)
+                and os.path.abspath(v).startswith(root) else v)
+            for k, v in config_dict(config).items()}
+
+
+def run_key(config, batch_bucket: int, cache: Optional[str] = None) -> str:
+    """The cache key of a run: code version, config, engine version and batch bucket; paths inside
+    `cache` relative to it (`portable_config`). Without `cache`: the key records written before
+    keys were portable carry (absolute paths)."""
     from rlvr.version import code_version
 
-    return content_key({"code": code_version(), "config": config_dict(config), "engine": ENGINE_VERSION,
+    cfg = config_dict(config) if cache is None else portable_config(config, cache)
+    return content_key({"code": code_version(), "config": cfg, "engine": ENGINE_VERSION,
                         "batch_bucket": batch_bucket})
 
 
@@ -175,16 +190,21 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     from rlvr.version import code_version
 
     config = with_batch_bucket(config, batch_bucket)
-    key = run_key(config, batch_bucket)
+    key = run_key(config, batch_bucket, cache)
+    # a record written before keys were portable is found under its absolute-path key
+    for k in (key, run_key(config, batch_bucket)):
+        path = os.path.join(cache, "runs", f"{k}.json")
+        if os.path.exists(path) and (not export or os.path.exists(os.path.join(cache, "models", k, "config.json"))):
+            with open(path) as f:
+                rec = json.load(f)
+            rec["from_cache"] = True
+            if rec.get("model"):  # the exported policy, where the cache lies now
+                rec["model"] = os.path.join(cache, "models", k)
+            if label:  # the caller's name for the run, as a fresh run would carry it
+                rec["label"] = label
+            return rec
     path = os.path.join(cache, "runs", f"{key}.json")
     model_dir = os.path.join(cache, "models", key)
-    if os.path.exists(path) and (not export or os.path.exists(os.path.join(model_dir, "config.json"))):
-        with open(path) as f:
-            rec = json.load(f)
-        rec["from_cache"] = True
-        if label:  # the caller's name for the run, as a fresh run would carry it
-            rec["label"] = label
-        return rec
     from rlvr.train.config import validate_config
     from rlvr.train.loop import train
     from rlvr.train.metrics import read_metrics

@@ -490,6 +490,42 @@ def test_a_cached_run_carries_the_callers_label(tmp_path):
     assert runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path))["label"] == "grpo/seed0"
 
 
+def test_a_cached_run_is_found_after_its_cache_moved(tmp_path):
+    """A run key holds paths inside the cache relative to it, so a cache moved with its repository
+    (or read from another work tree) still hits, and the record's exported policy is where the
+    cache lies now; a record written under the older absolute-path key is found too."""
+    import shutil
+
+    from experiments.study import arms
+
+    def config(cache):
+        return runner.with_batch_bucket(arms.arm_config("grpo", 0, arms.scale("quick"),
+                                                        warm=str(cache / "warm" / "w0"), lr=1e-4), 32)
+
+    first, moved = tmp_path / "a" / ".study_cache", tmp_path / "b" / ".study_cache"
+    key = runner.run_key(config(first), 32, str(first))
+    assert key == runner.run_key(config(moved), 32, str(moved))
+    assert key != runner.run_key(config(first), 32)  # the absolute-path key differs
+    assert runner.portable_config(config(first), str(first))["model.init_from"] == "<cache>/warm/w0"
+    (first / "runs").mkdir(parents=True)
+    (first / "models" / key).mkdir(parents=True)
+    (first / "models" / key / "config.json").write_text("{}")
+    (first / "runs" / f"{key}.json").write_text(json.dumps(
+        {"key": key, "label": "grpo/seed0", "model": str(first / "models" / key)}))
+    shutil.move(str(first.parent), str(moved.parent))
+
+    got = runner.run_config(config(moved), workdir_root=str(tmp_path / "work"), cache=str(moved),
+                            export=True)
+    assert got["from_cache"] and got["key"] == key and got["model"] == str(moved / "models" / key)
+
+    legacy = tmp_path / "c" / ".study_cache"
+    old_key = runner.run_key(config(legacy), 32)
+    (legacy / "runs").mkdir(parents=True)
+    (legacy / "runs" / f"{old_key}.json").write_text(json.dumps({"key": old_key, "label": "x"}))
+    got = runner.run_config(config(legacy), workdir_root=str(tmp_path / "work"), cache=str(legacy))
+    assert got["from_cache"] and got["key"] == old_key
+
+
 def test_costs_to_level_print_a_lower_bound_when_the_level_was_not_reached():
     from experiments.study import stats
 
