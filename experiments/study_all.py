@@ -14,7 +14,6 @@ missing, and regenerates every result file from the numbers.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import glob
 import json
 import os
@@ -144,15 +143,14 @@ def committed_versions(results: str) -> Optional[list]:
     history of its repository holds (oldest first), or None where `results` is not in a git
     work tree (or git is missing). A result file regenerated or rerun in place keeps its earlier
     versions there: the runs they record that the current files no longer do were computed too."""
-    def git(where, *argv):
+    def git(*argv, where=results):
         return subprocess.run(["git", "-C", where, *argv], capture_output=True, text=True,
                               check=True).stdout
 
     try:
-        top = git(results, "rev-parse", "--show-toplevel").strip()
-        git = functools.partial(git, top)
+        top = git("rev-parse", "--show-toplevel").strip()
         log = git("log", "--reverse", "--format=@%H", "--name-only", "--",
-                  os.path.relpath(os.path.realpath(results), os.path.realpath(top)))
+                  os.path.relpath(os.path.realpath(results), os.path.realpath(top)), where=top)
     except (OSError, subprocess.CalledProcessError):
         return None
     versions, commit = [], None
@@ -164,7 +162,7 @@ def committed_versions(results: str) -> Optional[list]:
         if not (name.startswith("study_") and name.endswith(".json")) or name in NOT_RUN_FILES:
             continue
         try:
-            versions.append(json.loads(git("show", f"{commit}:{line}")))
+            versions.append(json.loads(git("show", f"{commit}:{line}", where=top)))
         except subprocess.CalledProcessError:  # the commit deleted the file
             continue
         except json.JSONDecodeError as e:
