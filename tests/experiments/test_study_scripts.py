@@ -464,13 +464,15 @@ def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only(
     assert rm["reinforce/5e-05"] != sao["reinforce/5e-05"]
 
 
-@pytest.mark.parametrize("block", ["long512_lr_sao", "long512_lr_rm"])
-def test_committed_lr_check_sao_blocks_have_five_seeds_computed_at_one_code_version(block):
+@pytest.mark.parametrize("block, block_arms", [
+    ("long512_lr_sao", ("grpo", "reinforce", "sao", "sao_naive_gae")),
+    ("long512_lr_rm", ("grpo", "reinforce", "sao"))])
+def test_committed_lr_check_sao_blocks_have_five_seeds_computed_at_one_code_version(block, block_arms):
     """The README's claim for the SAO rate-check blocks: five seeds per arm, every run at one code
     version, seed 0's GRPO run the sweep's."""
     sao, lr = _committed(block, "study_sao"), _committed(block, "study_lr")
     assert {arm: sorted(seeds) for arm, seeds in sao["curves"].items()} == {
-        arm: ["0", "1", "2", "3", "4"] for arm in ("grpo", "reinforce", "sao")}
+        arm: ["0", "1", "2", "3", "4"] for arm in block_arms}
     assert sao["run_code_versions"] == lr["run_code_versions"] == ["67d4489e195e224b"]
     assert sao["curves"]["grpo"]["0"] == lr["runs"]["grpo/0.0001"]["curve"]
 
