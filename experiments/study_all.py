@@ -25,7 +25,7 @@ from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.study import report  # noqa: E402
+from experiments.study import report, runner  # noqa: E402
 
 STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_failures", "study_sao")
 
@@ -175,8 +175,6 @@ def distinct_warm(results, earlier=(), testbeds=()) -> dict:
     start is its key and its measured seconds (files record them as `warm_compute`;
     study_testbed.json per seed as `warm`). `unrecorded` counts the current files with runs
     written before files recorded warm starts."""
-    from experiments.study import runner
-
     seen = {}
     unrecorded = sum(n.get("warm_compute") is None for n in results)
     for numbers in list(results) + list(earlier):
@@ -199,7 +197,8 @@ def replaced_compute(current, history) -> dict:
         return {(k, r.get("wall_s", 0.0), r.get("cpu_s", 0.0)): r
                 for n in files for k, r in (n.get("run_compute") or {}).items()}
 
-    gone = {k: r for k, r in runs(history).items() if k not in runs(current)}
+    now = runs(current)
+    gone = {k: r for k, r in runs(history).items() if k not in now}
     return {"runs": len(gone), "wall_h": sum(r.get("wall_s", 0.0) for r in gone.values()) / 3600,
             "cpu_h": sum(r.get("cpu_s", 0.0) for r in gone.values()) / 3600}
 
