@@ -178,7 +178,12 @@ class Algorithm:
         return {}
 
     def _merge(self, graphdef, params, rest):
-        return nnx.merge(graphdef, params, rest) if rest is not None else nnx.merge(graphdef, params)
+        """The module of `params` with fresh Variables (`copy=True`), made at the current trace:
+        the state's own Variables belong to the trace that made them, and a module reusing them
+        inside a `lax.map` / `lax.scan` body fails in an nnx transform (`nnx.remat` raises
+        TraceContextError)."""
+        states = (params,) if rest is None else (params, rest)
+        return nnx.merge(graphdef, *states, copy=True)
 
     def policy_model(self, params):
         return self._merge(self.policy_graphdef, params, self.policy_rest)
@@ -225,11 +230,17 @@ class Algorithm:
         s = self.settings
         return s.num_minibatches * s.num_microbatches if s.num_microbatches > 1 else 1
 
-    def score_rows(self, fn, tb: dict):
-        """`fn(inputs)` over the rollout batch in `score_chunks()` row chunks, where `inputs` holds
-        the batch's "tokens", "positions" and "attention_mask" (fn must act row by row)."""
+    def score_rows(self, make_model, fn, tb: dict):
+        """`fn(make_model(), inputs)` over the rollout batch in `score_chunks()` row chunks, where
+        `inputs` holds the batch's "tokens", "positions" and "attention_mask" (fn must act row by
+        row).
+
+        The model is built inside each chunk's `lax.map` body (`_merge`): an nnx module built
+        outside it cannot run there through an nnx transform (the rematerialised blocks'
+        `nnx.remat` raises TraceContextError on its outer-trace parameters).
+        """
         inputs = {k: tb[k] for k in ("tokens", "positions", "attention_mask")}
-        return map_row_chunks(fn, inputs, self.score_chunks())
+        return map_row_chunks(lambda x: fn(make_model(), x), inputs, self.score_chunks())
 
     @property
     def scores_before_update(self) -> bool:
@@ -257,8 +268,8 @@ class Algorithm:
             if not s.recompute_old_logprobs:
                 tb["old_logprobs"] = tb["behavior_logprobs"]
             return self._score_reference(state, tb, m, {})
-        policy = self.policy_model(state.params)
-        logprobs, entropy = self.score_rows(lambda x: self._logprobs(policy, x), tb)
+        logprobs, entropy = self.score_rows(lambda: self.policy_model(state.params),
+                                            self._logprobs, tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
@@ -274,8 +285,7 @@ class Algorithm:
                 ref = self.lora.reference_params(state.params)
             if ref is None:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
-            reference = self.policy_model(ref)
-            ref_lp, _ = self.score_rows(lambda x: self._logprobs(reference, x), tb)
+            ref_lp, _ = self.score_rows(lambda: self.policy_model(ref), self._logprobs, tb)
             tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
         if "ref_logprobs" in tb and "old_logprobs" in tb:
             kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)

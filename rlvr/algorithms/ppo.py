@@ -61,9 +61,10 @@ class PPO(Algorithm):
         s = self.settings
         tb = dict(tb)
         m = tb["loss_mask"] > 0
-        critic = self.critic_model(state.critic_params)
         values = jax.lax.stop_gradient(self.score_rows(
-            lambda x: token_values(critic, x["tokens"], x["positions"], x["attention_mask"]), tb))
+            lambda: self.critic_model(state.critic_params),
+            lambda critic, x: token_values(critic, x["tokens"], x["positions"], x["attention_mask"]),
+            tb))
         values = jnp.where(m, values, 0.0)
         adv, ret = gae(tb["token_rewards_shaped"], values, m, gamma=s.gamma, lam=s.gae_lambda,
                        skip_observations=s.skip_observations)

@@ -38,9 +38,9 @@ def fixed_batch(b=8, t=10, prompt=3, seed=0, rewards=None):
 
 
 def build(name, *, lr=1e-2, kl_mode="none", kl_coef=0.0, seed=0, optimizer=None,
-          critic_optimizer=None, **overrides):
+          critic_optimizer=None, remat=False, **overrides):
     cfg = tiny_config()
-    policy = Transformer(cfg, rngs=nnx.Rngs(seed))
+    policy = Transformer(cfg, rngs=nnx.Rngs(seed), remat=remat)
     graphdef, params, rest = split_model(policy)
     settings = dataclasses.replace(AlgorithmSettings(name=name, group_size=2, kl_mode=kl_mode),
                                    **overrides)

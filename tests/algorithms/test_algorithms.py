@@ -18,6 +18,8 @@ from tests.algorithms.helpers import build, fixed_batch
     ("rloo", dict(kl_mode="reward", kl_coef=0.05, aggregation="seq-mean-token-mean")),
     ("reinforce", dict(aggregation="seq-mean-token-sum", num_microbatches=2)),
     ("ppo", dict(kl_mode="reward", kl_coef=0.05, num_minibatches=2, epochs=2)),
+    ("grpo", dict(kl_mode="loss", kl_coef=0.1, num_minibatches=2, num_microbatches=2, remat=True)),
+    ("ppo", dict(num_minibatches=2, num_microbatches=2, epochs=2, remat=True)),
 ])
 def test_two_steps_finite(name, kw):
     algo, state = build(name, **kw)
@@ -97,11 +99,13 @@ def test_policy_version_advances_only_when_the_policy_changed():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("name", ["grpo", "ppo"])
-def test_no_grad_passes_in_micro_batch_chunks_equal_one_pass(name):
+@pytest.mark.parametrize("name,remat", [("grpo", False), ("ppo", False), ("grpo", True),
+                                        ("ppo", True)])
+def test_no_grad_passes_in_micro_batch_chunks_equal_one_pass(name, remat):
     """With num_microbatches > 1, π_old, π_ref and the critic's values are scored one learner
-    micro-batch of rows at a time (B / (minibatches · microbatches)): same numbers as one pass."""
-    kw = dict(kl_mode="loss", kl_coef=0.1, epochs=2, num_minibatches=2)
+    micro-batch of rows at a time (B / (minibatches · microbatches)): same numbers as one pass,
+    rematerialised blocks (an nnx transform inside each chunk's `lax.map` body) included."""
+    kw = dict(kl_mode="loss", kl_coef=0.1, epochs=2, num_minibatches=2, remat=remat)
     one, state = build(name, **kw, num_microbatches=1)
     chunked, _ = build(name, **kw, num_microbatches=2)
     assert one.score_chunks() == 1 and chunked.score_chunks() == 4
