@@ -229,7 +229,11 @@ def _finish(r: Run, state, host: dict, metrics: dict, cost: RolloutCost, step: i
 
 
 def format_before_after(before: dict, after: dict) -> str:
+    """Markdown table of the held-out `eval/*` metrics at the warm start and after RL, or one line
+    saying that no held-out evaluation ran (e.g. `eval.num_tasks` = 0)."""
     keys = [k for k in before if k.startswith("eval/")] or [k for k in after if k.startswith("eval/")]
+    if not keys:
+        return "no held-out evaluation ran (eval.num_tasks = 0): no before / after table"
     lines = ["| metric | warm-start | after RL | change |", "|---|---|---|---|"]
     for k in keys:
         b, a = before.get(k, float("nan")), after.get(k, float("nan"))

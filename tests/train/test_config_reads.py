@@ -80,3 +80,11 @@ R72 = {"reward/mean", "reward/std", "advantage/mean", "advantage/var", "length/m
 SAMPLE_FIELDS = {"step", "task_id", "policy_version", "verifier_version", "environment_version",
                  "reward_config_hash", "sampling_params", "stop_reason", "decision", "trial",
                  "evidence", "text", "prompt", "reward", "valid"}
+
+
+def test_before_after_table_names_its_metrics_or_says_none_ran():
+    from rlvr.train.loop import format_before_after
+
+    table = format_before_after({"eval/success": 0.25}, {"eval/success": 0.5, "eval/cost": 3.0})
+    assert table.splitlines()[2] == "| success | 0.250 | 0.500 | +0.250 |" and "cost" not in table
+    assert format_before_after({}, {}).startswith("no held-out evaluation ran")
