@@ -25,7 +25,7 @@ from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.study import report, runner  # noqa: E402
+from experiments.study import claims, report, runner  # noqa: E402
 
 STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_failures", "study_sao")
 
@@ -33,11 +33,12 @@ STEPS = ("study_testbed", "study_calibrate", "study_lr", "study_pivot", "study_f
 def main(argv=None):
     ap = report.parser(__doc__.splitlines()[0])
     ap.add_argument("--skip", default="", help="comma-separated steps to skip (e.g. study_calibrate)")
-    ap.add_argument("--compute-total", action="store_true", help="only rewrite the README's "
-                    "total-compute block from the committed result files (runs nothing)")
+    ap.add_argument("--from-results", action="store_true", help="only rewrite the README's blocks "
+                    "read from every committed result file: the readings by block and the total "
+                    "compute (runs nothing)")
     args = ap.parse_args(argv)
-    if args.compute_total:
-        write_compute_total()
+    if args.from_results:
+        write_results_blocks()
         return
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--skip" in argv:
@@ -285,8 +286,10 @@ def compute_block(total: dict) -> str:
         f"wall-hours on the shared 2-core CPU ({cpu:.2f} CPU-hours without the earlier scripts).")
 
 
-def write_compute_total(results: str = report.RESULTS) -> None:
-    """Rewrites experiments/README.md's total-compute block from the result files under `results`."""
+def write_results_blocks(results: str = report.RESULTS) -> None:
+    """Rewrites experiments/README.md's blocks read from every result file under `results`: each
+    claim's reading in each block (`experiments.study.claims`) and the total compute."""
+    report.replace_readme_block("readings by block", claims.block_text(claims.read(results)))
     report.replace_readme_block("compute total", compute_block(committed_compute(results)))
 
 
@@ -366,7 +369,7 @@ def summary(ctx, elapsed_s: float) -> None:
         f"Compute of the runs in the cache: {comp['runs']} runs, {comp['wall_h']:.2f} wall-hours, "
         f"{comp['cpu_h']:.2f} CPU-hours (warm starts included)."]))
     if report.readme_markers(ctx.out) is not None:
-        write_compute_total()
+        write_results_blocks()
 
 
 if __name__ == "__main__":
