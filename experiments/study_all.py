@@ -68,28 +68,7 @@ def main(argv=None):
 
 
 def _load(ctx, name):
-    return _load_file(os.path.join(ctx.out, f"study_{name}.json"))
-
-
-def _load_file(p):
-    """A study result file's numbers, with its provenance and compute read from the .md where the
-    json predates them; None where the file does not exist."""
-    if not os.path.exists(p):
-        return None
-    with open(p) as f:
-        numbers = json.load(f)
-    md = p[:-len(".json")] + ".md"
-    text = open(md).read() if os.path.exists(md) else ""
-    # written before the json recorded provenance: read it from the .md's provenance lines
-    if "run_code_versions" not in numbers:
-        m = re.search(r"runs computed with: (.*)", text)
-        numbers["run_code_versions"] = re.findall(r"`([0-9a-f]+)`", m.group(1)) if m else []
-    if "compute" not in numbers:
-        runs = re.search(r"^Runs: (\d+)", text, re.M)
-        m = re.search(r"Compute of these runs.*?: ([\d.]+) wall-hours, ([\d.]+) CPU-hours", text)
-        numbers["compute"] = ({"runs": int(runs.group(1)) if runs else 0, "wall_h": float(m.group(1)),
-                               "cpu_h": float(m.group(2))} if m else None)
-    return numbers
+    return report.load_result(os.path.join(ctx.out, f"study_{name}.json"))
 
 
 def total_compute(cache: str) -> dict:
@@ -225,7 +204,7 @@ def committed_compute(results: str, *, history: bool = True) -> dict:
                     testbeds.append(json.load(f))
             if os.path.basename(p) in NOT_RUN_FILES:
                 continue
-            numbers = _load_file(p)
+            numbers = report.load_result(p)
             if not numbers or not numbers.get("compute"):
                 continue
             files.append(numbers)

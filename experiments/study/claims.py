@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 from typing import Optional
 
@@ -77,7 +76,7 @@ class Reading:
     seeds: int            # seeds where both arms have a final success
     reached: Optional[tuple[int, int]]  # runs of each arm that reached ℓ (ratio claims), if recorded
     ci: tuple[float, float, float]
-    code_version: str
+    run_code_versions: tuple[str, ...]  # the code versions the block's runs were computed with
 
 
 def blocks(results: str) -> list[str]:
@@ -98,17 +97,13 @@ def _paired_seeds(final: dict, arms) -> int:
 def read(results: str = report.RESULTS) -> list[Reading]:
     """Every claim's reading in every block under `results` where it was measured, in the order of
     CLAIMS, then of `blocks`."""
-    loaded = {}
-    for b in blocks(results):
-        for s in SCRIPTS:
-            p = os.path.join(results, b, f"study_{s}.json")
-            if os.path.exists(p):
-                with open(p) as f:
-                    loaded[b, s] = json.load(f)
+    found = blocks(results)
+    loaded = {(b, s): report.load_result(os.path.join(results, b, f"study_{s}.json"))
+              for b in found for s in SCRIPTS}
     out = []
     for claim in CLAIMS:
-        for b in blocks(results):
-            d = loaded.get((b, claim.script))
+        for b in found:
+            d = loaded[b, claim.script]
             if d is None:
                 continue
             ci = tuple(float(x) for x in d.get(claim.group, {}).get(claim.key, (np.nan,) * 3))
@@ -118,7 +113,7 @@ def read(results: str = report.RESULTS) -> list[Reading]:
             reached = None
             if claim.group == "ratios" and all(a in d.get("reached", {}) for a in claim.arms):
                 reached = tuple(int(d["reached"][a]) for a in claim.arms)
-            out.append(Reading(claim, b, seeds, reached, ci, str(d.get("code_version", "unknown"))))
+            out.append(Reading(claim, b, seeds, reached, ci, tuple(d["run_code_versions"])))
     return out
 
 
@@ -143,6 +138,6 @@ def block_text(readings: list[Reading]) -> str:
         where = "`results/`" if r.block == "." else f"`results/{r.block}/`"
         rows.append([c.label, where, seeds, stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit),
                      stats.verdict(*r.ci, null=c.null, target=c.target), allows(r),
-                     f"`{r.code_version}`"])
+                     ", ".join(f"`{v}`" for v in r.run_code_versions) or "unknown"])
     return report.table(["claim", "block", "paired seeds", "point [95% CI]", "verdict",
-                         "largest effect the interval allows", "code version"], rows)
+                         "largest effect the interval allows", "runs' code version"], rows)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -324,3 +325,24 @@ def chosen_lrs(ctx: Ctx, method_default: Callable[[str], float]) -> dict:
         return {"lr": defaults, "source": "config defaults (study_lr has not run)"}
     return {"lr": defaults, "source": f"config defaults (study_lr.json was swept at scale "
                                       f"{swept.get('scale', 'unknown')!r}, not {lr_scale!r})"}
+
+
+def load_result(p: str) -> Optional[dict]:
+    """A study result file's numbers, with its provenance and compute read from the .md where the
+    json predates them; None where the file does not exist."""
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        numbers = json.load(f)
+    md = p[:-len(".json")] + ".md"
+    text = open(md).read() if os.path.exists(md) else ""
+    # written before the json recorded provenance: read it from the .md's provenance lines
+    if "run_code_versions" not in numbers:
+        m = re.search(r"runs computed with: (.*)", text)
+        numbers["run_code_versions"] = re.findall(r"`([0-9a-f]+)`", m.group(1)) if m else []
+    if "compute" not in numbers:
+        runs = re.search(r"^Runs: (\d+)", text, re.M)
+        m = re.search(r"Compute of these runs.*?: ([\d.]+) wall-hours, ([\d.]+) CPU-hours", text)
+        numbers["compute"] = ({"runs": int(runs.group(1)) if runs else 0, "wall_h": float(m.group(1)),
+                               "cpu_h": float(m.group(2))} if m else None)
+    return numbers

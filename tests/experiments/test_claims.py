@@ -18,13 +18,13 @@ def _write(path, payload):
 
 def test_readings_come_from_each_blocks_files_where_both_arms_ran(tmp_path):
     _write(str(tmp_path / "study_sao.json"), {
-        "code_version": "aaaa",
+        "run_code_versions": ["aaaa"],
         "final": {"grpo": [0.6, 0.5, 0.7], "sao": [0.5, 0.4, NAN], "reinforce": [0.3, 0.2, 0.1]},
         "reached": {"grpo": 3, "sao": 1},
         "ratios": {"wall_ratio": [0.4, 0.3, 0.5]},
         "diffs": {"sao-reinforce": [0.15, 0.1, 0.2], "sao-sao_k1": [NAN, NAN, NAN]}})
     _write(str(tmp_path / "b" / "study_pivot.json"), {
-        "code_version": "bbbb",
+        "run_code_versions": ["bbbb"],
         "final": {"grpo": [0.6, 0.6], "pivotrl": [0.5, 0.55], "pivot_all": [0.52, 0.5]},
         "reached": {"grpo": 2, "pivotrl": 2},
         "ratios": {"tokens_ratio": [2.0, 1.5, 3.5]},
@@ -34,7 +34,7 @@ def test_readings_come_from_each_blocks_files_where_both_arms_ran(tmp_path):
     assert set(got) == {("tokens_ratio", "b"), ("filter_minus_all", "b"), ("wall_ratio", "."),
                         ("sao-reinforce", ".")}  # sao-sao_k1 never ran: no row
     wall = got["wall_ratio", "."]
-    assert wall.seeds == 2 and wall.reached == (3, 1) and wall.code_version == "aaaa"
+    assert wall.seeds == 2 and wall.reached == (3, 1) and wall.run_code_versions == ("aaaa",)
     assert got["sao-reinforce", "."].seeds == 2 and got["sao-reinforce", "."].reached is None
     assert claims.allows(got["filter_minus_all", "b"]) == "+0.040"
     assert claims.allows(wall) == "0.50×"
