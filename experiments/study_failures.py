@@ -164,10 +164,10 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     # finds breakdowns written before keys were portable
     key, legacy = (runner.content_key([BREAKDOWN_VERSION, code_version(), cfg, weights, m])
                    for cfg in (runner.portable_config(c, ctx.cache), runner.config_dict(c)))
-    for k in (key, legacy):
-        if os.path.exists(os.path.join(ctx.cache, "failures", f"{k}.json")):
-            with open(os.path.join(ctx.cache, "failures", f"{k}.json")) as f:
-                return json.load(f), True
+    found = runner.find_record(os.path.join(ctx.cache, "failures"), key, legacy)
+    if found:
+        with open(found) as f:
+            return json.load(f), True
     path = os.path.join(ctx.cache, "failures", f"{key}.json")
     wd = os.path.join(ctx.workdir, f"failures_{key}")
     r = build_run(c, wd)

@@ -101,6 +101,27 @@ def run_key(config, batch_bucket: int, cache: Optional[str] = None) -> str:
                         "batch_bucket": batch_bucket})
 
 
+def find_record(folder: str, key: str, legacy_key: str,
+                ready: Callable[[str], bool] = lambda k: True) -> Optional[str]:
+    """The path of the JSON record filed as `<folder>/<key>.json`, or None. A record filed under
+    `legacy_key` (its absolute-path key, written before keys were portable) is found too and
+    filed again under `key` (a copy), so the cache hits from wherever it lies next: a moved or
+    copied repository, another work tree. `ready(k)`: whatever else a hit needs beside the
+    record (an exported policy under the same key)."""
+    path = os.path.join(folder, f"{key}.json")
+    if os.path.exists(path) and ready(key):
+        return path
+    old = os.path.join(folder, f"{legacy_key}.json")
+    if legacy_key == key or not os.path.exists(old) or not ready(legacy_key):
+        return None
+    import shutil
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    shutil.copyfile(old, tmp)
+    os.replace(tmp, path)
+    return path
+
+
 # ----------------------------------------------------------------------------- warm start
 def warm_spec(config, seed: int) -> dict:
     """What a warm start depends on (its cache key): code version, the model / tokenizer / task
@@ -190,19 +211,24 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     from rlvr.version import code_version
 
     config = with_batch_bucket(config, batch_bucket)
-    key = run_key(config, batch_bucket, cache)
-    # a record written before keys were portable is found under its absolute-path key
-    for k in (key, run_key(config, batch_bucket)):
-        path = os.path.join(cache, "runs", f"{k}.json")
-        if os.path.exists(path) and (not export or os.path.exists(os.path.join(cache, "models", k, "config.json"))):
-            with open(path) as f:
-                rec = json.load(f)
-            rec["from_cache"] = True
-            if rec.get("model"):  # the exported policy, where the cache lies now
-                rec["model"] = os.path.join(cache, "models", k)
-            if label:  # the caller's name for the run, as a fresh run would carry it
-                rec["label"] = label
-            return rec
+    key, legacy_key = run_key(config, batch_bucket, cache), run_key(config, batch_bucket)
+
+    def exported(k: str) -> bool:
+        return os.path.exists(os.path.join(cache, "models", k, "config.json"))
+
+    if export and not exported(key) and exported(legacy_key):  # the portable key names it too
+        os.symlink(legacy_key, os.path.join(cache, "models", key))
+    found = find_record(os.path.join(cache, "runs"), key, legacy_key,
+                        ready=lambda k: not export or exported(k))
+    if found:
+        with open(found) as f:
+            rec = json.load(f)
+        rec["from_cache"] = True
+        if rec.get("model"):  # the exported policy, where the cache lies now
+            rec["model"] = os.path.join(cache, "models", key)
+        if label:  # the caller's name for the run, as a fresh run would carry it
+            rec["label"] = label
+        return rec
     path = os.path.join(cache, "runs", f"{key}.json")
     model_dir = os.path.join(cache, "models", key)
     from rlvr.train.config import validate_config

@@ -495,7 +495,8 @@ def test_a_cached_run_carries_the_callers_label(tmp_path):
 def test_a_cached_run_is_found_after_its_cache_moved(tmp_path):
     """A run key holds paths inside the cache relative to it, so a cache moved with its repository
     (or read from another work tree) still hits, and the record's exported policy is where the
-    cache lies now; a record written under the older absolute-path key is found too."""
+    cache lies now; a record written under the older absolute-path key is found too, and filed
+    again under its portable key, so it also hits once its cache has moved."""
     import shutil
 
     from experiments.study import arms
@@ -523,9 +524,24 @@ def test_a_cached_run_is_found_after_its_cache_moved(tmp_path):
     legacy = tmp_path / "c" / ".study_cache"
     old_key = runner.run_key(config(legacy), 32)
     (legacy / "runs").mkdir(parents=True)
-    (legacy / "runs" / f"{old_key}.json").write_text(json.dumps({"key": old_key, "label": "x"}))
-    got = runner.run_config(config(legacy), workdir_root=str(tmp_path / "work"), cache=str(legacy))
+    (legacy / "models" / old_key).mkdir(parents=True)
+    (legacy / "models" / old_key / "config.json").write_text("{}")
+    (legacy / "runs" / f"{old_key}.json").write_text(json.dumps(
+        {"key": old_key, "label": "x", "model": str(legacy / "models" / old_key)}))
+    got = runner.run_config(config(legacy), workdir_root=str(tmp_path / "work"), cache=str(legacy),
+                            export=True)
     assert got["from_cache"] and got["key"] == old_key
+    # ... and filed again under its portable key, so it hits after its cache moved too
+    new_key = runner.run_key(config(legacy), 32, str(legacy))
+    assert (legacy / "runs" / f"{new_key}.json").exists()
+    moved_legacy = tmp_path / "d" / ".study_cache"
+    shutil.move(str(legacy.parent), str(moved_legacy.parent))
+    assert runner.run_key(config(moved_legacy), 32) != old_key
+    got = runner.run_config(config(moved_legacy), workdir_root=str(tmp_path / "work"),
+                            cache=str(moved_legacy), export=True)
+    assert got["from_cache"] and got["key"] == old_key
+    assert got["model"] == str(moved_legacy / "models" / new_key)
+    assert json.loads((moved_legacy / "models" / new_key / "config.json").read_text()) == {}
 
 
 def test_costs_to_level_print_a_lower_bound_when_the_level_was_not_reached():
