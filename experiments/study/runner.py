@@ -216,8 +216,9 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     def exported(k: str) -> bool:
         return os.path.exists(os.path.join(cache, "models", k, "config.json"))
 
-    if export and not exported(key) and exported(legacy_key):  # the portable key names it too
-        os.symlink(legacy_key, os.path.join(cache, "models", key))
+    link = os.path.join(cache, "models", key)
+    if export and not os.path.lexists(link) and exported(legacy_key):  # the portable key names it too
+        os.symlink(legacy_key, link)
     found = find_record(os.path.join(cache, "runs"), key, legacy_key,
                         ready=lambda k: not export or exported(k))
     if found:
