@@ -465,7 +465,8 @@ def test_committed_lr_check_blocks_repeat_their_synchronous_and_fixed_runs_only(
 
 
 @pytest.mark.parametrize("block, block_arms", [
-    ("long512_lr_sao", ("grpo", "reinforce", "sao", "sao_k1", "sao_naive_gae")),
+    ("long512_lr_sao", ("grpo", "reinforce", "sao", "sao_k1", "sao_naive_gae", "sao_pretrain_none",
+                        "sao_unfrozen")),
     ("long512_lr_rm", ("grpo", "reinforce", "sao"))])
 def test_committed_lr_check_sao_blocks_have_five_seeds_computed_at_one_code_version(block, block_arms):
     """The README's claim for the SAO rate-check blocks: five seeds per arm, every run at one code
