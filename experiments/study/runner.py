@@ -217,7 +217,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
         return os.path.exists(os.path.join(cache, "models", k, "config.json"))
 
     link = os.path.join(cache, "models", key)
-    if export and not os.path.lexists(link) and exported(legacy_key):  # the portable key names it too
+    if not os.path.lexists(link) and exported(legacy_key):  # the portable key names it too
         os.symlink(legacy_key, link)
     found = find_record(os.path.join(cache, "runs"), key, legacy_key,
                         ready=lambda k: not export or exported(k))
