@@ -125,6 +125,7 @@ def by_verifier(rows: list[dict]) -> dict:
 
 def evaluate(config, workdir: str) -> dict:
     """`launch.py --mode=eval` (module docstring); returns the eval.json dict."""
+    from rlvr.train.samples import write_jsonl_rows
     from rlvr.train.setup import build_run
 
     validate_config(config)
@@ -148,9 +149,7 @@ def evaluate(config, workdir: str) -> dict:
             os.makedirs(workdir, exist_ok=True)
             with open(os.path.join(workdir, "eval.json"), "w") as f:
                 json.dump(result, f, indent=2, default=float)
-            with open(os.path.join(workdir, "eval_samples.jsonl"), "w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            write_jsonl_rows(os.path.join(workdir, "eval_samples.jsonl"), rows)
             print(json.dumps({"origin": origin, **result["metrics"]}, indent=2))
         return result
     finally:

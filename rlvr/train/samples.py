@@ -13,6 +13,12 @@ step (`Algorithm.batch_metrics`).
 `write_samples(path, step, collected, n, seed)` appends n records — half the highest-reward
 samples (the tail a reward-hacking audit reads first, R7.3), half drawn at random — each the
 full `SampleMeta` (prompt, output, verdict evidence, reward, versions) plus the step.
+
+Every JSONL log of samples (`samples.jsonl` here, `eval_samples.jsonl` of `--mode=eval`) is
+written by `write_jsonl_rows` / `dumps_record`: any row writes, whatever text a model produced.
+Non-ASCII text stays readable UTF-8; a lone surrogate (a half of a UTF-16 pair, e.g. "\\ud800"
+decoded from a model's bytes) is written as its JSON escape, so `json.loads` gives back the same
+string; NaN / Infinity become strings and values that are not JSON data their `repr`.
 """
 
 from __future__ import annotations
@@ -77,6 +83,10 @@ def global_sample_metrics(m: dict, num_processes: int) -> dict:
 
 
 def _json_safe(v):
+    if isinstance(v, np.generic):  # numpy scalars: the Python number / bool
+        v = v.item()
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     if isinstance(v, dict):
@@ -86,6 +96,24 @@ def _json_safe(v):
     if isinstance(v, (str, int, bool)) or v is None or isinstance(v, float):
         return v
     return repr(v)
+
+
+def dumps_record(row) -> str:
+    """One JSONL line (no newline) of `row` that always encodes as UTF-8 (module docstring)."""
+    text = json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False)
+    # Only lone surrogates cannot encode; backslashreplace writes them as \uXXXX, which is the
+    # JSON escape of the same code point (they only occur inside JSON strings).
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def write_jsonl_rows(path: str, rows, *, append: bool = False) -> int:
+    """Writes `rows` (dicts) to `path` as JSONL, one `dumps_record` line each; every line is
+    built before the file is opened, so a row that cannot be written leaves no partial file.
+    append: add to the file instead of replacing it. Returns the number of rows written."""
+    lines = [dumps_record(r) + "\n" for r in rows]
+    with open(path, "a" if append else "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    return len(lines)
 
 
 def write_samples(path: str, step: int, collected, n: int, seed: int) -> int:
@@ -98,9 +126,6 @@ def write_samples(path: str, step: int, collected, n: int, seed: int) -> int:
     rest = [i for i in range(len(s)) if i not in set(top)]
     rng = np.random.default_rng([seed, step])
     extra = list(rng.choice(rest, size=min(n - len(top), len(rest)), replace=False)) if rest else []
-    with open(path, "a", encoding="utf-8") as f:
-        for tag, idx in (("top_reward", top), ("random", extra)):
-            for i in idx:
-                f.write(json.dumps(_json_safe({"step": int(step), "selected": tag,
-                                               **s[int(i)].to_json()})) + "\n")
-    return len(top) + len(extra)
+    rows = [{"step": int(step), "selected": tag, **s[int(i)].to_json()}
+            for tag, idx in (("top_reward", top), ("random", extra)) for i in idx]
+    return write_jsonl_rows(path, rows, append=True)
