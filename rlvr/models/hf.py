@@ -4,7 +4,8 @@
 sharded `model.safetensors.index.json` + shards) into a `Transformer`. `save_pretrained(model,
 path)` writes `config.json` + `model.safetensors` that `transformers.AutoModelForCausalLM`
 loads. HF Linear weights are `[out, in]`; ours are `[in, out]` (transposed on the way).
-A missing tensor, a wrong shape or an unknown architecture raises `ValueError` naming it.
+A missing tensor, a wrong shape, an unknown architecture or a truncated / corrupt safetensors
+file raises `ValueError` naming it.
 """
 
 from __future__ import annotations
@@ -65,13 +66,20 @@ def _safetensor_files(path: str) -> list:
 
 
 def _iter_tensors(files) -> Iterator[Tuple[str, jnp.ndarray]]:
+    """(name, tensor) of every tensor in `files`; a file that is truncated or corrupt raises
+    ValueError naming it (a partly copied or downloaded checkpoint)."""
     from safetensors import safe_open
 
     for fn in files:
-        # framework="flax" reads bfloat16 too (numpy cannot).
-        with safe_open(fn, framework="flax") as f:
-            for name in f.keys():
-                yield name, f.get_tensor(name)
+        try:
+            # framework="flax" reads bfloat16 too (numpy cannot).
+            with safe_open(fn, framework="flax") as f:
+                for name in f.keys():
+                    yield name, f.get_tensor(name)
+        except Exception as e:  # noqa: BLE001 — safetensors' own errors, with the file named
+            raise ValueError(f"checkpoint file {fn} ({os.path.getsize(fn)} bytes) is truncated or "
+                             f"corrupt (copy or download it again): {type(e).__name__}: {e}"
+                             ) from None
 
 
 def load_config(path: str, *, dtype: str = "float32", param_dtype=None) -> ModelConfig:

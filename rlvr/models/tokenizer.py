@@ -67,21 +67,49 @@ class CharTokenizer:
         return "".join(chars)
 
 
+# Files that hold a Hugging Face tokenizer's vocabulary (one is needed): the fast tokenizer's
+# tokenizer.json, or a slow tokenizer's vocabulary (BPE vocab.json + merges.txt, WordPiece
+# vocab.txt, SentencePiece models, Mistral's tekken.json).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model",
+                    "sentencepiece.bpe.model", "tekken.json")
+
+
+def _check_tokenizer_folder(path: str) -> None:
+    """Refuses a folder with no tokenizer vocabulary (e.g. a checkpoint copied without its
+    tokenizer files), which transformers would load as an empty tokenizer."""
+    present = sorted(os.listdir(path))
+    if any(f in present for f in VOCABULARY_FILES):
+        return
+    shown = ", ".join(present[:20]) + (f", ... ({len(present)} files)" if len(present) > 20 else "")
+    raise ValueError(
+        f"tokenizer folder {path!r} has no tokenizer files: it needs tokenizer.json (with "
+        f"tokenizer_config.json) or a vocabulary ({', '.join(VOCABULARY_FILES[1:])}); it holds "
+        f"{shown or 'nothing'}. Copy the checkpoint's tokenizer files into it, or point to the "
+        f"folder that has them")
+
+
 class HFTokenizer:
     """`transformers.AutoTokenizer` from a local folder, exposed through `Tokenizer`.
 
     A tokenizer without a bos token (Qwen's) reports its eos as `bos_id` and `add_bos = False`
-    (prompts get no leading bos, `rlvr.models.prompts`); without a pad token, pad is eos.
+    (prompts get no leading bos, `rlvr.models.prompts`); without a pad token, pad is eos. A
+    folder without tokenizer files (`VOCABULARY_FILES`) or whose tokenizer has fewer than two
+    tokens is refused with ValueError naming the folder.
     """
 
     def __init__(self, path: str):
         if not os.path.isdir(path):
             raise ValueError(f"HFTokenizer path {path!r} is not a local folder")
+        _check_tokenizer_folder(path)
         from transformers import AutoTokenizer
 
         self.path = path
         self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.vocab_size = len(self.tok)
+        if self.vocab_size < 2:
+            raise ValueError(f"tokenizer at {path!r} has a vocabulary of {self.vocab_size} "
+                             f"token(s); its tokenizer files ({', '.join(VOCABULARY_FILES)}) are "
+                             f"empty or unreadable")
         eos = self.tok.eos_token_id
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else eos
         bos = self.tok.bos_token_id if self.tok.bos_token_id is not None else eos
