@@ -241,6 +241,14 @@ def get_config() -> ml_collections.ConfigDict:
     c.checkpoint.every = 50         # save every N steps (0 = only at the end, -1 = never).
     c.checkpoint.max_to_keep = 2    # checkpoints kept on disk.
     c.checkpoint.resume = True      # resume from the latest checkpoint in the workdir if any.
+    # resume: fields (or whole sections, e.g. "optimizer") whose value may differ from the
+    # config the checkpoint was trained with. A resume that changes a field altering the run
+    # (seed, model, task, algorithm, optimiser, ...) is refused otherwise, naming each field;
+    # run-neutral ones (train.num_steps, logging, eval.every, ... rlvr.train.workdir) never are.
+    c.checkpoint.allow_changes = ()  # e.g. ("optimizer.learning_rate",)
+    c.checkpoint.overwrite = False  # allow a launch that starts over (checkpoint.resume=False, or
+                                    # checkpoints off) in a workdir holding an earlier run: that
+                                    # run's checkpoints, metrics and results are deleted first.
     c.checkpoint.export = True      # at the end of training write <workdir>/export/: a Hugging Face
                                     # folder (config, safetensors, tokenizer, chat template) that
                                     # transformers loads (also: launch.py --mode=export).

@@ -20,7 +20,9 @@ over micro-batches (a sum divided by a minibatch-wide denominator); the learner 
 micro-batches and averages over minibatches and epochs — except metrics named `*_max` / `*_min`,
 which take the max / min at both levels.
 
-**Non-finite guard.** If the loss or any gradient is NaN/inf the optimiser update is discarded
+**Non-finite guard.** If the loss or any gradient is NaN/inf, or the update itself is (new
+parameters or optimiser state non-finite, e.g. from a learning-rate schedule or optimiser
+statistics that overflow while the gradients are finite), the optimiser update is discarded
 (`jnp.where` on params and optimiser state) and `learner/skipped` counts it; nothing is applied.
 
 Gradient clipping by global norm is part of the optimiser (`make_optimizer`), after
@@ -81,7 +83,8 @@ def make_optimizer(
 
 
 def _tree_all_finite(tree) -> jnp.ndarray:
-    leaves = jax.tree.leaves(tree)
+    leaves = [x for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]  # integer counts are finite
     if not leaves:
         return jnp.asarray(True)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
@@ -243,6 +246,7 @@ def make_update(
             safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
             updates, new_opt_state = optimizer.update(safe_grads, opt_state, params)
             new_params = optax.apply_updates(params, updates)
+            finite = finite & _tree_all_finite(new_params) & _tree_all_finite(new_opt_state)
             params = _select(finite, new_params, params)
             opt_state = _select(finite, new_opt_state, opt_state)
             out = dict(metrics)

@@ -82,11 +82,7 @@ class Checkpointer:
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         path = os.path.join(self.directory, str(step))
-        try:
-            host = self._mngr.restore(step, args=ocp.args.Composite(host=ocp.args.JsonRestore()))
-        except Exception as e:  # noqa: BLE001 — reported with step and path
-            raise CheckpointError(f"checkpoint step {step} at {path}: host metadata "
-                                  f"(host/metadata) unreadable: {_one_line(e)}") from e
+        host = self.read_host(step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state_like)
         try:
             out = self._mngr.restore(
@@ -94,10 +90,22 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001
             raise CheckpointError(f"checkpoint step {step} at {path}: state arrays (state/) "
                                   f"unreadable: {_one_line(e)}") from e
+        return out["state"], host, step
+
+    def read_host(self, step: int) -> dict:
+        """The host dict of checkpoint `step` alone (no arrays are read): cheap, e.g. to
+        compare the config a run was trained with before restoring it. Raises CheckpointError
+        naming the step and path when it is unreadable or not a JSON object."""
+        path = os.path.join(self.directory, str(step))
+        try:
+            host = self._mngr.restore(step, args=ocp.args.Composite(host=ocp.args.JsonRestore()))
+        except Exception as e:  # noqa: BLE001 — reported with step and path
+            raise CheckpointError(f"checkpoint step {step} at {path}: host metadata "
+                                  f"(host/metadata) unreadable: {_one_line(e)}") from e
         if not isinstance(host["host"], dict):
             raise CheckpointError(f"checkpoint step {step} at {path}: host metadata "
                                   f"(host/metadata) is {type(host['host']).__name__}, not an object")
-        return out["state"], dict(host["host"]), step
+        return dict(host["host"])
 
     def restore_latest(self, state_like) -> tuple[Any, dict, int, List[str]]:
         """(state, host, step, problems) from the newest checkpoint that loads.

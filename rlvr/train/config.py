@@ -4,6 +4,8 @@
   * unknown and missing keys (the base ConfigDict is locked, but a config may be built from a dict);
   * types (the base default's type; ints are accepted where floats are expected);
   * allowed values (`CHOICES`) and ranges (`BOUNDS`), declaratively, naming what is allowed;
+  * finiteness: no field anywhere in the config (nested sections, tuples, task.kwargs) may be
+    NaN or ±inf;
   * cross-field consistency (group_size 1 with group advantages, GAE without a critic, ...);
   * applicability (`inapplicable`): a field that does not apply to the chosen algorithm,
     collector or task kit (e.g. `pivot.m` with GRPO, `algorithm.value_clip` without a critic) must
@@ -19,6 +21,7 @@ fields were read, so a test can check that each field of each shipped config is 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import ml_collections
@@ -273,7 +276,8 @@ def _inactive(c) -> dict[str, str]:
         na(["eval.samples_per_task", "eval.pass_k", "eval.temperature"],
            "eval.greedy is on (one greedy sample per task)")
     if c.checkpoint.every < 0:
-        na(["checkpoint.max_to_keep", "checkpoint.resume"], "checkpoint.every is -1 (never)")
+        na(["checkpoint.max_to_keep", "checkpoint.resume", "checkpoint.allow_changes"],
+           "checkpoint.every is -1 (never)")
     if c.logging.samples_every == 0:
         na(["logging.samples_per_step"], "logging.samples_every is 0")
     if not c.mesh.distributed:
@@ -341,6 +345,8 @@ def validate_config(config) -> ml_collections.ConfigDict:
             e = _bound_error(key, value)
             if e:
                 errors.append(e)
+    errors += _non_finite_errors(raw)
+    errors += _allow_changes_errors(got, ref)
     if errors:  # cross-field checks assume well-typed values
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
@@ -351,6 +357,38 @@ def validate_config(config) -> ml_collections.ConfigDict:
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     return config
+
+
+def _non_finite_errors(raw) -> list[str]:
+    """NaN / ±inf anywhere in the config (every section, tuples and free-form subtrees
+    included), each named by its dotted path: no field takes a non-finite value."""
+    errors: list[str] = []
+
+    def walk(value, path):
+        if isinstance(value, (ml_collections.ConfigDict, dict)):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(value, (tuple, list)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(value, float) and not math.isfinite(value):
+            errors.append(f"config.{path} must be a finite number, got {value!r}")
+
+    walk(raw, "")
+    return errors
+
+
+def _allow_changes_errors(got: dict, ref: dict) -> list[str]:
+    """checkpoint.allow_changes must name config fields or sections."""
+    allow = got.get("checkpoint.allow_changes", ())
+    if not isinstance(allow, (tuple, list)):
+        return []  # the type check reports it
+    sections = {k.rsplit(".", i)[0] for k in ref for i in range(1, k.count(".") + 1)}
+    bad = [a for a in allow if not isinstance(a, str) or (a not in ref and a not in sections)]
+    if bad:
+        return [f"config.checkpoint.allow_changes must name config fields or sections (e.g. "
+                f"'optimizer.learning_rate', 'optimizer'), got unknown {bad}"]
+    return []
 
 
 def _consistency_errors(raw) -> list[str]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -40,25 +41,40 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from rlvr.train.checkpoint import Checkpointer
+from rlvr.train.checkpoint import CheckpointError, Checkpointer
 from rlvr.train.collectors import RolloutCost
 from rlvr.train.config import validate_config
 from rlvr.train.metrics import MetricWriter, read_metrics
+from rlvr.train.preempt import Preempted, StopSignals, agreed_stop
 from rlvr.train.samples import global_sample_metrics, sample_metrics, write_samples
 from rlvr.train.setup import Run, build_run
 from rlvr.train.sft import warm_start
+from rlvr.train.workdir import (WorkdirLock, changed_fields, clear_run, config_dict, earlier_run,
+                                last_launch_config, refuse_changes, refuse_start_over,
+                                write_launch_config)
 
 
 def run(config, workdir: str, *, warm_cache: str | None = None) -> dict:
     """Runs (or resumes) the experiment of `config` in `workdir`; returns the result dict
     (`before` / `after` evaluation, `history` of evaluations with their rollout cost, `last`
-    step metrics, `cost`, `step`). `warm_cache`: a directory caching the SFT warm start."""
+    step metrics, `cost`, `step`). `warm_cache`: a directory caching the SFT warm start.
+
+    Raises `WorkdirBusy` at once when another live run holds the workdir, `WorkdirError` when
+    the launch would mix or delete another run (`rlvr.train.workdir`), and `Preempted` (a
+    SystemExit, status 128 + signal) when SIGTERM / SIGINT stopped it (`rlvr.train.preempt`)."""
     validate_config(config)
-    r = build_run(config, workdir)
+    # single host: the lock is taken before anything is built, so a busy workdir fails at once;
+    # multi-host, process 0 takes it in `train` (the process index is known after build_run)
+    lock = None if config.mesh.distributed else WorkdirLock(workdir).acquire()
     try:
-        return train(r, warm_cache=warm_cache)
+        r = build_run(config, workdir)
+        try:
+            return train(r, warm_cache=warm_cache)
+        finally:
+            r.close()
     finally:
-        r.close()
+        if lock is not None:
+            lock.release()
 
 
 def _sft(r: Run, warm_cache):
@@ -91,14 +107,67 @@ def _sft(r: Run, warm_cache):
     return params, {"sft/nll": m.get("sft/nll", np.nan), "time/sft_s": time.perf_counter() - t0}
 
 
-def _start(r: Run, ckpt, warm_cache):
-    """(state, host, start step, resumed?): the latest checkpoint, or a fresh warm start."""
+def _open_workdir(r: Run):
+    """(checkpointer or None, the step to resume from or None, this config as a dict): the
+    workdir checks of `rlvr.train.workdir` (a resume may not change what the run computes; a
+    launch that starts over may not mix with or delete an earlier run), then this launch's
+    config files. Nothing is written to the workdir before the checks pass."""
     c = r.config
-    latest = ckpt.latest_step() if (ckpt is not None and c.checkpoint.resume) else None
+    workdir = r.workdir
+    ckpt = None
+    if c.checkpoint.every >= 0:
+        ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=c.checkpoint.max_to_keep)
+    overwrite = c.checkpoint.overwrite
+    resume = ckpt is not None and c.checkpoint.resume
+    latest = ckpt.latest_step() if resume else None
+    cfg = config_dict(c)
+    allow = tuple(c.checkpoint.allow_changes) if ckpt is not None else ()
+    if latest is not None:
+        try:
+            old = ckpt.read_host(latest).get("config")
+        except CheckpointError:
+            old = None  # restore_latest reports it and falls back to an older checkpoint
+        if old is None:  # a checkpoint from before configs were kept in it
+            old = last_launch_config(workdir)
+        if old is not None:
+            refuse_changes(workdir, latest, changed_fields(old, cfg, allow))
+    else:
+        why = ("checkpoint.resume is False" if ckpt is not None and not resume else
+               "checkpoint.every is -1: no checkpoint to resume from" if ckpt is None else
+               "no checkpoint to resume from")
+        refuse_start_over(workdir, why, overwrite)
+        if overwrite and earlier_run(workdir):
+            if ckpt is not None:
+                ckpt.close()
+            _barrier(r, "rlvr_workdir_checked")
+            if r.is_main:
+                print(f"checkpoint.overwrite: deleting the earlier run in {workdir}", file=sys.stderr)
+                clear_run(workdir)
+            _barrier(r, "rlvr_workdir_cleared")
+            if ckpt is not None:
+                ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
+                                    max_to_keep=c.checkpoint.max_to_keep)
+    _barrier(r, "rlvr_workdir_checked")  # every process checked before process 0 writes
+    if r.is_main:
+        write_launch_config(workdir, c)
+    return ckpt, latest, cfg
+
+
+def _barrier(r: Run, name: str) -> None:
+    if r.num_processes > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def _start(r: Run, ckpt, latest, warm_cache):
+    """(state, host, start step, resumed?): the latest checkpoint, or a fresh warm start."""
     if latest is not None:  # the newest checkpoint that loads; unreadable newer ones reported
         state, host, start, problems = ckpt.restore_latest(r.init_state(r.init_params))
         for p in problems:
             print(f"skipped {p}", file=sys.stderr)
+        if r.is_main:
+            print(f"resumed from step {start} ({ckpt.directory})", file=sys.stderr)
         r.collector.load_state_dict(host.get("collector", {}))
         if hasattr(r.collector, "prepare"):
             r.collector.prepare(r.reference_params(state), restored=host.get("collector"))
@@ -120,17 +189,30 @@ def _host(r: Run, host: dict, cost: RolloutCost) -> dict:
 
 
 def train(r: Run, *, warm_cache: str | None = None) -> dict:
-    """The loop over an already built `Run` (see the module docstring)."""
+    """The loop over an already built `Run` (see the module docstring). Holds the workdir lock
+    (process 0) and stops cleanly on SIGTERM / SIGINT (`rlvr.train.preempt`)."""
+    os.makedirs(r.workdir, exist_ok=True)
+    lock = WorkdirLock(r.workdir).acquire() if r.is_main else None
+    stop = StopSignals().install()
+    try:
+        return _train(r, warm_cache, stop)
+    finally:
+        stop.restore()
+        if lock is not None:
+            lock.release()
+
+
+def _phase(bar, text: str) -> None:
+    """Shows what the run is doing now (compiling, evaluating, ...) on the progress bar."""
+    bar.set_postfix_str(text, refresh=True)
+
+
+def _train(r: Run, warm_cache, stop: StopSignals) -> dict:
     c = r.config
     workdir = r.workdir
-    os.makedirs(workdir, exist_ok=True)
-    ckpt = None
-    if c.checkpoint.every >= 0:
-        ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=c.checkpoint.max_to_keep)
-    if r.is_main:
-        with open(os.path.join(workdir, "config.json"), "w") as f:
-            f.write(c.to_json_best_effort(indent=2))
-    state, host, start, resumed = _start(r, ckpt, warm_cache)
+    ckpt, latest, cfg = _open_workdir(r)
+    state, host, start, resumed = _start(r, ckpt, latest, warm_cache)
+    host["config"] = cfg  # the config the checkpoints of this launch are trained with
     # rows (and TensorBoard events) after the restored step are dropped; a fresh run starts over
     writer = MetricWriter(workdir, tensorboard=c.logging.tensorboard, enabled=r.is_main,
                           resume_step=start if resumed else -1)
@@ -142,48 +224,79 @@ def train(r: Run, *, warm_cache: str | None = None) -> dict:
     budget = c.train.token_budget
     samples_path = os.path.join(workdir, "samples.jsonl")
     every, samples_every = c.eval.every if r.evaluator else 0, c.logging.samples_every
-    bar = tqdm(range(start, c.train.num_steps), initial=start, total=c.train.num_steps,
-               desc=c.algorithm.name, disable=not (c.train.progress and r.is_main))
+    bar = tqdm(initial=start, total=c.train.num_steps, desc=c.algorithm.name,
+               disable=not (c.train.progress and r.is_main))
     metrics: dict[str, Any] = {}
-    done = start
-    for step in bar:
-        if budget and cost.sampled_tokens >= budget:
-            break
-        t0 = time.perf_counter()
-        got = r.collector.collect(r.sampling_params(state.params), step, int(state.policy_version))
-        t1 = time.perf_counter()
-        state, dev = r.learn(state, got.batch)
-        dev = jax.device_get(dev)
-        t2 = time.perf_counter()
-        if r.asynchronous:
-            r.collector.publish(state.params, int(state.policy_version))
-        r.collector.observe(got)
-        cost = cost + _global_cost(r, got.cost)
-        done = step + 1
-        metrics = {**dev, **got.stats,
-                   **global_sample_metrics(sample_metrics(got, r.hidden), r.num_processes),
-                   **{f"verify/{k}": v for k, v in r.judges[0].counters().items()},
-                   **{f"cost/{k}": float(v) for k, v in cost.to_dict().items()}}
-        n_tok = float(got.cost.sampled_tokens) * r.num_processes
-        metrics.update({"time/collect_s": t1 - t0, "time/learn_s": t2 - t1, "time/step_s": t2 - t0,
-                        "throughput/tokens_per_s": n_tok / max(t2 - t0, 1e-9),
-                        "throughput/samples_per_s": got.batch.batch_size * r.num_processes / max(t2 - t0, 1e-9)})
-        last = done == c.train.num_steps or bool(budget and cost.sampled_tokens >= budget)
-        if r.evaluator and ((every and done % every == 0) or last):
-            metrics.update(r.evaluator.evaluate(state.params))
-        if done % c.logging.every == 0 or "eval/success" in metrics or last:
-            writer.write(done, metrics)
-        if r.is_main and samples_every and done % samples_every == 0:
-            write_samples(samples_path, done, got, c.logging.samples_per_step, c.seed)
-        bar.set_postfix(reward=f"{metrics.get('reward/mean', 0):.3f}",
-                        **({"eval": f"{metrics['eval/success']:.3f}"} if "eval/success" in metrics else {}))
-        if ckpt is not None and ((c.checkpoint.every and done % c.checkpoint.every == 0) or last):
-            ckpt.save(done, state, _host(r, host, cost))
-        if last:
-            break
-    if ckpt is not None:
-        ckpt.close()
-    writer.close()
+    done = written = saved = start
+    stopped = None
+    _phase(bar, "compiling")  # the first step of a process compiles the sampler and the learner
+    try:
+        for step in range(start, c.train.num_steps):
+            if budget and cost.sampled_tokens >= budget:
+                break
+            stopped = agreed_stop(stop, r.num_processes)
+            if stopped:
+                break
+            t0 = time.perf_counter()
+            got = r.collector.collect(r.sampling_params(state.params), step, int(state.policy_version))
+            t1 = time.perf_counter()
+            state, dev = r.learn(state, got.batch)
+            dev = jax.device_get(dev)
+            t2 = time.perf_counter()
+            if r.asynchronous:
+                r.collector.publish(state.params, int(state.policy_version))
+            r.collector.observe(got)
+            cost = cost + _global_cost(r, got.cost)
+            done = step + 1
+            metrics = {**dev, **got.stats,
+                       **global_sample_metrics(sample_metrics(got, r.hidden), r.num_processes),
+                       **{f"verify/{k}": v for k, v in r.judges[0].counters().items()},
+                       **{f"cost/{k}": float(v) for k, v in cost.to_dict().items()}}
+            n_tok = float(got.cost.sampled_tokens) * r.num_processes
+            metrics.update({"time/collect_s": t1 - t0, "time/learn_s": t2 - t1, "time/step_s": t2 - t0,
+                            "throughput/tokens_per_s": n_tok / max(t2 - t0, 1e-9),
+                            "throughput/samples_per_s": got.batch.batch_size * r.num_processes / max(t2 - t0, 1e-9)})
+            last = done == c.train.num_steps or bool(budget and cost.sampled_tokens >= budget)
+            if r.evaluator and ((every and done % every == 0) or last):
+                _phase(bar, "evaluating")
+                metrics.update(r.evaluator.evaluate(state.params))
+            if done % c.logging.every == 0 or "eval/success" in metrics or last:
+                writer.write(done, metrics)
+                written = done
+            if r.is_main and samples_every and done % samples_every == 0:
+                write_samples(samples_path, done, got, c.logging.samples_per_step, c.seed)
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics.get('reward/mean', 0):.3f}",
+                            **({"eval": f"{metrics['eval/success']:.3f}"} if "eval/success" in metrics else {}))
+            if ckpt is not None and ((c.checkpoint.every and done % c.checkpoint.every == 0) or last):
+                _phase(bar, "saving checkpoint")
+                ckpt.save(done, state, _host(r, host, cost))
+                saved = done
+            if last:
+                break
+        if stopped is None:  # a signal during the last step: stop before the end-of-run work
+            stopped = agreed_stop(stop, r.num_processes)
+        if stopped:  # the reached step's metrics row and checkpoint, if the loop did not write them
+            _phase(bar, f"stopping ({signal.Signals(stopped).name})")
+            if written != done and metrics:
+                writer.write(done, metrics)
+            if ckpt is not None and saved != done:
+                ckpt.save(done, state, _host(r, host, cost))
+    finally:
+        if not bar.disable and bar.n != bar.total:  # stopped early: the bar ends where the run did
+            bar.total = bar.n
+            bar.refresh()
+        bar.close()
+        if ckpt is not None:
+            ckpt.close()
+        writer.close()
+    if stopped:
+        e = Preempted(stopped, done, workdir)
+        if r.is_main:
+            print(str(e) if ckpt is not None else
+                  f"stopped by {signal.Signals(stopped).name} at step {done}; checkpoints are off "
+                  f"(checkpoint.every = -1), nothing to resume from", file=sys.stderr)
+        raise e
     return _finish(r, state, host, metrics, cost, done)
 
 
