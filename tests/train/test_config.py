@@ -142,3 +142,51 @@ def test_model_dtype_accepts_jax_dtypes():
     c.model.dtype = "float16"
     with pytest.raises(ConfigError, match=r"config.model.dtype must be one of \('float32', 'bfloat16'\)"):
         validate_config(c)
+
+
+def _float_fields(c, prefix=""):
+    out = []
+    for k, v in c.items():
+        if isinstance(v, ml_collections.ConfigDict):
+            out += _float_fields(v, f"{prefix}{k}.")
+        elif isinstance(v, float):
+            out.append(prefix + k)
+    return out
+
+
+def _set(c, path, value):
+    *sections, name = path.split(".")
+    for s in sections:
+        c = c[s]
+    setattr(c, name, value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_every_float_field_refuses_non_finite_values(value):
+    fields = _float_fields(base.get_config())
+    assert len(fields) >= 20 and "optimizer.learning_rate" in fields
+    for path in fields:
+        c = base.get_config()
+        _set(c, path, value)
+        with pytest.raises(ConfigError, match=rf"config\.{path} must be a finite number, got {value}"):
+            validate_config(c)
+
+
+def test_non_finite_values_in_tuples_and_free_form_fields_are_named():
+    c = base.get_config()
+    c.task.names, c.task.weights = ("arithmetic", "arithmetic"), (1.0, float("nan"))
+    c.task.kwargs.difficulty = float("inf")
+    with pytest.raises(ConfigError) as e:
+        validate_config(c)
+    assert r"config.task.weights[1] must be a finite number, got nan" in str(e.value)
+    assert r"config.task.kwargs.difficulty must be a finite number, got inf" in str(e.value)
+
+
+def test_allow_changes_must_name_fields_or_sections():
+    c = base.get_config()
+    c.checkpoint.allow_changes = ("optimizer.learning_rate", "optimizer", "model.lora.rank")
+    validate_config(c)
+    c.checkpoint.allow_changes = ("optimizer.learning_rat",)
+    with pytest.raises(ConfigError, match=r"allow_changes must name config fields or sections.*"
+                                          r"optimizer.learning_rat"):
+        validate_config(c)

@@ -149,3 +149,29 @@ def test_map_row_chunks_runs_chunks_in_turn_and_rejoins_the_rows():
     assert "length=3" in str(jax.make_jaxpr(lambda t: map_row_chunks(fn, t, 3))(x))
     with pytest.raises(ValueError, match="not divisible by 4"):
         map_row_chunks(fn, x, 4)
+
+
+def test_non_finite_update_from_finite_grads_is_skipped_and_counted():
+    """Finite loss and gradients, but a learning-rate schedule that turns infinite from the
+    second optimiser step: that update (and every later one, the count staying put) is
+    discarded and counted, the first one is applied."""
+    batch = make_batch()
+    opt = optax.sgd(lambda count: jnp.where(count >= 1, jnp.inf, 0.1))
+    graphdef, params, rest = split_model(Toy(rngs=nnx.Rngs(0)))
+    state = create_train_state(params, opt, seed=0)
+    update = jax.jit(make_update(graphdef, nll_loss, opt, rest=rest, num_minibatches=2,
+                                 shuffle=False))
+    new, metrics = update(state, batch, {}, jax.random.PRNGKey(1))
+    assert np.isfinite(float(metrics["grad_norm"])) and np.isfinite(float(metrics["loss"]))
+    assert float(metrics["skipped"]) == 1.0 and float(metrics["num_updates"]) == 2.0
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(new.params))
+    # exactly the first minibatch's step was applied
+    first = {k: v[:4] for k, v in batch.items()}
+    one = jax.jit(make_update(graphdef, nll_loss, optax.sgd(0.1), rest=rest))
+    want, _ = one(create_train_state(params, optax.sgd(0.1), seed=0), first, {}, jax.random.PRNGKey(1))
+    for a, b in zip(jax.tree.leaves(want.params), jax.tree.leaves(new.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    again, metrics = update(new, batch, {}, jax.random.PRNGKey(2))
+    assert float(metrics["skipped"]) == 2.0
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(again.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
