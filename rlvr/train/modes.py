@@ -1,8 +1,9 @@
 """The evaluation and export modes of `launch.py` (`--mode=eval`, `--mode=export`).
 
 Both load the policy the run in `workdir` would continue from: the latest checkpoint in
-`<workdir>/checkpoints` that loads, or, when there is none, the starting policy
-(`model.init_from`, else the random init of the config's seed).
+`<workdir>/checkpoints` that loads, or, when there is none, the checkpoint of `model.init_from`
+(said on stderr). With neither they refuse (ConfigError naming the workdir): a mistyped
+`--workdir` would otherwise evaluate or export a random policy.
 
 `evaluate(config, workdir)` runs the configured held-out set (`eval.num_tasks` tasks, the
 "eval" split of the task source; `eval.greedy` or `eval.samples_per_task` samples at
@@ -123,17 +124,59 @@ def by_verifier(rows: list[dict]) -> dict:
     return out
 
 
+def has_checkpoint(workdir: str) -> bool:
+    """Whether `<workdir>/checkpoints` holds a saved step (a folder named by its number)."""
+    ckdir = os.path.join(workdir, "checkpoints")
+    return os.path.isdir(ckdir) and any(n.isdigit() for n in os.listdir(ckdir))
+
+
+def _no_policy(workdir: str, mode: str, what: str) -> ConfigError:
+    return ConfigError(f"--mode={mode}: {what} in {os.path.join(workdir, 'checkpoints')} and "
+                       f"config.model.init_from is empty, so there is no policy to {mode} (only a "
+                       f"random init); check --workdir={workdir}, or set "
+                       f"--config.model.init_from=<Hugging Face checkpoint folder>")
+
+
+def require_policy(config, workdir: str, mode: str) -> None:
+    """Refuses (ConfigError) when `workdir` has no checkpoint and `model.init_from` is empty."""
+    if not config.model.init_from and not has_checkpoint(workdir):
+        raise _no_policy(workdir, mode, "no checkpoint found")
+
+
+def _loaded_policy(r, mode: str) -> tuple[Any, dict]:
+    """`load_policy_params`, refusing a random init and saying when `model.init_from` stands in
+    for a missing checkpoint."""
+    params, origin = load_policy_params(r)
+    if origin.get("init_from") == "random init":
+        raise _no_policy(r.workdir, mode, "no loadable checkpoint")
+    if "init_from" in origin and r.is_main:
+        print(f"no checkpoint in {os.path.join(r.workdir, 'checkpoints')}: using "
+              f"model.init_from={origin['init_from']}", file=sys.stderr)
+    return params, origin
+
+
+def write_eval(workdir: str, result: dict, rows: list[dict]) -> None:
+    """Writes `<workdir>/eval.json` (`result`) and `<workdir>/eval_samples.jsonl` (`rows`, any
+    model output: `rlvr.train.samples.write_jsonl_rows`)."""
+    from rlvr.train.samples import write_jsonl_rows
+
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "eval.json"), "w") as f:
+        json.dump(result, f, indent=2, default=float)
+    write_jsonl_rows(os.path.join(workdir, "eval_samples.jsonl"), rows)
+
+
 def evaluate(config, workdir: str) -> dict:
     """`launch.py --mode=eval` (module docstring); returns the eval.json dict."""
-    from rlvr.train.samples import write_jsonl_rows
     from rlvr.train.setup import build_run
 
     validate_config(config)
     if not config.eval.num_tasks:
         raise ConfigError("--mode=eval needs a held-out set: set config.eval.num_tasks > 0")
+    require_policy(config, workdir, "eval")
     r = build_run(config, workdir)
     try:
-        params, origin = load_policy_params(r)
+        params, origin = _loaded_policy(r, "eval")
         got = r.evaluator.collect(params)
         metrics = r.evaluator.summarize(got)
         rows = _sample_rows(r, got)
@@ -146,10 +189,7 @@ def evaluate(config, workdir: str) -> dict:
                   "metrics": {k: float(v) for k, v in metrics.items()},
                   "by_verifier": by_verifier(rows)}
         if r.is_main:
-            os.makedirs(workdir, exist_ok=True)
-            with open(os.path.join(workdir, "eval.json"), "w") as f:
-                json.dump(result, f, indent=2, default=float)
-            write_jsonl_rows(os.path.join(workdir, "eval_samples.jsonl"), rows)
+            write_eval(workdir, result, rows)
             print(json.dumps({"origin": origin, **result["metrics"]}, indent=2))
         return result
     finally:
@@ -157,14 +197,15 @@ def evaluate(config, workdir: str) -> dict:
 
 
 def export(config, workdir: str) -> str:
-    """`launch.py --mode=export`: `<workdir>/export/` from the latest checkpoint (or the
-    starting policy); returns its path."""
+    """`launch.py --mode=export`: `<workdir>/export/` from the latest checkpoint (or
+    `model.init_from`); returns its path."""
     from rlvr.train.setup import build_run
 
     validate_config(config)
+    require_policy(config, workdir, "export")
     r = build_run(config, workdir)
     try:
-        params, origin = load_policy_params(r)
+        params, origin = _loaded_policy(r, "export")
         path = export_run(r, params, origin)
         if path:
             print(f"exported {origin} to {path}")
