@@ -79,9 +79,13 @@ def get_config() -> ml_collections.ConfigDict:
     c.task.names = ("arithmetic",)  # task kits (rlvr.tasks.kit registry); several = a mixture of
                                     # single-turn kits.
     c.task.weights = (1.0,)         # mixture weights, one per name (normalised).
-    # Keyword arguments for the task kit(s) (difficulty, demo_style, eval_path of a dataset file
-    # kit, ...); forwarded as-is and validated by the kit's builder.
+    # Keyword arguments for the task kit(s) (difficulty, demo_style, max_record_bytes of a
+    # dataset file kit, ...); forwarded as-is and validated by the kit's builder.
     c.task.kwargs = ml_collections.ConfigDict()
+    c.task.eval_path = ""           # dataset-file kit (gsm8k: / math: / code: / structured: /
+                                    # jsonl:PATH): a second file of the same format whose records
+                                    # are all "eval" (e.g. the test.parquet beside train.parquet);
+                                    # "" = none. Any other task refuses it at start.
     c.task.pool_size = 0            # 0: fresh training tasks every step; N: a fixed pool of N
                                     # train tasks drawn once (needed by curricula and PivotRL,
                                     # whose candidate states are the pool's demonstration turns).

@@ -1,16 +1,36 @@
-"""A persistent helper process with a hard per-call time limit that works from any thread.
+"""Persistent helper processes with a hard per-call time limit that holds from any thread.
 
 `signal.alarm`-based timeouts (math-verify's) only work on the main thread of the main
 interpreter. Here the work runs in a child process; the caller waits on a pipe with a deadline
-and, past it, kills the child (a fresh one is started on the next call). Used by MathVerifier.
+and, past it, kills the child. Used by MathVerifier (`HelperPool`) and by the verification
+pool's process workers (`start_process` / `kill_process`).
+
+`HelperPool` starts its helpers as fresh interpreters (`python -c …`, the parent's `sys.path`)
+that import only the module of the function they run, never the caller's main module. So a
+script without an `if __name__ == "__main__":` guard, or code piped in on stdin, works as it
+would with fork: multiprocessing's spawn would re-run such a script in every helper (or fail to
+find `<stdin>`). The function must therefore live in an importable module, not in `__main__`;
+`HelperPool` says so when it does not.
+
+The pool keeps a spare helper started and idle: a call that times out kills its helper, and the
+next call takes the spare instead of waiting for a fresh interpreter to import its libraries;
+the replacement starts in the background.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import multiprocessing as mp
-import queue
+import multiprocessing.spawn
+import socket
+import subprocess
+import sys
 import threading
-from typing import Any, Callable
+import time
+import weakref
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Deque, Optional
 
 
 class HelperTimeout(Exception):
@@ -23,7 +43,11 @@ class HelperDied(Exception):
 
 def _serve(conn, fn, warmup):
     if warmup is not None:
-        warmup()
+        try:
+            warmup()
+        except Exception as e:  # noqa: BLE001
+            conn.send(("start_error", f"warmup raised {type(e).__name__}: {e}"))
+            return
     conn.send(("ready", None))
     while True:
         try:
@@ -34,6 +58,29 @@ def _serve(conn, fn, warmup):
             conn.send(("ok", fn(req)))
         except Exception as e:  # noqa: BLE001
             conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def _child_main(conn) -> None:
+    """Entry of a HelperPool child: receives (fn, warmup) by reference, then serves."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    try:
+        fn, warmup = conn.recv()
+    except Exception as e:  # noqa: BLE001
+        conn.send(("start_error", f"could not load the helper function: "
+                                  f"{type(e).__name__}: {e}"))
+        return
+    _serve(conn, fn, warmup)
+
+
+# The child's first message is its sys.path, set before anything else is imported.
+_BOOT = ("import sys\n"
+         "from multiprocessing.connection import Connection\n"
+         "c = Connection(int(sys.argv[1]))\n"
+         "sys.path[:] = c.recv()\n"
+         "from rlvr.verifiers._subproc import _child_main\n"
+         "_child_main(c)\n")
 
 
 def start_process(ctx, target, args, *, start_timeout_s: float, name=None):
@@ -67,22 +114,56 @@ def kill_process(proc, conn, join_s: float = 1.0) -> None:
         pass
 
 
+_LIVE: "weakref.WeakSet[_Helper]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_helpers():
+    for h in list(_LIVE):
+        h.kill()
+
+
 class _Helper:
-    def __init__(self, ctx, fn, warmup, start_timeout_s):
-        self.proc, self.conn, ready = start_process(ctx, _serve, (fn, warmup),
-                                                    start_timeout_s=start_timeout_s)
-        if not ready:
+    """One helper interpreter with a pipe; see the module docstring."""
+
+    def __init__(self, fn, warmup, start_timeout_s: float):
+        parent_sock, child_sock = socket.socketpair()
+        child_fd = child_sock.fileno()
+        try:
+            self.proc = subprocess.Popen(
+                [mp.spawn.get_executable(), "-c", _BOOT, str(child_fd)],
+                pass_fds=(child_fd,), stdin=subprocess.DEVNULL)
+        finally:
+            child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        _LIVE.add(self)
+        try:
+            self.conn.send(list(sys.path))
+            self.conn.send((fn, warmup))
+            if not self.conn.poll(start_timeout_s):
+                raise HelperDied(f"helper did not start within {start_timeout_s}s")
+            status, detail = self.conn.recv()
+        except (EOFError, OSError) as e:
             self.kill()
-            raise HelperDied(f"helper did not start within {start_timeout_s}s")
+            raise HelperDied(f"helper process died while starting (exit code "
+                             f"{self.proc.poll()}); its stderr has the cause") from e
+        except BaseException:
+            self.kill()
+            raise
+        if status != "ready":
+            self.kill()
+            raise HelperDied(f"helper did not start: {detail}")
 
     def call(self, req: Any, timeout_s: float) -> Any:
+        """fn(req) in the helper. HelperTimeout past `timeout_s` (the helper is killed),
+        HelperDied if it dies, RuntimeError if fn raised (the helper stays usable)."""
         try:
             self.conn.send(req)
             if not self.conn.poll(timeout_s):
                 self.kill()
                 raise HelperTimeout(f"no answer within {timeout_s}s")
             status, value = self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError) as e:
+        except (EOFError, OSError) as e:
             self.kill()
             raise HelperDied(f"helper process died: {e!r}") from e
         if status == "error":
@@ -90,83 +171,164 @@ class _Helper:
         return value
 
     def alive(self) -> bool:
-        return self.proc.is_alive()
+        return self.proc.poll() is None
 
     def kill(self):
-        kill_process(self.proc, self.conn, 1.0)
+        """Kills the process (SIGKILL, does not wait on the work) and closes the pipe."""
+        try:
+            self.proc.kill()
+            self.proc.wait(1.0)
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class HelperPool:
-    """Up to `max_helpers` persistent helper processes running `fn(request)`.
+    """Persistent helper processes running `fn(request)`, thread-safe.
 
-    `fn` must be a picklable module-level function. Thread-safe: concurrent callers each take
-    an idle helper (starting one if fewer than `max_helpers` exist), else wait for one.
+    At most `max_helpers` calls run at once; besides the busy helpers the pool keeps `spares`
+    started, idle ones (so at most max_helpers + spares processes), starting replacements in
+    background threads. `fn` and `warmup` must be module-level functions of an importable
+    module (not `__main__`): the helpers import them by name.
     """
 
-    def __init__(self, fn: Callable[[Any], Any], *, warmup: Callable[[], None] | None = None,
-                 max_helpers: int = 2, start_method: str = "spawn"):
+    def __init__(self, fn: Callable[[Any], Any], *, warmup: Optional[Callable[[], None]] = None,
+                 max_helpers: int = 2, spares: int = 1, start_timeout_s: float = 60.0):
+        for name, f in (("fn", fn), ("warmup", warmup)):
+            if f is not None and getattr(f, "__module__", None) in ("__main__", "__mp_main__"):
+                raise ValueError(
+                    f"HelperPool.{name} {getattr(f, '__qualname__', f)!r} is defined in the main "
+                    f"script; helper processes do not run the main script, so define it in an "
+                    f"importable module")
+        if max_helpers < 1:
+            raise ValueError(f"HelperPool.max_helpers must be >= 1, got {max_helpers!r}")
+        if spares < 0:
+            raise ValueError(f"HelperPool.spares must be >= 0, got {spares!r}")
         self.fn = fn
         self.warmup = warmup
         self.max_helpers = max_helpers
-        self._ctx = mp.get_context(start_method)
-        self._idle: "queue.LifoQueue[_Helper]" = queue.LifoQueue()
-        self._count = 0
-        self._lock = threading.Lock()
+        self.spares = spares
+        self.start_timeout_s = start_timeout_s
+        self._busy = threading.BoundedSemaphore(max_helpers)
+        self._cond = threading.Condition()
+        self._idle: Deque[_Helper] = collections.deque()
+        self._count = 0  # helpers started or starting, not yet discarded
+        self._starting = 0
+        self._waiting = 0
+        self._failures = 0
+        self._last_error = ""
+        self._closed = False
 
-    def call(self, req: Any, timeout_s: float, *, start_timeout_s: float = 60.0) -> Any:
-        helper = self._acquire(start_timeout_s)
+    # -- starting helpers (in background threads) --------------------------------------------
+    def _replenish_locked(self) -> None:
+        want = self._waiting + self.spares
+        while (not self._closed and len(self._idle) + self._starting < want
+               and self._count < self.max_helpers + self.spares):
+            self._count += 1
+            self._starting += 1
+            threading.Thread(target=self._start_one, daemon=True,
+                             name="rlvr-helper-start").start()
+
+    def _start_one(self) -> None:
         try:
-            out = helper.call(req, timeout_s)
-        except BaseException:
-            with self._lock:
+            h: Optional[_Helper] = _Helper(self.fn, self.warmup, self.start_timeout_s)
+            err = ""
+        except Exception as e:  # noqa: BLE001
+            h, err = None, (str(e) if isinstance(e, HelperDied)
+                            else f"could not start helper: {e!r}")
+        with self._cond:
+            self._starting -= 1
+            if h is None or self._closed:
                 self._count -= 1
-            helper.kill()
-            raise
-        self._idle.put(helper)
-        return out
+                if h is None:
+                    self._failures += 1
+                    self._last_error = err
+            else:
+                self._idle.append(h)
+            self._cond.notify_all()
+        if h is not None and self._closed:
+            h.kill()
+
+    def warm(self, timeout_s: Optional[float] = None) -> None:
+        """Starts the pool's helpers and waits until one is ready (HelperDied if none could
+        start), so that the first call does not wait for an interpreter to start."""
+        h = self._acquire(self.start_timeout_s if timeout_s is None else timeout_s)
+        self._release(h)
 
     def _acquire(self, start_timeout_s: float) -> _Helper:
-        while True:
+        deadline = time.monotonic() + start_timeout_s
+        with self._cond:
+            if self._closed:
+                raise HelperDied("the helper pool is closed")
+            failures0 = self._failures
+            self._waiting += 1
             try:
-                h = self._idle.get_nowait()
-            except queue.Empty:
-                h = None
-            if h is not None:
-                if h.alive():
-                    return h
-                with self._lock:
-                    self._count -= 1
-                continue
-            with self._lock:
-                can_start = self._count < self.max_helpers
-                if can_start:
-                    self._count += 1
-            if can_start:
-                try:
-                    return _Helper(self._ctx, self.fn, self.warmup, start_timeout_s)
-                except HelperDied:
-                    with self._lock:
+                while True:
+                    while self._idle:
+                        h = self._idle.pop()
+                        if h.alive():
+                            return h
                         self._count -= 1
-                    raise
-                except Exception as e:  # noqa: BLE001
-                    with self._lock:
-                        self._count -= 1
-                    raise HelperDied(f"could not start helper: {e!r}") from e
+                        h.kill()
+                    if self._failures != failures0:
+                        raise HelperDied(self._last_error)
+                    self._replenish_locked()
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise HelperDied(f"no helper started or became free within "
+                                         f"{start_timeout_s}s")
+                    self._cond.wait(remaining)
+            finally:
+                self._waiting -= 1
+                self._replenish_locked()
+
+    def _release(self, h: _Helper) -> None:
+        with self._cond:
+            if not self._closed:
+                self._idle.append(h)
+                self._cond.notify_all()
+                return
+        h.kill()
+
+    def _discard(self, h: _Helper) -> None:
+        h.kill()
+        with self._cond:
+            self._count -= 1
+            self._replenish_locked()
+            self._cond.notify_all()
+
+    # -- calls ------------------------------------------------------------------------------
+    def call(self, req: Any, timeout_s: float, *, start_timeout_s: Optional[float] = None) -> Any:
+        """fn(req) in a helper, at most `timeout_s` seconds from when the request is sent
+        (HelperTimeout, the helper killed). Waiting for a free or starting helper is bounded
+        by `start_timeout_s` (HelperDied past it); with a spare warm it is only a hand-over."""
+        wait_s = self.start_timeout_s if start_timeout_s is None else start_timeout_s
+        if not self._busy.acquire(timeout=wait_s):
+            raise HelperDied(f"no helper became free within {wait_s}s")
+        try:
+            helper = self._acquire(wait_s)
             try:
-                h = self._idle.get(timeout=start_timeout_s)
-            except queue.Empty as e:
-                raise HelperDied("no helper became free") from e
-            if h.alive():
-                return h
-            with self._lock:
-                self._count -= 1
+                out = helper.call(req, timeout_s)
+            except RuntimeError:
+                self._release(helper)  # fn raised; the helper itself is fine
+                raise
+            except BaseException:
+                self._discard(helper)
+                raise
+            self._release(helper)
+            return out
+        finally:
+            self._busy.release()
 
     def close(self):
-        while True:
-            try:
-                h = self._idle.get_nowait()
-            except queue.Empty:
-                break
+        """Kills the idle helpers; busy and starting ones are killed when they come back."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = list(self._idle), collections.deque()
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for h in idle:
             h.kill()
-            with self._lock:
-                self._count -= 1
