@@ -4,7 +4,7 @@ The same task kit, tiny char-level policy, action length, SFT warm start and eva
 multi-turn method, so their results are comparable; each experiment config sets its algorithm.
 """
 
-from configs import base
+from rlvr.configs import base
 
 
 def get_config():

@@ -6,7 +6,7 @@ loss). Same task kit, policy, SFT warm start and rollout-cost accounting as conf
 so the two are comparable at equal rollout budget.
 """
 
-from configs import agent_base
+from rlvr.configs import agent_base
 
 
 def get_config():

@@ -3,7 +3,7 @@
     python launch.py --config=configs/grpo.py --workdir=/tmp/rlvr_grpo
 """
 
-from configs import quickstart
+from rlvr.configs import quickstart
 
 
 def get_config():

@@ -33,7 +33,7 @@ Tiny CPU run (a random 2-layer Qwen2 with a BPE tokenizer trained offline, secon
         --config.eval.num_tasks=8 --config.eval.every=2 --config.checkpoint.every=2
 """
 
-from configs import base
+from rlvr.configs import base
 
 
 def get_config():

@@ -5,7 +5,7 @@ m samples per demonstration turn of 32 pool tasks, keep σ̂² > 0 and μ̂ < λ
 K = 4 samples per kept state, turn-level ratio and β·KL to π_ref.
 """
 
-from configs import agent_base
+from rlvr.configs import agent_base
 
 
 def get_config():

@@ -3,7 +3,7 @@
     python launch.py --config=configs/ppo.py --workdir=/tmp/rlvr_ppo
 """
 
-from configs import quickstart
+from rlvr.configs import quickstart
 
 
 def get_config():

@@ -16,7 +16,7 @@ regenerates benchmarks/results/quickstart_cpu.md. The trajectory depends on the 
 floating-point kernels: another CPU follows another, equally valid, path from the same seed.
 """
 
-from configs import base
+from rlvr.configs import base
 
 
 def get_config():

@@ -8,7 +8,7 @@ Add `--config.model.lora.quantize=nf4` for QLoRA (the frozen projections stored 
 NormalFloat). Results against full fine-tuning: benchmarks/results/lora_quickstart_cpu.md.
 """
 
-from configs import quickstart
+from rlvr.configs import quickstart
 
 
 def get_config():

@@ -3,7 +3,7 @@
     python launch.py --config=configs/reinforce.py --workdir=/tmp/rlvr_reinforce
 """
 
-from configs import quickstart
+from rlvr.configs import quickstart
 
 
 def get_config():

@@ -3,7 +3,7 @@
     python launch.py --config=configs/rloo.py --workdir=/tmp/rlvr_rloo
 """
 
-from configs import quickstart
+from rlvr.configs import quickstart
 
 
 def get_config():

@@ -6,7 +6,7 @@ behaviour log-probs, 2 critic updates per policy update, critic warm-up on the w
 rollouts (value pre-training), optional frozen-attention critic.
 """
 
-from configs import agent_base
+from rlvr.configs import agent_base
 
 
 def get_config():

@@ -7,7 +7,7 @@ results are comparable; each method's config sets its algorithm. experiments/STU
 the choices.
 """
 
-from configs import base
+from rlvr.configs import base
 
 
 def get_config():

@@ -6,7 +6,7 @@ state, group-normalised advantages, token-level PPO clip on action tokens; group
 step waits for its slowest episode, tool latency included).
 """
 
-from configs import shop_base
+from rlvr.configs import shop_base
 
 
 def get_config():

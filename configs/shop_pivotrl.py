@@ -6,7 +6,7 @@ Candidates: every demonstration turn of the task pool; probe m = 4 actions of π
 verifier; turn-level clipped ratio and β·KL to π_ref.
 """
 
-from configs import shop_base
+from rlvr.configs import shop_base
 
 
 def get_config():

@@ -8,7 +8,7 @@ Skip-Observation GAE; trust-region token masking against the behaviour log-probs
 per policy update; value pre-training (critic warm-up steps); critic attention frozen.
 """
 
-from configs import shop_base
+from rlvr.configs import shop_base
 
 
 def get_config():

@@ -288,7 +288,7 @@ def _inactive(c) -> dict[str, str]:
 def check_applicability(config, *, multi_turn: Optional[bool] = None) -> list[str]:
     """Errors for fields that do not apply to the algorithm / collector / kit but differ from
     the base default."""
-    from configs import base
+    from rlvr.configs import base
 
     ref = flatten(base.get_config())
     got = flatten(config)
@@ -315,7 +315,7 @@ def validate_config(config) -> ml_collections.ConfigDict:
     Raises:
         ConfigError: naming each bad field with its value and the allowed values.
     """
-    from configs import base  # the schema: one place defines fields and their types.
+    from rlvr.configs import base  # the schema: one place defines fields and their types.
 
     raw = _raw(config)
     errors = []
