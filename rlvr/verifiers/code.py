@@ -18,13 +18,17 @@ sandbox processes (the hidden run starts after the public one has exited), and e
 outputs never enter a sandbox: the harness sends back the candidate's values, the verifier
 compares them with the copy of the tests it reads back after the hash check.
 
-Decision: pass iff the program compiles and every public and hidden test passes and the tests
-file is intact. A candidate timeout, crash, exit or memory blow-up is a *fail* (the policy's
-fault); a sandbox fault is an env_error (R2.1). Components (eq.30, raw, composed later by
+Decision: pass iff the program compiles, the public and the hidden tests all ran to completion
+(empty hidden tests excepted) and all passed, the tests file is intact and no system call the
+sandbox refuses was tried. A run that hits a limit (wall clock, CPU, output or result size) or
+does not end cleanly (crash, exit, signal, memory blow-up) fails its split whatever results it
+sent first, and no hidden run follows a public one that did: a *fail* (the policy's fault); a
+sandbox fault is an env_error (R2.1). Components (eq.30, raw, composed later by
 compose.RewardConfig; `default_reward_config()` gives the eq.30 weights):
     compile ∈ {0,1}, public ∈ [0,1], hidden ∈ [0,1] (weighted pass fractions, eq.16),
     time_cost = CPU seconds / cpu limit, memory_cost = peak RSS / memory limit (both ≤ 1),
-    side_effect_cost = number of refused actions (sockets …) + 1 if the tests were tampered with.
+    side_effect_cost = number of refused actions (sockets, refused system calls …) + 1 if the
+    tests were tampered with.
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ class CodeVerifier(Verifier):
         command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
-    version = "code-1"
+    version = "code-2"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
@@ -192,9 +196,11 @@ class CodeVerifier(Verifier):
         ev: dict = {}
         cpu = rss = 0.0
         all_pass = True
+        graded = set()  # splits whose tests all ran to completion within the limits and passed
         for split, tests in (("public", ref.public_tests), ("hidden", ref.hidden_tests)):
             if not tests:
                 comps[split] = 1.0
+                graded.add(split)
                 continue
             runs = self._run(source, ref, tests, limits)
             faults = [r for r in runs if r.status == "sandbox_error"]
@@ -207,11 +213,11 @@ class CodeVerifier(Verifier):
             ev.setdefault("isolation", dict(runs[0].isolation))
             cpu = max(cpu, max(r.cpu_s for r in runs))
             rss = max(rss, max(r.max_rss_mb for r in runs))
-            blocked = sum(len(r.blocked) for r in runs)
+            blocked = [b for r in runs for b in r.blocked]
             tampered = not all(r.tests_intact for r in runs)
-            comps["side_effect_cost"] += blocked + (1.0 if tampered else 0.0)
+            comps["side_effect_cost"] += len(blocked) + (1.0 if tampered else 0.0)
             if blocked:
-                ev.setdefault("blocked", []).extend(b for r in runs for b in r.blocked)
+                ev.setdefault("blocked", []).extend(blocked)
             if tampered:
                 ev["tests_tampered"] = True
                 all_pass = False
@@ -237,14 +243,30 @@ class CodeVerifier(Verifier):
             statuses = sorted({r.status for r in runs})
             ev[f"{split}_passed"] = f"{sum(passed)}/{len(passed)}"
             ev[f"{split}_status"] = statuses
+            limits_hit = sorted({r.limit for r in runs if r.limit})
+            if limits_hit:
+                ev[f"{split}_limit"] = limits_hit
             if "timeout" in statuses:
                 ev["timeout_class"] = "candidate_program"
+            refused = [b for b in blocked if b.startswith("syscall.")]
+            if refused:  # tried a system call the sandbox refuses: never a pass
+                all_pass = False
+                ev.setdefault("reason", "refused_syscall")
+            if statuses != ["ok"] or limits_hit:
+                # a run that hit a limit or did not end cleanly fails its split, whatever
+                # results it sent before; no further split runs
+                all_pass = False
+                ev.setdefault("reason", f"{split}_{'limit' if limits_hit else statuses[-1]}")
+                break
             if not all(passed):
                 all_pass = False
                 ev.setdefault("reason", f"{split}_tests_failed")
                 ev[f"{split}_first_failure"] = notes[0] if notes else ""
-            if "timeout" in statuses:
-                break  # a program that timed out on the public tests gets no hidden run
+                continue
+            graded.add(split)
+        # pass needs every split's tests to have run in full and passed (the hidden tests
+        # included: a verdict never passes on the public run alone)
+        all_pass = all_pass and graded == {"public", "hidden"}
         comps["time_cost"] = min(cpu / limits.cpu_s, 1.0)
         comps["memory_cost"] = min(rss / limits.memory_mb, 1.0)
         ev["cpu_s"], ev["max_rss_mb"] = round(cpu, 4), round(rss, 2)

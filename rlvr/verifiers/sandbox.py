@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -157,6 +158,107 @@ class SandboxResult:
     blocked: Sequence[str] = ()
     error: Optional[str] = None
     timed_out: bool = False
+    limit: Optional[str] = None
+
+
+# ------------------------------------------------------------------ refused system calls
+# Refused with EPERM inside every minimal-root sandbox (a seccomp filter bubblewrap loads with
+# `--seccomp FD` just before it starts the harness): namespaces and mounts (a new user namespace
+# would hand the candidate a full capability set inside it), tracing other processes, kernel
+# keyrings, eBPF, perf, userfaultfd, io_uring, kernel modules, kexec, swap, reboot, clocks and
+# host names. `clone` is refused only with a namespace flag; `clone3` answers ENOSYS (its flags
+# sit in memory a filter cannot read, and the C library falls back to `clone`). Other calls are
+# allowed; calls of another architecture's ABI (e.g. 32-bit x86) kill the process.
+REFUSED_SYSCALLS = (
+    "unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot", "mount_setattr",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "add_key", "request_key", "keyctl", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+    "swapon", "swapoff", "reboot", "syslog", "acct", "quotactl", "quotactl_fd",
+    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "lookup_dcookie", "uselib",
+    "nfsservctl", "iopl", "ioperm", "vm86", "vm86old", "settimeofday", "clock_settime",
+    "clock_adjtime", "adjtimex", "sethostname", "setdomainname")
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (linux/sched.h)
+NAMESPACE_CLONE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
+                         0x20000000, 0x40000000)
+_TIOCSTI = 0x5412  # ioctl that pushes characters into the terminal's input
+_SECCOMP_LOCK = threading.Lock()
+_SECCOMP_CACHE: dict = {}
+
+
+def seccomp_program() -> Tuple[bytes, Mapping[int, str]]:
+    """The sandbox's seccomp filter as a classic-BPF program (the bytes `bwrap --seccomp FD`
+    reads) for this machine's architecture, and {syscall number: name} of REFUSED_SYSCALLS that
+    exist here. Built once per process with libseccomp (`libseccomp.so.2`, Debian package
+    `libseccomp2`) through ctypes; raises SandboxUnavailable when the library is missing."""
+    with _SECCOMP_LOCK:
+        if "prog" in _SECCOMP_CACHE:
+            return _SECCOMP_CACHE["prog"]
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+        except OSError as e:
+            raise SandboxUnavailable(
+                f"libseccomp is missing ({e}); the code sandbox needs it for its system-call "
+                f"filter. Install it with `{INSTALL_COMMAND}` (as root; apt-get install -y "
+                f"libseccomp2)") from e
+
+        class ArgCmp(ctypes.Structure):  # struct scmp_arg_cmp
+            _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
+                        ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                               ctypes.c_uint, ctypes.POINTER(ArgCmp)]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        allow, masked_eq = 0x7FFF0000, 7            # SCMP_ACT_ALLOW, SCMP_CMP_MASKED_EQ
+        errno_ = lambda e: 0x00050000 | e  # noqa: E731 — SCMP_ACT_ERRNO(e)
+        ctx = lib.seccomp_init(allow)
+        if not ctx:
+            raise SandboxUnavailable("seccomp_init failed")
+        try:
+            def rule(action: int, call: str, *cmps: Tuple[int, int, int]) -> Optional[int]:
+                nr = lib.seccomp_syscall_resolve_name(call.encode())
+                if nr < 0:  # not a system call of this architecture
+                    return None
+                arr = (ArgCmp * max(1, len(cmps)))(*[ArgCmp(a, masked_eq, m, v)
+                                                      for a, m, v in cmps])
+                rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+                if rc < 0:
+                    raise SandboxUnavailable(f"seccomp rule for {call} failed: {os.strerror(-rc)}")
+                return nr
+
+            refused = {}
+            for call in REFUSED_SYSCALLS:
+                nr = rule(errno_(1), call)                                   # EPERM
+                if nr is not None:
+                    refused[nr] = call
+            for flag in NAMESPACE_CLONE_FLAGS:
+                rule(errno_(1), "clone", (0, flag, flag))
+            rule(errno_(38), "clone3")                                       # ENOSYS
+            rule(errno_(1), "ioctl", (1, 0xFFFFFFFF, _TIOCSTI))
+            fd = os.memfd_create("rlvr-seccomp", os.MFD_CLOEXEC)
+            try:
+                rc = lib.seccomp_export_bpf(ctx, fd)
+                if rc < 0:
+                    raise SandboxUnavailable(f"seccomp_export_bpf failed: {os.strerror(-rc)}")
+                prog = os.pread(fd, 1 << 20, 0)
+            finally:
+                os.close(fd)
+        finally:
+            lib.seccomp_release(ctx)
+        if not prog or len(prog) % 8:
+            raise SandboxUnavailable(f"libseccomp exported a malformed filter ({len(prog)} bytes)")
+        _SECCOMP_CACHE["prog"] = (prog, refused)
+        return _SECCOMP_CACHE["prog"]
 
 
 # ------------------------------------------------------------------ the minimal root (bwrap)
@@ -319,23 +421,33 @@ def minimal_root() -> MinimalRoot:
         return root
 
 
-def _bwrap_command(bwrap: str, root: MinimalRoot, work: str, limits: SandboxLimits, *,
-                   drop_privileges: bool, use_netns: bool) -> List[str]:
+def _bwrap_command(bwrap: str, root: MinimalRoot, limits: SandboxLimits, *, source_fd: int,
+                   seccomp_fd: int, drop_privileges: bool, use_netns: bool) -> List[str]:
+    """bwrap's arguments for one run. The working directory is a size-capped tmpfs of the
+    run's own mount namespace holding solution.py (copied from `source_fd`): nothing the
+    candidate writes touches the host's disk, and the kernel frees it when the run ends."""
     tmp_bytes = str(int((2 * limits.max_file_mb + 1) * (1 << 20)))
     cmd = [bwrap, *root.args,
            "--proc", "/proc", "--dev", "/dev",
            "--perms", "1777", "--size", tmp_bytes, "--tmpfs", "/tmp",
            "--perms", "1777", "--size", tmp_bytes, "--tmpfs", "/dev/shm",
-           "--bind", work, SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR,
+           "--perms", "1777", "--size", tmp_bytes, "--tmpfs", SANDBOX_WORKDIR,
+           "--perms", "0644", "--file", str(source_fd), f"{SANDBOX_WORKDIR}/solution.py",
+           "--chdir", SANDBOX_WORKDIR,
            "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-           "--die-with-parent", "--new-session", "--as-pid-1"]
+           "--die-with-parent", "--new-session", "--as-pid-1",
+           "--seccomp", str(seccomp_fd)]
     if use_netns:
         cmd.append("--unshare-net")
     if os.geteuid() == 0:
-        if drop_privileges:  # the harness needs these to drop to the run's uid (and loses them)
+        # no capability survives into the sandbox except, when the harness drops to the run's
+        # uid, the two it needs for that (and loses with the uid change); further namespaces
+        # are refused by the seccomp filter
+        cmd += ["--cap-drop", "ALL"]
+        if drop_privileges:
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        cmd += ["--unshare-user", "--disable-userns"]
+        cmd += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     for k, v in root.env:
         cmd += ["--setenv", k, v]
     return cmd
@@ -429,14 +541,6 @@ def _own_process_count() -> int:
     return n
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 16), b""):
-            h.update(b)
-    return h.hexdigest()
-
-
 _UID_LOCK = threading.Lock()
 _UIDS_IN_USE: set = set()
 
@@ -448,14 +552,6 @@ def _fresh_uid() -> int:
             if uid not in _UIDS_IN_USE and not _uid_pids(uid):
                 _UIDS_IN_USE.add(uid)
                 return uid
-
-
-def _read_capped(path: str, cap: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read(cap).decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _missing_bwrap_message() -> str:
@@ -507,39 +603,60 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         if python is None:
             return SandboxResult(status="sandbox_error",
                                  error="no interpreter usable by a dropped uid")
+    if minimal:
+        try:
+            seccomp, refused = seccomp_program()
+        except SandboxUnavailable as e:
+            return SandboxResult(status="sandbox_error", error=str(e))
     uid = _fresh_uid() if drop_privileges else None
-    work = priv = None
+    work = None
+    fds: List[int] = []  # memfds of this run: closed at the end, so nothing stays behind
+
+    def memfd(name: str, data: bytes = b"", seal: bool = False) -> int:
+        fd = os.memfd_create(f"rlvr-{name}", os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING
+                                                                if seal else 0))
+        fds.append(fd)
+        _write_all(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        if seal:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+        return fd
+
     t0 = time.monotonic()
     try:
         with open(HARNESS_PATH, encoding="utf-8") as f:
             harness = f.read()
-        work = tempfile.mkdtemp(prefix="rlvr-sbx-")
-        priv = tempfile.mkdtemp(prefix="rlvr-priv-")
-        os.chmod(priv, 0o700)
-        sol = os.path.join(work, "solution.py")
-        with open(sol, "w", encoding="utf-8") as f:
-            f.write(source)
-        tests_path = os.path.join(priv, "tests.json")
-        with open(tests_path, "w") as f:
-            json.dump(tests, f)
-        os.chmod(tests_path, 0o600)
-        tests_hash = _sha256(tests_path)
-        if uid is not None:
-            os.chown(work, uid, uid)
-            os.chown(sol, uid, uid)
-        os.chmod(work, 0o700)
-        out_path, err_path = os.path.join(priv, "stdout"), os.path.join(priv, "stderr")
-        in_path = os.path.join(priv, "stdin")
-        with open(in_path, "w", encoding="utf-8") as f:
-            f.write(stdin if mode == "stdio" else "")
+        # the tests never touch a disk: a sealed memory file of this process, not inherited by
+        # the sandbox, hash-checked after the run and read back for grading
+        tests_fd = memfd("tests", json.dumps(tests).encode(), seal=True)
+        tests_hash = hashlib.sha256(os.pread(tests_fd, 1 << 30, 0)).hexdigest()
+        out_fd, err_fd = memfd("stdout"), memfd("stderr")
+        in_fd = memfd("stdin", (stdin if mode == "stdio" else "").encode())
+        if minimal:
+            source_fd = memfd("source", source.encode())
+            seccomp_fd = memfd("seccomp", seccomp)
+            os.set_inheritable(source_fd, True)
+            os.set_inheritable(seccomp_fd, True)
+        else:  # trusted code only: a host directory, removed after the run
+            work = tempfile.mkdtemp(prefix="rlvr-sbx-")
+            sol = os.path.join(work, "solution.py")
+            with open(sol, "w", encoding="utf-8") as f:
+                f.write(source)
+            if uid is not None:
+                os.chown(work, uid, uid)
+                os.chown(sol, uid, uid)
+            os.chmod(work, 0o700)
         iso = {"fs": "minimal" if minimal else "host",
                "net": "netns" if minimal and use_netns else "audit",
-               "pid": "pidns" if minimal else "shared"}
+               "pid": "pidns" if minimal else "shared",
+               "seccomp": minimal}
         ctrl = {"mode": mode, "entry_point": entry_point,
                 "workdir": SANDBOX_WORKDIR if minimal else work, "uid": uid, "gid": uid,
                 "isolation": iso,
                 "nproc_base": _own_process_count() if uid is None and os.getuid() != 0 else 0,
                 "calls": [list(c) for c in calls] if mode == "function" else [],
+                "refused": {str(k): v for k, v in refused.items()} if minimal else {},
                 "limits": {"cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb,
                            "max_file_mb": limits.max_file_mb,
                            "max_open_files": limits.max_open_files,
@@ -550,15 +667,16 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
                "TMPDIR": "/tmp" if minimal else work, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
         argv = [python, "-I", "-S", "-B", "-c", harness, str(ctrl_r), str(res_w)]
+        pass_fds = [ctrl_r, res_w]
         if minimal:
-            argv = _bwrap_command(bwrap, root, work, limits, drop_privileges=uid is not None,
+            argv = _bwrap_command(bwrap, root, limits, source_fd=source_fd,
+                                  seccomp_fd=seccomp_fd, drop_privileges=uid is not None,
                                   use_netns=use_netns) + argv
+            pass_fds += [source_fd, seccomp_fd]
         try:
-            with open(in_path, "rb") as fin, open(out_path, "wb") as fout, \
-                    open(err_path, "wb") as ferr:
-                proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr,
-                                        pass_fds=(ctrl_r, res_w), cwd=work, env=env,
-                                        start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd,
+                                    pass_fds=pass_fds, cwd=work or "/", env=env,
+                                    start_new_session=True, close_fds=True)
         except OSError as e:
             for fd in (ctrl_r, ctrl_w, res_r, res_w):
                 os.close(fd)
@@ -569,7 +687,7 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         # result channel reader (drains so that a chatty candidate never blocks on a full pipe)
         lines: List[dict] = []
         ready = threading.Event()
-        buf_state = {"bytes": 0}
+        buf_state = {"bytes": 0, "overflow": False}
 
         def reader():
             buf = b""
@@ -580,7 +698,9 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
                     break
                 if not b:
                     break
-                if buf_state["bytes"] > limits.max_result_bytes:
+                if buf_state["bytes"] + len(b) > limits.max_result_bytes:
+                    buf_state["overflow"] = True
+                if buf_state["overflow"]:
                     continue
                 buf_state["bytes"] += len(b)
                 buf += b
@@ -626,10 +746,10 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
             t_ready = time.monotonic()
             wt.join(max(0.0, limits.wall_s - (time.monotonic() - t_ready)))
             timed_out = wt.is_alive()
+        wall = time.monotonic() - t0  # the run's time, without what ending it takes
         _kill_run(proc.pid, uid)
-        wt.join(5.0)
+        wt.join(30.0)  # the kernel frees the run's namespaces and tmpfs before bwrap is reaped
         rt.join(2.0)
-        wall = time.monotonic() - t0
         status_code = waited.get("status")
         ru = waited.get("ru")
         rc = os.waitstatus_to_exitcode(status_code) if status_code is not None else None
@@ -639,13 +759,14 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else 0.0
         rss = (ru.ru_maxrss / 1024.0) if ru is not None else 0.0
 
-        intact = os.path.exists(tests_path) and _sha256(tests_path) == tests_hash
-        tests_back = None
-        if intact:
-            with open(tests_path) as f:
-                tests_back = json.load(f)
-        out_full = _read_capped(out_path, int(limits.max_file_mb * (1 << 20)))
-        common = dict(stdout=out_full[:65536], stderr=_read_capped(err_path, 65536),
+        tests_raw = os.pread(tests_fd, 1 << 30, 0)
+        intact = hashlib.sha256(tests_raw).hexdigest() == tests_hash
+        tests_back = json.loads(tests_raw) if intact else None
+        out_cap = int(limits.max_file_mb * (1 << 20))
+        out_bytes = os.pread(out_fd, out_cap + 1, 0)
+        out_full = out_bytes[:out_cap].decode("utf-8", "replace")
+        common = dict(stdout=out_full[:65536],
+                      stderr=os.pread(err_fd, 65536, 0).decode("utf-8", "replace"),
                       stdout_full=out_full if mode == "stdio" else "", returncode=rc,
                       wall_s=wall, cpu_s=cpu, max_rss_mb=rss, tests_intact=intact,
                       tests=tests_back)
@@ -658,13 +779,14 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
                 err = f"harness not ready within {limits.startup_s}s"
             if err is None and minimal:
                 err = (f"sandbox did not start (rc={rc}): "
-                       f"{_read_capped(err_path, 2000).strip()[-500:]}")
+                       f"{common['stderr'][:2000].strip()[-500:]}")
             return SandboxResult(status="sandbox_error", error=err or f"harness exited rc={rc}",
                                  **common)
         first_ready = kinds.index("ready")
         after = lines[first_ready + 1:]
         iso = {**iso, "uid": ready_msgs[0].get("uid"), "python": python}
-        blocked = tuple(m.get("event", "?") for m in after if m.get("kind") == "blocked")
+        blocked = tuple(str(m.get("event", "?"))[:100] for m in after
+                        if m.get("kind") == "blocked")
         compiled = None
         if any(m.get("kind") == "compile_error" for m in after):
             compiled = False
@@ -683,15 +805,28 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
             results[i] = {"ok": False, "error": "duplicate result"}
         cpu_exceeded = rc is not None and rc in (-signal.SIGXCPU, -signal.SIGKILL) and \
             cpu >= limits.cpu_s - 0.05
-        if timed_out or cpu_exceeded:
+        limit = None
+        if timed_out:
+            limit = "wall"
+        elif cpu_exceeded:
+            limit = "cpu"
+        elif rc == -signal.SIGXFSZ:
+            limit = "file_size"
+        elif len(out_bytes) > out_cap:
+            limit = "output"
+        elif buf_state["overflow"]:
+            limit = "result_channel"
+        if limit in ("wall", "cpu"):
             status = "timeout"
+        elif limit is not None:
+            status = "crashed"
         elif mode == "function":
             status = "ok" if (kinds[-1:] == ["done"] or compiled is False or load_error) \
                 and rc == 0 else "crashed"
         else:
             status = "ok" if rc == 0 and compiled else ("crashed" if compiled is not False else "ok")
         return SandboxResult(status=status, compiled=compiled, load_error=load_error,
-                             results=results, isolation=iso, blocked=blocked,
+                             results=results, isolation=iso, blocked=blocked, limit=limit,
                              timed_out=status == "timeout", **common)
     except Exception as e:  # noqa: BLE001 — any fault of ours is a sandbox fault
         return SandboxResult(status="sandbox_error", error=f"{type(e).__name__}: {e}"[:500])
@@ -699,9 +834,13 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         if uid is not None:
             with _UID_LOCK:
                 _UIDS_IN_USE.discard(uid)
-        for d in (work, priv):
-            if d:
-                shutil.rmtree(d, ignore_errors=True)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _write_all(fd: int, data: bytes):

@@ -171,25 +171,55 @@ def test_network_socket_blocked_and_no_connection_reaches_host():
     assert got == [], "the sandbox reached a host socket"
 
 
-def test_tests_file_unreachable_and_hash_checked():
-    # reads or rewrites anything it can find that looks like a tests file
-    src = ("import glob, json\n"
-           "def add(a, b):\n"
-           "    for p in glob.glob('/tmp/rlvr-priv-*/tests.json') + glob.glob('../*/tests.json'):\n"
-           "        try:\n"
-           "            t = json.load(open(p))\n"
-           "            for x in t: x['expected'] = 0\n"
-           "            json.dump(t, open(p, 'w'))\n"
-           "        except Exception:\n"
-           "            pass\n"
-           "    return 0\n")
-    v = V.verify(ADD_TASK, src)
-    assert v.decision == "fail"
-    # without privilege drop and without the minimal root the rewrite succeeds: the hash check
-    # catches it
+# reads or rewrites anything it can find that looks like a tests file: on disk, and the
+# verifier's in-memory copy through /proc/<pid>/fd (reachable only without the minimal root and
+# without the privilege drop); returns how many rewrites went through
+TAMPER = ("import glob, json, os\n"
+          "def add(a, b):\n"
+          "    found = glob.glob('/tmp/rlvr-priv-*/tests.json') + glob.glob('../*/tests.json')\n"
+          "    for fd in glob.glob('/proc/[0-9]*/fd/*'):\n"
+          "        try:\n"
+          "            if 'rlvr-tests' in os.readlink(fd):\n"
+          "                found.append(fd)\n"
+          "        except OSError:\n"
+          "            pass\n"
+          "    done = 0\n"
+          "    for p in found:\n"
+          "        try:\n"
+          "            t = json.load(open(p))\n"
+          "            for x in t: x['expected'] = 0\n"
+          "            with open(p, 'r+') as f:\n"
+          "                f.write(json.dumps(t))\n"
+          "                f.truncate()\n"
+          "            done += 1\n"
+          "        except Exception:\n"
+          "            pass\n"
+          "    return done\n")
+
+
+def test_tests_file_unreachable_and_immutable():
+    v = V.verify(ADD_TASK, TAMPER)
+    assert v.decision == "fail" and not v.evidence.get("tests_tampered")
+    assert v.evidence["hidden_first_failure"] == "test 0: got 0"  # nothing found to rewrite
+    # without privilege drop and without the minimal root the candidate finds the verifier's
+    # copy, but it is a sealed memory file: every rewrite fails and nothing is on disk
+    r = run_sandboxed(TAMPER, entry_point="add", calls=[[[1, 2], {}]], tests=ADD_REF,
+                      limits=LIMITS, drop_privileges=False, filesystem="host")
+    assert r.status == "ok" and r.results[0] == {"ok": True, "value": 0}, r
+    assert r.tests_intact and r.tests == ADD_REF
+
+
+def test_tests_hash_check_catches_a_rewrite(monkeypatch):
+    # were the verifier's copy writable (no seals), the rewrite would be caught by the hash
+    import rlvr.verifiers.sandbox as sb
+
+    real = sb.fcntl.fcntl
+    monkeypatch.setattr(sb.fcntl, "fcntl", lambda fd, cmd, *a: 0 if cmd == sb.fcntl.F_ADD_SEALS
+                        else real(fd, cmd, *a))
     weak = CodeVerifier(limits=LIMITS, drop_privileges=False, filesystem="host")
-    v2 = weak.verify(ADD_TASK, src)
-    assert v2.decision == "fail" and v2.evidence.get("tests_tampered") is True
+    v = weak.verify(ADD_TASK, TAMPER)
+    assert v.decision == "fail" and v.evidence.get("tests_tampered") is True, v.evidence
+    assert v.components["side_effect_cost"] >= 1.0
 
 
 def test_sandbox_fault_is_env_error(monkeypatch):
