@@ -5,7 +5,7 @@ One GPU / TPU host, Qwen2.5-0.5B-Instruct (or 1.5B) downloaded to a local folder
     python launch.py --config=configs/gsm8k.py --workdir=runs/gsm8k \\
         --config.model.init_from=/models/Qwen2.5-0.5B-Instruct \\
         --config.task.names='("gsm8k:/data/gsm8k/train.parquet",)' \\
-        --config.task.kwargs.eval_path=/data/gsm8k/test.parquet
+        --config.task.eval_path=/data/gsm8k/test.parquet
     python launch.py --config=configs/gsm8k.py --workdir=runs/gsm8k --mode=eval \\
         --config.model.init_from=/models/Qwen2.5-0.5B-Instruct ...        # same overrides
 

@@ -19,16 +19,22 @@ shipped in `rlvr/tasks/data/` for that family (regenerate: `python -m rlvr.tasks
 
 Splits are explicit. A record's split is its `split` field (gsm8k / math: a top-level field;
 R6.5 records: `public_metadata.split`), one of "train", "eval", "unseen"; a record without one
-is "train". `task.kwargs.eval_path=PATH2` adds a second file of the same format whose records
-are all "eval" (a record there naming another split is an error): the usual layout of a
-downloaded dataset, e.g. `gsm8k:/data/gsm8k/train.parquet` + `eval_path=/data/gsm8k/test.parquet`.
-Training samples the "train" records; the held-out evaluation (`eval.num_tasks`) takes the
-first `eval.num_tasks` "eval" records in file order.
+is "train". `config.task.eval_path=PATH2` (the kit argument `eval_path`) adds a second file of
+the same format whose records are all "eval" (a record there naming another split is an
+error): the usual layout of a downloaded dataset, e.g. `gsm8k:/data/gsm8k/train.parquet` +
+`--config.task.eval_path=/data/gsm8k/test.parquet`. It applies to one dataset-file kit
+(`FILE_KIT_PREFIXES`, jsonl: included); with any other task the run is refused at start
+(`kit_kwargs`). Training samples the "train" records; the held-out evaluation (`eval.num_tasks`)
+takes the first `eval.num_tasks` "eval" records in file order.
 
 Every bad record is reported, each with its line (JSONL, 1-based) or row (Parquet, 0-based)
 number and field, in one `TaskFileError`; nothing is dropped. A task that appears twice (same
 task_id; gsm8k / math ids hash the question and answer) is an error on its second occurrence,
-also across the train and eval files (a train/eval leak).
+also across the train and eval files (a train/eval leak). A Parquet file without a required
+column is one error naming the column and the rows it affects. A record longer than
+`rlvr.tasks.loader.MAX_RECORD_BYTES` (a JSONL line, or a Parquet row's text) is refused before
+it is parsed, converted or tokenised; the kit argument `max_record_bytes` (task.kwargs) sets
+another bound.
 """
 
 from __future__ import annotations
@@ -43,13 +49,17 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
 from rlvr.tasks import splits
-from rlvr.tasks.loader import LineError, TaskFileError, read_json_lines
+from rlvr.tasks.loader import (MAX_RECORD_BYTES, LineError, TaskFileError, check_record_bound,
+                               read_json_lines, too_long)
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # family -> shipped file (both splits, marked by each record's split field)
 BUILTIN_FILES = {"gsm8k": "gsm8k_builtin.jsonl", "math": "math_builtin.jsonl",
                  "code": "code_builtin.jsonl", "structured": "structured_builtin.jsonl"}
 FAMILIES = ("gsm8k", "math", "code", "structured")
+# task-name prefixes of the kits that read dataset files (the ones config.task.eval_path serves)
+FILE_KIT_PREFIXES = tuple(f + ":" for f in FAMILIES) + ("jsonl:",)
+MISSING = "missing required field"  # the problem of a record without a required field
 JSONL_SUFFIXES = (".jsonl", ".json")
 PARQUET_SUFFIXES = (".parquet",)
 _NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?$")
@@ -70,26 +80,84 @@ def resolve_path(family: str, path: str) -> str:
     return path
 
 
+def check_eval_path(eval_path) -> str:
+    """Validates the eval file of a dataset kit (`config.task.eval_path`; "" = none) and
+    returns it."""
+    if not isinstance(eval_path, (str, os.PathLike)):
+        raise ValueError(f"config.task.eval_path must be a file path string, got {eval_path!r}")
+    eval_path = os.fspath(eval_path)
+    if eval_path == "builtin":
+        raise ValueError("config.task.eval_path='builtin': the shipped sets mark their own eval "
+                         "records; give a file path, or leave it empty")
+    if eval_path and not os.path.isfile(eval_path):
+        raise ValueError(f"config.task.eval_path={eval_path!r}: no such file")
+    return eval_path
+
+
+def kit_kwargs(names: Sequence[str], kwargs: Mapping[str, Any], eval_path: str) -> dict:
+    """The builder arguments of `config.task`: `kwargs` (task.kwargs) plus `eval_path`
+    (config.task.eval_path, "" = none) for a dataset-file kit. ValueError, naming the field, when
+    eval_path is set but the task is not one dataset-file kit (`FILE_KIT_PREFIXES`), and when
+    task.kwargs holds eval_path (use the declared field)."""
+    kwargs = dict(kwargs)
+    if "eval_path" in kwargs:
+        raise ValueError(f"task.kwargs.eval_path={kwargs['eval_path']!r}: set "
+                         f"config.task.eval_path instead (--config.task.eval_path=FILE)")
+    if not eval_path:
+        return kwargs
+    names = list(names)
+    kinds = ", ".join(p + "PATH" for p in FILE_KIT_PREFIXES)
+    if len(names) != 1 or not (isinstance(names[0], str)
+                               and names[0].startswith(FILE_KIT_PREFIXES)):
+        raise ValueError(f"config.task.eval_path={eval_path!r} applies to one dataset-file kit "
+                         f"({kinds}); task.names is {tuple(names)} (leave eval_path empty, or "
+                         f"mark eval records with a split field)")
+    return {**kwargs, "eval_path": check_eval_path(eval_path)}
+
+
 # ------------------------------------------------------------------------------- reading rows
-def read_rows(path: str) -> tuple[list[tuple[int, Any]], list[LineError], str]:
+def read_rows(path: str, max_record_bytes: int = MAX_RECORD_BYTES
+              ) -> tuple[list[tuple[int, Any]], list[LineError], str]:
     """(rows, errors, unit) of a JSONL or Parquet file: rows are (line or row number, record);
     a JSONL line that is not JSON (or holds NaN / Infinity) is an error, blank lines are
-    skipped; unit is "line" (JSONL, 1-based) or "row" (Parquet, 0-based)."""
+    skipped; a line, or a Parquet row's text (its string and binary values), longer than
+    `max_record_bytes` is an error found before the record is parsed or converted; unit is
+    "line" (JSONL, 1-based) or "row" (Parquet, 0-based)."""
+    check_record_bound(max_record_bytes)
     low = path.lower()
     if low.endswith(PARQUET_SUFFIXES):
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(path)
-        except Exception as e:  # noqa: BLE001 — reported with the path
-            raise TaskFileError(path, [LineError(0, "<file>", f"not a readable Parquet file: {e}")],
-                                unit="row") from None
-        return list(enumerate(table.to_pylist())), [], "row"
+        return _read_parquet(path, max_record_bytes)
     if not low.endswith(JSONL_SUFFIXES):
         raise ValueError(f"{path}: unknown file type; expected one of "
                          f"{JSONL_SUFFIXES + PARQUET_SUFFIXES}")
-    rows, errors = read_json_lines(path)
+    rows, errors = read_json_lines(path, max_record_bytes)
     return rows, errors, "line"
+
+
+def _read_parquet(path: str, max_record_bytes: int):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # noqa: BLE001 — reported with the path
+        raise TaskFileError(path, [LineError(0, "<file>", f"not a readable Parquet file: {e}",
+                                             whole_file=True)], unit="row") from None
+    sizes = np.zeros(table.num_rows, np.int64)
+    for col in table.columns:
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+                or pa.types.is_large_binary(t):
+            sizes += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+    over = np.flatnonzero(sizes > max_record_bytes)
+    errors = [LineError(int(i), "<length>", too_long(int(sizes[i]), max_record_bytes, "row"))
+              for i in over]
+    if len(over):
+        keep = np.flatnonzero(sizes <= max_record_bytes)
+        return list(zip(keep.tolist(), table.take(keep).to_pylist())), errors, "row"
+    return list(enumerate(table.to_pylist())), errors, "row"
 
 
 def _content_id(prefix: str, *parts: str) -> str:
@@ -126,7 +194,7 @@ def _extra_metadata(record: Mapping, known: Sequence[str], problems) -> dict:
 def _text(record, field, problems) -> Optional[str]:
     v = record.get(field)
     if v is None:
-        problems.append((field, "missing required field"))
+        problems.append((field, MISSING))
         return None
     if not isinstance(v, str) or not v.strip():
         problems.append((field, f"expected a non-empty string, got {v!r:.80}"))
@@ -222,24 +290,34 @@ def _split_of(task: TaskSpec) -> str:
 
 
 def load_tasks(path: str, convert, *, demo_of=None, force_split: Optional[str] = None,
-               seen: Optional[dict] = None, demos: Optional[dict] = None) -> list[TaskSpec]:
+               seen: Optional[dict] = None, demos: Optional[dict] = None,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> list[TaskSpec]:
     """Reads and converts every record of `path`; raises one TaskFileError listing every bad
     record (see the module docstring). `force_split`: every record is of this split (a record
     naming another is an error). `seen`: task_id → (path, number) across files (duplicates).
-    `demo_of(record)`: the record's demonstration, stored in `demos[task_id]`."""
+    `demo_of(record)`: the record's demonstration, stored in `demos[task_id]`.
+    `max_record_bytes`: longest record read (`read_rows`)."""
     import dataclasses
 
-    rows, errors, unit = read_rows(path)
+    rows, errors, unit = read_rows(path, max_record_bytes)
+    # Parquet: a column the file lacks is one error (with the rows it affects), not one per row
+    columns = set(rows[0][1]) if unit == "row" and rows else None
+    absent: dict[str, int] = {}
     seen = {} if seen is None else seen
     tasks = []
     for n, record in rows:
         task, problems = convert(record)
+        if columns is not None:
+            lacking = [f for f, msg in problems if msg == MISSING and f not in columns]
+            for f in lacking:
+                absent[f] = absent.get(f, 0) + 1
+            problems = [(f, msg) for f, msg in problems if f not in lacking]
         if task is not None and force_split is not None:
             explicit = (record.get("split") if "split" in record else
                         (record.get("public_metadata") or {}).get("split"))
             if explicit is not None and explicit != force_split:
                 problems = [("split", f"is {explicit!r} in a file read as the {force_split!r} "
-                                      f"split (task.kwargs.eval_path)")]
+                                      f"split (config.task.eval_path)")]
                 task = None
             else:
                 task = dataclasses.replace(task, public_metadata={**task.public_metadata,
@@ -256,8 +334,12 @@ def load_tasks(path: str, convert, *, demo_of=None, force_split: Optional[str] =
         tasks.append(task)
         if demo_of is not None and demos is not None:
             demos[task.task_id] = demo_of(record)
+    for f, count in sorted(absent.items()):
+        errors.append(LineError(0, f, f"column {f!r} is missing from the file ({count} of "
+                                      f"{len(rows)} rows affected; its columns: "
+                                      f"{sorted(columns)})", whole_file=True))
     if not tasks and not errors:
-        errors.append(LineError(0, "<file>", "no records (the file is empty)"))
+        errors.append(LineError(0, "<file>", "no records (the file is empty)", whole_file=True))
     if errors:
         raise TaskFileError(path, sorted(errors, key=lambda e: e.line), unit=unit)
     return tasks
@@ -269,16 +351,18 @@ class FileSource:
     docstring). `sample(n, seed)` draws train tasks (seeded permutations, cycling when n exceeds
     them); `eval_set(split, n)` returns the split's first n tasks in file order."""
 
-    def __init__(self, family: str, path: str, *, eval_path: str = "", verifier: Any = None):
+    def __init__(self, family: str, path: str, *, eval_path: str = "", verifier: Any = None,
+                 max_record_bytes: int = MAX_RECORD_BYTES):
         if family not in CONVERTERS:
             raise ValueError(f"FileSource.family must be one of {FAMILIES}, got {family!r}")
         convert, demo_of = CONVERTERS[family]
         self.family, self.path = family, resolve_path(family, path)
-        self.eval_path = resolve_path(family, eval_path) if eval_path else ""
+        self.eval_path = check_eval_path(eval_path)
         self.name = f"{family}:{path}"
         seen: dict = {}
         self._demos: dict[str, str] = {}
-        kw = dict(demo_of=demo_of, seen=seen, demos=self._demos)
+        kw = dict(demo_of=demo_of, seen=seen, demos=self._demos,
+                  max_record_bytes=check_record_bound(max_record_bytes))
         self.tasks = load_tasks(self.path, convert, **kw)
         if self.eval_path:
             self.tasks += load_tasks(self.eval_path, convert, force_split="eval", **kw)
@@ -306,8 +390,9 @@ class FileSource:
             field = "public_metadata.split" if self.family in ("code", "structured") else "split"
             raise ValueError(
                 f"{self.name}: no {split!r} records (splits: {self.counts()}); give the records "
-                f"a split field ({field} = {split!r}) or set config.task.kwargs.eval_path to a "
-                f"file of {split} records")
+                f"a split field ({field} = {split!r})"
+                + (" or set config.task.eval_path to a file of eval records" if split == "eval"
+                   else ""))
         tasks = self._by_split[split]
         return tasks if n is None else tasks[:n]
 
@@ -348,7 +433,8 @@ def math_verifiers():
     return MathVerifier(), MathVerifier(boxed_policy="reject_multiple", allow_plain_number=False)
 
 
-def _file_kit(family: str, path: str, *, eval_path: str = "", **verifier_kw):
+def _file_kit(family: str, path: str, *, eval_path: str = "",
+              max_record_bytes: int = MAX_RECORD_BYTES, **verifier_kw):
     """The task kit of a dataset file (module docstring); `verifier_kw` go to the code /
     structured verifier's constructor."""
     from rlvr.tasks.kit import TaskKit
@@ -358,11 +444,13 @@ def _file_kit(family: str, path: str, *, eval_path: str = "", **verifier_kw):
     if family in ("gsm8k", "math"):
         if verifier_kw:
             raise ValueError(f"{family}: task.kwargs {sorted(verifier_kw)} are not accepted "
-                             f"(allowed: eval_path)")
+                             f"(allowed: max_record_bytes; the eval file is "
+                             f"config.task.eval_path)")
         verifier, hidden = math_verifiers()
     else:
         verifier = default_verifier_for_task_type(family, **verifier_kw)
-    source = FileSource(family, path, eval_path=eval_path, verifier=verifier)
+    source = FileSource(family, path, eval_path=eval_path, verifier=verifier,
+                        max_record_bytes=max_record_bytes)
     return TaskKit(name=source.name, source=source, verifier=verifier,
                    demonstration=source.demonstration if source.has_demonstrations else None,
                    alphabet=None, hidden_verifier=hidden)

@@ -9,7 +9,7 @@
 
 Names: "arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>". Keyword
 arguments go to the source (difficulty=... for the procedural ones, generator config knobs for
-reasoning-gym, verifier=... for JSONL).
+reasoning-gym, verifier=... and eval_path=... for JSONL).
 
 Every generated task carries `public_metadata["source"]`; `RoutingVerifier` (the verifier of a
 JSONL source or a mixture) picks the verifier by that name; JSONL tasks without a known source
@@ -29,7 +29,7 @@ import numpy as np
 from rlvr.tasks import arithmetic, countdown
 from rlvr.tasks import reasoning_gym as rg_tasks
 from rlvr.tasks import splits
-from rlvr.tasks.loader import load_jsonl
+from rlvr.tasks.loader import MAX_RECORD_BYTES, load_jsonl_numbered
 from rlvr.records.task import TaskSpec
 
 ALLOWED_NAMES = ("arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>")
@@ -198,14 +198,26 @@ class ReasoningGymSource:
 class JsonlSource:
     """Tasks from a JSONL file (validated by `load_jsonl`).
 
-    Splits come from `public_metadata["split"]` ("train" when absent). `sample` draws from the
+    Splits come from `public_metadata["split"]` ("train" when absent). `eval_path`
+    (`config.task.eval_path`) adds a second JSONL file whose tasks are all "eval" (one naming
+    another split, or repeating a task of the first file, is an error). `sample` draws from the
     train tasks, cycling through seeded permutations when n exceeds their number; `eval_set`
-    returns the tasks tagged with the split, in file order.
+    returns the tasks tagged with the split, in file order. `max_record_bytes`: the longest line
+    read (`rlvr.tasks.loader`).
     """
 
-    def __init__(self, path: str, verifier: Any = None):
+    def __init__(self, path: str, verifier: Any = None, eval_path: str = "",
+                 max_record_bytes: int = MAX_RECORD_BYTES):
+        from rlvr.tasks import files
+
         self.path = os.fspath(path)
-        self.tasks = load_jsonl(self.path)
+        self.eval_path = files.check_eval_path(eval_path)
+        numbered = load_jsonl_numbered(self.path, max_record_bytes)
+        self.tasks = [t for _, t in numbered]
+        if self.eval_path:
+            seen = {t.task_id: (self.path, n) for n, t in numbered}
+            self.tasks += files.load_tasks(self.eval_path, files.r65_task(None), force_split="eval",
+                                           seen=seen, max_record_bytes=max_record_bytes)
         self.name = f"jsonl:{self.path}"
         self._verifier = verifier if verifier is not None else RoutingVerifier.for_tasks(self.tasks)
         self._by_split: dict[str, list[TaskSpec]] = {}
@@ -225,7 +237,9 @@ class JsonlSource:
     def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
         if split not in self._by_split:
             raise ValueError(f"{self.path}: no tasks with public_metadata.split == {split!r} "
-                             f"(splits present: {sorted(self._by_split)})")
+                             f"(splits present: {sorted(self._by_split)})"
+                             + ("; or set config.task.eval_path to a file of eval tasks"
+                                if split == "eval" else ""))
         tasks = self._by_split[split]
         return tasks if n is None else tasks[:n]
 

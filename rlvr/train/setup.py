@@ -282,8 +282,11 @@ class Run:
 
 def build_kit_checked(c):
     """The task kit of `config.task`, and the kit-dependent config checks (ConfigError)."""
+    from rlvr.tasks.files import kit_kwargs
+
     try:
-        kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
+        kwargs = kit_kwargs(c.task.names, c.task.kwargs.to_dict(), c.task.eval_path)
+        kit = build_kit(c.task.names, c.task.weights, kwargs)
     except (ValueError, TypeError) as e:
         raise ConfigError(f"config.task (names {tuple(c.task.names)}, kwargs "
                           f"{c.task.kwargs.to_dict()}): {e}") from None
