@@ -51,22 +51,35 @@ _INF = re.compile(r"\\infty|\\infin|(?<![a-zA-Z\\])inf(?:inity)?(?![a-zA-Z])|∞
 _BOX_OR_BRACE = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
 
 
-def find_boxed(text: str) -> List[str]:
-    """Contents of every `\\boxed{…}` / `\\fbox{…}` with balanced braces, in order of their
-    start (an unclosed one is skipped). One pass with a stack of open braces: linear time."""
+def _boxed_spans(text: str) -> List[Tuple[int, int, str]]:
+    """(content_start, close_end, content) of every outermost `\\boxed{…}` / `\\fbox{…}` with
+    balanced braces, left to right (an unclosed one is skipped and encloses nothing; a closed
+    box inside a closed box is part of the outer one's content). One pass with a stack of open
+    braces, then one pass over the closed boxes sorted by start: O(n log n)."""
     stack: List[int] = []  # for each open brace: the content start if it opens a box, else -1
-    found: List[Tuple[int, str]] = []
+    closed: List[Tuple[int, int, str]] = []
     for m in _BOX_OR_BRACE.finditer(text):
         tok = m.group()
         if tok == "}":
             if stack:
                 start = stack.pop()
                 if start >= 0:
-                    found.append((start, text[start:m.start()].strip()))
+                    closed.append((start, m.end(), text[start:m.start()].strip()))
         else:
             stack.append(m.end() if len(tok) > 1 else -1)
-    found.sort(key=lambda x: x[0])
-    return [c for _, c in found]
+    closed.sort(key=lambda x: x[0])
+    found: List[Tuple[int, int, str]] = []
+    for box in closed:  # balanced spans nest or are disjoint
+        if not found or box[0] >= found[-1][1]:
+            found.append(box)
+    return found
+
+
+def find_boxed(text: str) -> List[str]:
+    """Contents of every outermost `\\boxed{…}` / `\\fbox{…}` with balanced braces, in order
+    (linear time). `\\boxed{\\boxed{42}}` is one answer, `\\boxed{42}` once unwrapped by
+    `normalize_answer`."""
+    return [c for _, _, c in _boxed_spans(text)]
 
 
 def _blocks(text: str, open_tag: str, close_tag: str):
@@ -104,22 +117,28 @@ def strip_reasoning(text: str, tags: Sequence[str] = ("think",)) -> str:
     return text
 
 
-def extract_final_answers(text: str, *, allow_plain_number: bool = True,
-                          reasoning_tags: Sequence[str] = ("think",)) -> Tuple[List[str], str]:
-    """Candidate final answers and the slot they came from (linear time in len(text)).
-
-    Returns (answers, slot) with slot ∈ {"answer_tag", "boxed", "marker", "plain_number",
-    "none"}; `answers` has more than one element only for several boxed answers.
-    """
+def _extract(text: str, *, allow_plain_number: bool = True,
+             reasoning_tags: Sequence[str] = ("think",)) -> Tuple[List[str], str, Optional[str]]:
+    """(answers, slot, later): `extract_final_answers` plus, for the boxed slot, the value of a
+    final-answer statement after the last box ("… \\boxed{42}. The correct answer is 43." →
+    "43"), or None. Only a value that is clearly one counts there: inline math (`$…$`,
+    `\\(…\\)`) or a number, so "this answer is correct" is not an answer."""
     text = strip_reasoning(text, reasoning_tags)
     tags = [b for b in _blocks(text, "<answer>", "</answer>") if b[2] is not None]
     if tags:
         inner = text[tags[-1][1]:tags[-1][2]]
         boxed = find_boxed(inner)
-        return (boxed, "answer_tag") if boxed else ([inner.strip()], "answer_tag")
-    boxed = find_boxed(text)
-    if boxed:
-        return boxed, "boxed"
+        return (boxed, "answer_tag", None) if boxed else ([inner.strip()], "answer_tag", None)
+    spans = _boxed_spans(text)
+    if spans:
+        after = text[spans[-1][1]:]
+        markers = list(_ANSWER_MARKER.finditer(after))
+        later = None
+        if markers:
+            m = _LATER_VALUE.match(after, markers[-1].end())
+            if m:
+                later = m.group(1).strip()
+        return [c for _, _, c in spans], "boxed", later
     markers = list(_ANSWER_MARKER.finditer(text))
     if markers:
         rest = text[markers[-1].end():].strip().splitlines()
@@ -128,21 +147,134 @@ def extract_final_answers(text: str, *, allow_plain_number: bool = True,
         if ans.startswith("$") and ans.endswith("$") and len(ans) > 1:
             ans = ans.strip("$").strip()
         if ans:
-            return [ans], "marker"
+            return [ans], "marker", None
     if allow_plain_number:
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         if lines:
             m = _PLAIN_NUMBER_LINE.match(lines[-1])
             if m:
-                return [m.group(1)], "plain_number"
-    return [], "none"
+                return [m.group(1)], "plain_number", None
+    return [], "none", None
+
+
+def extract_final_answers(text: str, *, allow_plain_number: bool = True,
+                          reasoning_tags: Sequence[str] = ("think",)) -> Tuple[List[str], str]:
+    """Candidate final answers and the slot they came from (linear time in len(text)).
+
+    Returns (answers, slot) with slot ∈ {"answer_tag", "boxed", "marker", "plain_number",
+    "none"}; `answers` has more than one element only for several boxed answers. The answers
+    are as written; `normalize_answer` prepares one for parsing.
+    """
+    answers, slot, _ = _extract(text, allow_plain_number=allow_plain_number,
+                                reasoning_tags=reasoning_tags)
+    return answers, slot
+
+
+# ---- answer normalisation (the policy is in the module docstring) -----------------------------
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+_NUM_OR_FRAC = r"(?:" + _NUM + r"|[-+]?\d+\s*/\s*\d+|[-+]?\\[dt]?frac\{\d+\}\{\d+\})"
+_LATER_VALUE = re.compile(
+    r"\s*:?\s*(\$[^$\n]{1,200}\$|\\\((?:(?!\\\)).){1,200}\\\)|\\?\$?\s*" + _NUM_OR_FRAC
+    + r"(?:\s*[eE][-+]?\d+)?(?:\s*\\?%)?)")
+_UNICODE = {"\u2212": "-", "\u2013": "-", "\u00d7": "\\times ", "\u00b7": "\\cdot ",
+            "\u22c5": "\\cdot ", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2007": " ",
+            "\u20ac": "", "\u00a3": "", "\u00a5": ""}
+_UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+_SPACING = re.compile(r"\\\\|\\(?:[,;:>! ]|(?:q?quad|enspace|thinspace|medspace|thickspace|"
+                      r"negthinspace)(?![a-zA-Z]))|~")
+_TEXT_CMD = re.compile(r"\\(?:text(?:rm|normal|bf|it|sf|tt|up)?|math(?:rm|bf|it|sf|tt|normal)|"
+                       r"boldsymbol|bm|mbox)\s*\{([^{}]*)\}")
+_SIGNS = {"-": "-", "+": "+", "\u2212": "-", "\u2013": "-"}
+_NUM_WITH_TEXT_UNITS = re.compile(r"\s*(" + _NUM_OR_FRAC + r")\s*(?:[A-Za-z]+(?![A-Za-z])\.?\s*)*")
+_PERCENT_WORD = re.compile(r"(?<=\d)\s*(?:percent|per\s+cent)(?![A-Za-z])", re.IGNORECASE)
+_SCI = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
+_TIMES_TEN = re.compile(r"(?<=\d)\s*[xX]\s*(?=10\s*\^)")
+_DIGIT_GROUPS = re.compile(r"(?<![\d.])\d{1,3}(?: {1,2}\d{3})+(?![\d])")
+_UNIT_WORDS = re.compile(r"\s*(" + _NUM_OR_FRAC + r"(?:\s*\\%)?)\s*((?:[A-Za-z]{2,}(?![A-Za-z])\.?"
+                         r"(?:\^\{?\d\}?)?\s*)+)")
+_MATH_WORDS = frozenset("pi sin cos tan cot sec csc log ln lg exp sqrt arcsin arccos arctan sinh "
+                        "cosh tanh mod and or to nan inf infinity infty".split())
+
+
+def _unbox(s: str) -> str:
+    """Removes `\\boxed{` / `\\fbox{` wrappers (keeping their contents) in one pass."""
+    out, pos, stack = [], 0, []
+    for m in _BOX_OR_BRACE.finditer(s):
+        tok = m.group()
+        if tok == "}":
+            if stack and stack.pop():
+                out.append(s[pos:m.start()])
+                pos = m.end()
+        else:
+            is_box = len(tok) > 1
+            stack.append(is_box)
+            if is_box:
+                out.append(s[pos:m.start()])
+                pos = m.end()
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _text_cmd(m) -> str:
+    content = m.group(1).strip()
+    if not content:
+        return " "
+    if content in _SIGNS:
+        return _SIGNS[content]
+    num = _NUM_WITH_TEXT_UNITS.fullmatch(content)
+    if num:
+        return num.group(1)
+    return m.group()
+
+
+def _unit_words(s: str) -> str:
+    m = _UNIT_WORDS.fullmatch(s)
+    if m and not any(w.strip(".").split("^")[0].lower() in _MATH_WORDS
+                     for w in m.group(2).split()):
+        return m.group(1)
+    return s
+
+
+def normalize_answer(s: str) -> str:
+    """An answer (or gold) as written → the LaTeX handed to math-verify. Each step is one
+    regex pass (linear time); the policy of each is in the module docstring."""
+    s = _unbox(str(s))
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group()], s)
+    s = _dollars(s.replace("\\$", ""))
+    s = s.replace("{,}", ",")
+    s = _SPACING.sub(lambda m: m.group() if m.group() == "\\\\" else (
+        "" if m.group() in ("\\!", "\\negthinspace") else " "), s)
+    for _ in range(3):  # \text{\textbf{5}} and the like
+        s2 = _TEXT_CMD.sub(_text_cmd, s)
+        if s2 == s:
+            break
+        s = s2
+    s = _PERCENT_WORD.sub(r"\\%", s)
+    s = _SCI.sub(r"\1\\times10^{\2}", s)
+    s = _TIMES_TEN.sub(r"\\times ", s)
+    s = _DIGIT_GROUPS.sub(lambda m: m.group().replace(" ", ""), s)
+    s = _unit_words(s.strip())
+    s = s.strip()
+    if s.endswith(".") and not s.endswith(".."):
+        s = s[:-1].rstrip()
+    return s
+
+
+def _dollars(s: str) -> str:
+    """Unescaped `$`: an odd number are currency signs (removed); one `$…$` span around the
+    whole answer is removed; math spans amid words ("the result is $5$") are kept for
+    math-verify to find."""
+    n = s.count("$")
+    if n % 2:
+        return s.replace("$", "")
+    t = s.strip()
+    if n == 2 and t.startswith("$") and t.endswith("$"):
+        return t[1:-1]
+    return s
 
 
 def _as_latex(s: str) -> str:
-    s = str(s).strip()
-    if "\\boxed" in s or "$" in s:
-        return s
-    return "\\boxed{" + s + "}"
+    return s if "$" in s else "\\boxed{" + s + "}"
 
 
 def _warmup():
@@ -150,56 +282,97 @@ def _warmup():
     import math_verify  # noqa: F401
 
 
-def _equivalence(gold, answers, float_rounding, numeric_precision, strict):
-    """→ (list[bool], gold_repr, [answer_repr]) with math-verify."""
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    from math_verify import parse, verify
-    import sympy
+class _Grader:
+    """math-verify equivalence against one gold (parsed once)."""
 
-    gold_parsed = parse(_as_latex(gold), parsing_timeout=None)
-    results, reprs = [], []
-    for ans in answers:
-        parsed = parse(_as_latex(ans), parsing_timeout=None)
-        bad = False
-        for p in parsed:
-            if isinstance(p, sympy.Basic) and (p.has(sympy.nan) or p == sympy.nan):
-                bad = True
-        ok = (not bad) and bool(parsed) and bool(gold_parsed) and verify(
-            gold_parsed, parsed, float_rounding=float_rounding,
-            numeric_precision=numeric_precision, strict=strict, timeout_seconds=None)
-        results.append(bool(ok))
-        reprs.append(str(parsed[0])[:200] if parsed else None)
-    return results, (str(gold_parsed[0])[:200] if gold_parsed else None), reprs
+    def __init__(self, gold: str, float_rounding, numeric_precision, strict):
+        logging.getLogger("math_verify").setLevel(logging.ERROR)
+        from math_verify import parse, verify
+        import sympy
+
+        self._parse, self._verify, self._sympy = parse, verify, sympy
+        self.kw = dict(float_rounding=float_rounding, numeric_precision=numeric_precision,
+                       strict=strict, timeout_seconds=None)
+        self.gold = parse(_as_latex(gold), parsing_timeout=None)
+        g0 = self.gold[0] if self.gold else None
+        # a set of two or more values ("2, 3", "\{2, 3\}", "x=2, x=3"): order does not matter
+        self.multi_valued = isinstance(g0, sympy.FiniteSet) and len(g0) >= 2
+        self.reprs: List[Optional[str]] = []
+
+    @property
+    def gold_repr(self) -> Optional[str]:
+        return str(self.gold[0])[:200] if self.gold else None
+
+    def __call__(self, ans: str) -> bool:
+        parsed = self._parse(_as_latex(ans), parsing_timeout=None)
+        self.reprs.append(str(parsed[0])[:200] if parsed else None)
+        sympy = self._sympy
+        if any(isinstance(p, sympy.Basic) and (p.has(sympy.nan) or p == sympy.nan)
+               for p in parsed):
+            return False
+        return bool(parsed) and bool(self.gold) and bool(
+            self._verify(self.gold, parsed, **self.kw))
 
 
 def _check(req: dict) -> dict:
-    """Steps 2-6 of the pipeline for one output: extraction, traps, equivalence. Runs in the
-    helper process, so the time limit covers all of it (or inline for isolation="none").
+    """Steps 2-6 of the pipeline for one output: extraction, normalisation, traps, equivalence.
+    Runs in the helper process, so the time limit covers all of it (or inline for
+    isolation="none").
 
-    Returns {"ev": evidence, "fail": (reason, format) } for an early fail, else {"ev",
-    "results", "gold_repr", "reprs"}.
+    Returns {"ev": evidence, "fail": (reason, format)} for an early fail, else {"ev",
+    "passed", "reason", "gold_repr"}.
     """
-    answers, slot = extract_final_answers(req["output"],
-                                          allow_plain_number=req["allow_plain_number"],
-                                          reasoning_tags=req["reasoning_tags"])
-    if not answers:
+    raw, slot, later = _extract(req["output"], allow_plain_number=req["allow_plain_number"],
+                                reasoning_tags=req["reasoning_tags"])
+    if not raw:
         return {"ev": {}, "fail": ("no_final_answer", 0.0)}
-    ev = {"slot": slot, "extracted": [a[:200] for a in answers]}
-    if any(not a for a in answers):
+    ev = {"slot": slot, "extracted": [a[:200] for a in raw]}
+    if later is not None:
+        ev["later_statement"] = later[:200]
+    if any(not a for a in raw):
         return {"ev": ev, "fail": ("empty_answer", 0.0)}
-    if any(len(a) > req["max_answer_chars"] for a in answers):
+    if any(len(a) > req["max_answer_chars"] for a in raw):
         return {"ev": ev, "fail": ("answer_too_long", 1.0)}
-    if len(answers) > 1 and req["boxed_policy"] == "reject_multiple":
-        return {"ev": ev, "fail": ("multiple_boxed", 1.0)}
-    if req["boxed_policy"] == "last":
-        answers = answers[-1:]
-    if any(_NAN.search(a) for a in answers):
+    policy = req["boxed_policy"]
+    boxes = list(dict.fromkeys(normalize_answer(a) for a in raw))  # distinct, in order
+    later_n = normalize_answer(later) if later is not None else None
+    if later_n is not None and policy != "last" and later_n in boxes and len(boxes) == 1:
+        later_n = None  # "\boxed{42} … the answer is 42": one answer stated twice
+    ev["normalized"] = [a[:200] for a in boxes] + ([later_n[:200]] if later_n else [])
+    if any(not a for a in boxes):
+        return {"ev": ev, "fail": ("empty_answer", 0.0)}
+    if policy == "last":
+        boxes, graded_later = [later_n if later_n else boxes[-1]], None
+    else:
+        graded_later = later_n
+    checked = boxes + ([graded_later] if graded_later else [])
+    if any(_NAN.search(a) for a in checked):
         return {"ev": ev, "fail": ("nan_answer", 1.0)}
-    if not _INF.search(req["gold"]) and any(_INF.search(a) for a in answers):
+    if not _INF.search(req["gold"]) and any(_INF.search(a) for a in checked):
         return {"ev": ev, "fail": ("infinite_answer", 1.0)}
-    results, gold_repr, reprs = _equivalence(req["gold"], answers, req["float_rounding"],
-                                             req["numeric_precision"], req["strict"])
-    return {"ev": ev, "results": results, "gold_repr": gold_repr, "reprs": reprs}
+    grade = _Grader(normalize_answer(req["gold"]), req["float_rounding"],
+                    req["numeric_precision"], req["strict"])
+    if len(boxes) == 1:
+        boxes_ok, reason = grade(boxes[0]), "not_equivalent"
+    else:
+        # several distinct boxes: one list answer when the gold is a set of values ("\boxed{2}
+        # and \boxed{3}" for "2, 3"); otherwise every box must be right (reject_conflicting)
+        # or the output fails (reject_multiple)
+        boxes_ok = grade.multi_valued and grade(", ".join(boxes))
+        ev["boxes_as_list"] = bool(boxes_ok)
+        if not boxes_ok and policy == "reject_multiple":
+            return {"ev": ev, "fail": ("multiple_boxed", 1.0)}
+        if not boxes_ok:
+            per_box = [grade(b) for b in boxes]
+            boxes_ok = all(per_box)
+            reason = "conflicting_boxed" if any(per_box) else "not_equivalent"
+    passed = boxes_ok
+    if boxes_ok and graded_later:
+        passed = grade(graded_later)
+        reason = "later_answer_differs"
+    ev["parsed"] = grade.reprs
+    return {"ev": ev, "passed": bool(passed), "reason": None if passed else reason,
+            "gold_repr": grade.gold_repr}
 
 
 class MathVerifier(Verifier):
@@ -217,7 +390,7 @@ class MathVerifier(Verifier):
       max_helpers: helper processes shared by concurrent threads.
     """
 
-    version = "math-1"
+    version = "math-2"
 
     def __init__(self, *, boxed_policy: str = "reject_conflicting",
                  max_output_chars: int = 32_000, max_answer_chars: int = 512,
@@ -294,12 +467,10 @@ class MathVerifier(Verifier):
         if "fail" in out:
             reason, fmt = out["fail"]
             return self._fail(reason, fmt, **ev)
-        results, gold_repr, reprs = out["results"], out["gold_repr"], out["reprs"]
-        ev.update(parsed=reprs, gold_parsed=gold_repr, per_answer=results)
-        if gold_repr is None:
+        ev["gold_parsed"] = out["gold_repr"]
+        if out["gold_repr"] is None:
             raise ValueError(f"MathVerifier: gold {gold!r} of task {task.task_id!r} did not parse")
-        if all(results):
+        if out["passed"]:
             return Verdict(decision="pass", components={"correct": 1.0, "format": 1.0},
                            evidence=ev, verifier_version=self.version)
-        reason = "conflicting_boxed" if any(results) else "not_equivalent"
-        return self._fail(reason, 1.0, **ev)
+        return self._fail(out["reason"], 1.0, **ev)

@@ -70,9 +70,11 @@ def test_traps_fail(mv, gold, output, reason):
 
 
 def test_boxed_policies():
-    out = "\\boxed{4} and \\boxed{4}"
-    assert MathVerifier(boxed_policy="reject_multiple", isolation="none").verify(
-        task("4"), out).decision == "fail"
+    out = "\\boxed{4} and \\boxed{4}"  # one answer stated twice is one answer
+    strict = MathVerifier(boxed_policy="reject_multiple", isolation="none")
+    assert strict.verify(task("4"), out).decision == "pass"
+    v = strict.verify(task("4"), "\\boxed{4} and \\boxed{4.0}")
+    assert v.decision == "fail" and v.evidence["reason"] == "multiple_boxed"
     assert MathVerifier(isolation="none").verify(task("4"), out).decision == "pass"
     assert MathVerifier(boxed_policy="last", isolation="none").verify(
         task("4"), "\\boxed{5} no wait \\boxed{4}").decision == "pass"
@@ -179,7 +181,7 @@ def test_extraction_runs_inside_the_time_limit(monkeypatch):
     def not_here(*a, **k):
         raise AssertionError("extraction ran in the calling process")
 
-    monkeypatch.setattr(vm, "extract_final_answers", not_here)
+    monkeypatch.setattr(vm, "_extract", not_here)
     inline = MathVerifier(isolation="none")
     assert inline.verify(task("4"), "\\boxed{4}").trial == "env_error"  # the patch bites inline
     helper = MathVerifier(timeout_s=10.0)
