@@ -43,6 +43,8 @@ import sys
 import threading
 from typing import Any, Optional
 
+from rlvr.train.config import ConfigError
+
 LOCK_FILE = ".lock"
 
 # fields that never change what the run computes (module docstring); a name ending in "."
@@ -54,12 +56,14 @@ RUN_NEUTRAL = (
 )
 
 
-class WorkdirBusy(RuntimeError):
-    """Another live process holds the workdir's lock (the message names it)."""
+class WorkdirBusy(ConfigError):
+    """Another live process holds the workdir's lock (the message names it). A user error, so
+    the command line reports it like an invalid config: one message, exit status 2."""
 
 
-class WorkdirError(ValueError):
-    """The launch would mix or destroy another run's files (the message names the flag)."""
+class WorkdirError(ConfigError):
+    """The launch would mix with or delete another run (the message names the fields or the
+    flag); reported like an invalid config."""
 
 
 def _is_neutral(field: str) -> bool:
