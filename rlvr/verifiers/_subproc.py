@@ -252,6 +252,12 @@ class HelperPool:
         if h is not None and self._closed:
             h.kill()
 
+    @property
+    def idle_count(self) -> int:
+        """Helpers started and idle now."""
+        with self._cond:
+            return len(self._idle)
+
     def warm(self, timeout_s: Optional[float] = None) -> None:
         """Starts the pool's helpers and waits until one is ready (HelperDied if none could
         start), so that the first call does not wait for an interpreter to start."""

@@ -5,19 +5,57 @@ Pipeline for one output:
   2. reasoning blocks (`<think>…</think>`) are removed: an answer that appears only in the
      reasoning is not an answer.
   3. the final slot is located, in this order: the last `<answer>…</answer>` (a `\\boxed{}`
-     inside it wins), else the `\\boxed{}` / `\\fbox{}` answers, else the text after the last
-     "answer:" / "answer is" marker on its line, else (if `allow_plain_number`) a last line that
-     is just a number. No slot → fail (components["format"] = 0).
-  4. traps rejected before any symbolic work: NaN, and infinities unless the gold has one; an
+     inside it wins), else the outermost `\\boxed{}` / `\\fbox{}` answers (a box inside a box is
+     part of it), else the text after the last "answer:" / "answer is" marker on its line, else
+     (if `allow_plain_number`) a last line that is just a number. No slot → fail
+     (components["format"] = 0). After the last box, a later final-answer statement whose value
+     is a number or inline math ("… \\boxed{42}. The correct answer is 43.") is an answer too.
+  4. every answer, and the gold, is normalised (`normalize_answer`, policy below); repeated
+     identical answers count once.
+  5. traps rejected before any symbolic work: NaN, and infinities unless the gold has one; an
      answer longer than `max_answer_chars`.
-  5. equivalence with math-verify, gold parsed first (its README's advice), with
-     `parsing_timeout=None, timeout_seconds=None`: the time limit is ours — steps 2-6 all run
+  6. equivalence with math-verify, gold parsed first (its README's advice), with
+     `parsing_timeout=None, timeout_seconds=None`: the time limit is ours — steps 2-7 all run
      in a persistent helper process killed after `timeout_s` (works from threads and
-     processes), and every extraction step is linear in the output's length. A verifier
-     timeout is decision "unknown" with evidence timeout_class "verifier_service".
-  6. several boxed answers (`boxed_policy`): "reject_conflicting" (default) passes only if every
-     boxed answer is equivalent to the gold — hedging "\\boxed{1} or \\boxed{2}" fails;
-     "reject_multiple" fails any output with more than one; "last" grades the last one only.
+     processes), and every extraction and normalisation step is linear in the output's length.
+     A verifier timeout is decision "unknown" with evidence timeout_class "verifier_service".
+  7. several answers (`boxed_policy`):
+     * several distinct boxes whose list ("2, 3") equals a gold that is a set of two or more
+       values ("2, 3", "\\{2, 3\\}", "x=2, x=3") pass under "reject_conflicting" and
+       "reject_multiple": "\\boxed{2} and \\boxed{3}" answers "find all roots". Sets are
+       unordered ("\\boxed{3} and \\boxed{2}" passes too); an ordered gold (a pair "(2, 3)", an
+       interval) needs one box that writes it.
+     * otherwise "reject_conflicting" (default) passes only if every box is equivalent to the
+       gold — hedging "\\boxed{1} or \\boxed{2}" fails; "reject_multiple" fails any output with
+       more than one distinct box; "last" grades the last one only.
+     * a later final-answer statement (step 3): under "reject_conflicting" and
+       "reject_multiple" conflicting answers fail — it must be equivalent to the gold as well as
+       the box; under "last" the last stated final answer wins, so it alone is graded.
+
+Normalisation policy (`normalize_answer`, applied before math-verify parses anything):
+  * boxes: `\\boxed{…}` / `\\fbox{…}` wrappers inside an answer are dropped, keeping the contents
+    (`\\boxed{\\boxed{42}}` is 42).
+  * spacing: `\\,` `\\;` `\\:` `\\>` `\\ ` `~` `\\quad` `\\qquad` and non-breaking / thin spaces are
+    spaces, `\\!` is nothing; digit groups of three after spaces are one number, the
+    thousands-separator reading: `1\\,000`, `1 000`, `1\\!000` are 1000 (not 1·0). `{,}` is a
+    comma; `1,000` and `1,000,000` are math-verify's thousands separators.
+  * currency: `\\$`, `€`, `£`, `¥` are dropped; an odd number of `$` are currency signs (dropped);
+    one `$…$` around the whole answer is dropped; `$…$` spans amid words are kept for
+    math-verify to find ("the result is $5$"). "dollars" goes with the unit words below.
+  * percent: "25 percent" / "25 per cent" is `25\\%`; math-verify grades `50\\%` (or `50%`)
+    equal to a gold of 50, 50\\% or 0.5 — the sign may be written or not — while a bare 50 is
+    not 0.5.
+  * scientific notation: a number written `3e3`, `1.5E-3` is 3·10^3, 1.5·10^-3 (never
+    3·e·3); `3 x 10^3` is `3\\times 10^3`; `×`, `·` are `\\times`, `\\cdot`; `−` is `-`.
+  * text wrappers: `\\text`, `\\textrm`, `\\textbf`, `\\mathrm`, `\\mathbf`, `\\mbox` … around a
+    lone sign are that sign (`\\text{-}5` is -5), around a number with words are the number
+    (`\\text{5 cm}` is 5), empty ones are a space; other text is left to math-verify, which
+    drops a `\\text{ cm}` unit after a number and reads `2 \\text{ and } 3` as a set.
+  * unit words: a whole answer that is a number (or a fraction) followed only by words of two
+    or more letters that are not math names (pi, sin, log, mod, and, …) is that number:
+    "18 dollars", "12 apples", "5 cm^2" are 18, 12, 5. Single letters stay ("5 m" is 5·m in
+    plain text; write `5\\text{ m}`).
+  * a trailing full stop is dropped.
 
 `task.reference_answer` is the gold: a string (LaTeX or plain) or a number.
 Components: {"correct": 0/1, "format": 0/1}.
@@ -382,12 +420,19 @@ class MathVerifier(Verifier):
       boxed_policy: one of BOXED_POLICIES.
       max_output_chars: longer outputs fail without parsing.
       max_answer_chars: longer extracted answers fail.
-      timeout_s: wall limit of one equivalence check (helper process killed past it).
+      timeout_s: wall limit of one check (extraction to equivalence), counted from when the
+        request reaches a helper process, from any thread; past it the helper is killed, the
+        verdict is "unknown", and a spare helper kept warm answers the next call.
       isolation: "process" (helper process, default) or "none" (inline; only for callers that
         bound time themselves, e.g. inside a VerificationPool process worker).
       float_rounding, numeric_precision, strict: passed to math_verify.verify.
       allow_plain_number: accept a last line that is only a number as the final slot.
-      max_helpers: helper processes shared by concurrent threads.
+      max_helpers: checks that may run at once (threads); one more helper is kept as a spare.
+
+    Helper processes are fresh interpreters that import this module, never the caller's main
+    script, so scripts without an `if __name__ == "__main__":` guard and code read from stdin
+    work. The first call waits for a helper to start (seconds; bounded at 60 s); `warm()`
+    starts them ahead.
     """
 
     version = "math-2"
@@ -425,6 +470,16 @@ class MathVerifier(Verifier):
         d["_pool"] = None
         return d
 
+    def _helpers(self) -> HelperPool:
+        if self._pool is None:
+            self._pool = HelperPool(_check, warmup=_warmup, max_helpers=self.max_helpers)
+        return self._pool
+
+    def warm(self) -> None:
+        """Starts the helper processes and waits until one is ready (no-op inline)."""
+        if self.isolation == "process":
+            self._helpers().warm()
+
     def close(self):
         if self._pool is not None:
             self._pool.close()
@@ -450,10 +505,8 @@ class MathVerifier(Verifier):
         if self.isolation == "none":
             out = _check(req)
         else:
-            if self._pool is None:
-                self._pool = HelperPool(_check, warmup=_warmup, max_helpers=self.max_helpers)
             try:
-                out = self._pool.call(req, self.timeout_s)
+                out = self._helpers().call(req, self.timeout_s)
             except HelperTimeout:
                 return Verdict(decision="unknown", components={"format": 1.0},
                                evidence={"reason": "verifier_timeout",
