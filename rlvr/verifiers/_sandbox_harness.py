@@ -9,9 +9,10 @@ exists in this process it:
      orphans and exits like the candidate (128 + signal for a signal);
   3. in the child: sets PR_SET_NO_NEW_PRIVS, resource limits (CPU, address space, file size,
      processes, open files, core dumps), drops to the per-run uid/gid when one is given and
-     installs the audit hook that refuses socket creation and reports C calls into system
-     calls the sandbox's seccomp filter refuses (ctrl["refused"]; the kernel answers EPERM,
-     the hook sends {"kind": "blocked", "event": "syscall.<name>"});
+     installs the audit hook that refuses socket creation and reports look-ups of the C
+     library's wrappers of system calls the sandbox's seccomp filter refuses (ctrl["refused"];
+     the kernel answers those calls with EPERM; the hook sends {"kind": "blocked", "event":
+     "syscall.<name>"}; a raw syscall(NR, ...) is refused all the same, unreported);
   4. writes {"kind": "ready"} to RESULT_FD — everything after this line is the candidate's doing.
 Then it loads solution.py from the working directory and either calls the entry point on each
 test input (function mode; every result is written as one JSON line to RESULT_FD — expected
@@ -69,7 +70,7 @@ def _confine(ctrl, res_fd):
                            (int(ctrl.get("nproc_base", 0)) + int(lim["max_processes"]),) * 2)
     blocked_events = ("socket.__new__", "socket.connect", "socket.bind", "socket.sendto",
                       "socket.getaddrinfo")
-    watched = _refused_calls(ctrl)
+    refused = set((ctrl.get("refused") or {}).values())
     reported = set()
 
     def report(event):
@@ -82,14 +83,11 @@ def _confine(ctrl, res_fd):
         if event in blocked_events:
             report(event)
             raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "ctypes.call_function" and watched:
-            # a C call into a system call the seccomp filter refuses: the kernel answers EPERM,
-            # this records the attempt (once per call name)
-            name = watched["funcs"].get(args[0])
-            if name is None and args[0] == watched["syscall"] and args[1]:
-                nr = getattr(args[1][0], "value", args[1][0])
-                name = watched["numbers"].get(nr) if isinstance(nr, int) else None
-            if name is not None and name not in reported:
+        if event in ("ctypes.dlsym", "ctypes.dlsym/handle") and len(args) > 1:
+            # the candidate looks up the C library's wrapper of a system call the seccomp
+            # filter refuses (the kernel will answer EPERM): recorded once per name
+            name = args[1]
+            if isinstance(name, str) and name in refused and name not in reported:
                 reported.add(name)
                 report("syscall." + name)
         elif event in ("os.unshare", "os.setns") and event not in reported:
@@ -97,29 +95,6 @@ def _confine(ctrl, res_fd):
             report("syscall." + event[3:])
 
     sys.addaudithook(hook)
-
-
-def _refused_calls(ctrl):
-    """{"funcs": {address of the C library's wrapper: name}, "syscall": address of syscall(),
-    "numbers": {number: name}} for the system calls the sandbox's seccomp filter refuses
-    (ctrl["refused"]); empty when there is no filter or no ctypes."""
-    numbers = {int(k): v for k, v in (ctrl.get("refused") or {}).items()}
-    if not numbers:
-        return {}
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
-        funcs = {}
-        for name in set(numbers.values()):
-            try:
-                funcs[addr(getattr(libc, name))] = name
-            except AttributeError:  # no C library wrapper of that name
-                pass
-        return {"funcs": funcs, "syscall": addr(libc.syscall), "numbers": numbers}
-    except Exception:  # noqa: BLE001 — without ctypes there is nothing to watch
-        return {}
 
 
 def _jsonable(value):

@@ -256,7 +256,8 @@ class CodeVerifier(Verifier):
                 # a run that hit a limit or did not end cleanly fails its split, whatever
                 # results it sent before; no further split runs
                 all_pass = False
-                ev.setdefault("reason", f"{split}_{'limit' if limits_hit else statuses[-1]}")
+                bad = [st for st in statuses if st != "ok"]
+                ev.setdefault("reason", f"{split}_{bad[-1] if bad else 'limit'}")
                 break
             if not all(passed):
                 all_pass = False
