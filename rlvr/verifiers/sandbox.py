@@ -8,30 +8,51 @@ install it with `python -m rlvr.verifiers.sandbox --install`):
     one file at a time: at their host paths when they live in the loader's default
     directories, else under /python/lib with LD_LIBRARY_PATH, e.g. a pyenv build's shared
     libpython) and nothing else of the host: no project
-    checkout, no dataset files, no home directories, no /etc. The candidate's own empty,
-    writable working directory is /sandbox (a fresh host directory, mode 0700, holding only
-    solution.py); /tmp and /dev/shm are fresh size-capped tmpfs; /dev is bwrap's minimal one
-    (null, zero, full, random, urandom, tty, pts); /proc shows the run's pid namespace only
-    (its supervisor, pid 1, and the candidate's processes);
+    checkout, no dataset files, no home directories, no /etc. The candidate's writable
+    working directory /sandbox, like /tmp and /dev/shm, is a fresh tmpfs of the run's own
+    mount namespace capped at 2·max_file_mb + 1 MiB (it starts with solution.py only): nothing
+    the candidate writes reaches the host's disk, no host-side clean-up follows the run (a
+    candidate that floods it with directories is stopped by its time limits, and the kernel
+    frees it all when the run's last process ends), and its size never depends on the host;
+    /dev is bwrap's minimal one (null, zero, full, random, urandom, tty, pts); /proc shows the
+    run's pid namespace only (its supervisor, pid 1, and the candidate's processes);
   * own pid, network (loopback only), IPC, UTS and cgroup namespaces; `--die-with-parent`
     and `--new-session`; when the pid namespace's init exits the kernel kills whatever the
     candidate left behind;
-  * a private directory (root-only, never mounted into the sandbox) holding the tests file,
-    its sha256 taken before the run and checked after it, and the captured stdout / stderr;
-  * when the parent is root: bwrap keeps only CAP_SETUID / CAP_SETGID for the harness, which
-    drops to a fresh, otherwise unused uid/gid per run (no named user needed) before any
-    candidate code exists, losing every capability; RLIMIT_NPROC counts only this run, and
-    every process of the run is found and killed by uid afterwards;
+  * the tests, the stdin and the captured stdout / stderr are memory files of the calling
+    process (memfd), never files on a disk: the tests file is sealed read-only, is not
+    inherited by the sandbox, and its sha256 is taken before the run and checked after it;
+    nothing of a run stays behind when the process ends, however it ends;
+  * a seccomp filter (built with libseccomp, loaded by `bwrap --seccomp FD` before the
+    harness starts, so it binds every process of the run) answers EPERM to the calls in
+    REFUSED_SYSCALLS: unshare, setns, mount and the new mount API, umount2, pivot_root,
+    chroot, ptrace, process_vm_readv/writev, kcmp, add_key, request_key, keyctl, bpf,
+    perf_event_open, userfaultfd, io_uring_*, (f)init_module, delete_module, kexec_*,
+    swapon/off, reboot, syslog, acct, quotactl, open_by_handle_at, fanotify_init, iopl/ioperm,
+    clock and host-name setters, and to `clone` with any namespace flag and ioctl(TIOCSTI);
+    `clone3` answers ENOSYS (the C library then uses clone); a call of another architecture's
+    ABI kills the process. The harness reports the candidate's look-ups of those calls' C
+    wrappers as refused actions ("syscall.<name>"), and the CodeVerifier never passes them;
+  * no capabilities: bwrap runs with `--cap-drop ALL`; when the parent is root and drops
+    privileges it keeps only CAP_SETUID / CAP_SETGID for the harness, which drops to a fresh,
+    otherwise unused uid/gid per run (no named user needed) before any candidate code exists,
+    losing them; RLIMIT_NPROC counts only this run, and every process of the run is found and
+    killed by uid afterwards;
   * RLIMIT_CPU / AS / FSIZE / NPROC / NOFILE / CORE, a wall-clock limit that kills the whole
     process group, PR_SET_NO_NEW_PRIVS, an environment with no inherited variables, an audit
     hook that refuses socket creation (a second line behind the network namespace);
   * results come back over a pipe inherited by the harness (never stdout), framed as JSON
     lines; a "ready" line marks the moment the candidate's code starts, so a failure before
-    it is a sandbox fault (env_error) and a failure after it is the candidate's (fail).
+    it is a sandbox fault (env_error) and a failure after it is the candidate's (fail);
+  * a run that hits a limit says which (`SandboxResult.limit`: "wall", "cpu", "file_size",
+    "output" or "result_channel") and is never "ok": "timeout" for wall and CPU, "crashed"
+    otherwise, whatever results it sent before.
 
 Without root, bwrap runs unprivileged in a new user namespace (`--unshare-user
---disable-userns`; the kernel must allow unprivileged user namespaces): the file-system view,
-the namespaces, the rlimits and the hash check hold as above, but there is no fresh uid: the
+--disable-userns`, so the candidate can make no further one; the kernel must allow
+unprivileged user namespaces): the file-system view, the namespaces, the seccomp filter, the
+empty capability set, the rlimits and the hash check hold as above, but there is no fresh uid:
+the
 candidate runs as the caller's uid (it still sees no host file outside the minimal root),
 RLIMIT_NPROC is the caller's current process count + max_processes, and leftover processes
 are ended by the pid namespace, not by a uid sweep.
@@ -42,9 +63,10 @@ without a sandbox is a configuration error, not a stream of masked samples). Sho
 vanish afterwards, each run is a sandbox fault (an env_error whose message names the
 install command).
 
-`filesystem="host"` runs without bwrap (the candidate sees the host file system; only the
-rlimits, the fresh uid, the audit hook and the hash check hold): for trusted code and for
-testing those layers alone, never for policy outputs.
+`filesystem="host"` runs without bwrap (the candidate sees the host file system and works in a
+host temporary directory; only the rlimits, the fresh uid, the audit hook and the sealed tests
+hold, no seccomp filter): for trusted code and for testing those layers alone, never for policy
+outputs.
 
 `run_sandboxed` returns a `SandboxResult`; the CodeVerifier turns it into a Verdict.
 """
@@ -91,8 +113,8 @@ class SandboxLimits:
       wall_s: wall-clock seconds from the "ready" line; past it the process group is killed.
       memory_mb: RLIMIT_AS in MiB.
       max_processes: RLIMIT_NPROC (per-run uid, so it bounds this run's process tree).
-      max_file_mb: RLIMIT_FSIZE in MiB (also caps captured stdout/stderr); /tmp and /dev/shm
-        hold at most 2·max_file_mb + 1 MiB each.
+      max_file_mb: RLIMIT_FSIZE in MiB (also caps captured stdout/stderr); /sandbox, /tmp and
+        /dev/shm hold at most 2·max_file_mb + 1 MiB each.
       max_open_files: RLIMIT_NOFILE.
       startup_s: allowance for interpreter start before "ready"; missing it is an env_error.
       max_result_bytes: bytes of result-channel data kept (the rest is drained and dropped).
@@ -122,8 +144,9 @@ class SandboxResult:
     """Outcome of one sandboxed run.
 
     Attributes:
-      status: "ok" (harness reached the end), "timeout" (wall or CPU limit: the candidate's),
-        "crashed" (candidate code ended the process early: exception, exit, signal, memory),
+      status: "ok" (harness reached the end within every limit), "timeout" (wall or CPU
+        limit: the candidate's), "crashed" (candidate code ended the process early: exception,
+        exit, signal, memory; or another limit was hit),
         "sandbox_error" (the sandbox itself failed: an env_error, not the candidate's fault).
       compiled: solution.py compiled (None if the run never got that far).
       load_error: exception while defining the entry point (function mode), else None.
@@ -134,11 +157,16 @@ class SandboxResult:
         answer is `stdout_full`).
       wall_s, cpu_s, max_rss_mb: measured usage of the whole run.
       tests_intact: the tests file's sha256 after the run equals the one before.
-      tests: the tests read back from the private file after the hash check.
+      tests: the tests read back from the sealed memory file after the hash check.
       isolation: {"fs": "minimal"|"host", "net": "netns"|"audit", "pid": "pidns"|"shared",
-        "uid": int (the candidate's uid as it saw it), "python": interpreter path}.
-      blocked: events refused by the sandbox (e.g. socket creation).
+        "seccomp": bool, "uid": int (the candidate's uid as it saw it), "python": interpreter
+        path}.
+      blocked: events refused by the sandbox (e.g. "socket.__new__", "syscall.unshare").
       error: text of a sandbox error.
+      timed_out: status == "timeout".
+      limit: the limit the run hit ("wall", "cpu", "file_size", "output" — stdout past
+        max_file_mb —, "result_channel" — results past max_result_bytes), else None; a run
+        with a limit is never "ok".
     """
 
     status: str
@@ -570,7 +598,7 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
       source: candidate program text.
       mode: "function" (call `entry_point(*args, **kwargs)` for each (args, kwargs) in `calls`)
         or "stdio" (run as __main__ with `stdin`; the answer is stdout).
-      tests: JSON data stored in the private tests file and hash-checked after the run (the
+      tests: JSON data stored in a sealed memory file and hash-checked after the run (the
         verifier grades against the copy read back, never against anything the sandbox saw).
       limits: SandboxLimits.
       drop_privileges: run the candidate under a fresh uid (default: when the parent is root).
@@ -874,23 +902,41 @@ def require_sandbox(*, drop_privileges: Optional[bool] = None, use_netns: bool =
         return dict(_CHECKED[key])
 
 
+def _has_libseccomp() -> bool:
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2")
+        return True
+    except OSError:
+        return False
+
+
 def install(*, log=print) -> int:
-    """Installs bubblewrap with apt-get when it is missing and this process is root, then
-    checks that a sandbox runs. Returns a process exit code (0 = the sandbox works)."""
+    """Installs bubblewrap (and libseccomp, for the system-call filter) with apt-get when
+    missing and this process is root, then checks that a sandbox runs. Returns a process exit
+    code (0 = the sandbox works)."""
     found = bwrap_path()
+    missing = []
     if found:
         log(f"bubblewrap already installed: {found}")
     else:
+        missing.append("bubblewrap")
+    if not _has_libseccomp():
+        missing.append("libseccomp2")
+    if missing:
+        names = " ".join(missing)
         if os.geteuid() != 0:
-            log("bubblewrap (bwrap) is missing and this is not root: run as root, or "
-                "`sudo apt-get install -y bubblewrap`")
+            log(f"{names} missing and this is not root: run as root, or "
+                f"`sudo apt-get install -y {names}`")
             return 1
         if shutil.which("apt-get") is None:
-            log("bubblewrap (bwrap) is missing and apt-get is not available: install the "
-                "`bubblewrap` package with this system's package manager")
+            log(f"{names} missing and apt-get is not available: install the package(s) "
+                f"`{names}` with this system's package manager")
             return 1
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "bubblewrap"]):
+        for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", *missing]):
             log("running: " + " ".join(cmd))
             done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
@@ -902,7 +948,7 @@ def install(*, log=print) -> int:
         if not found:
             log("apt-get finished but bwrap is still not on PATH")
             return 1
-        log(f"installed bubblewrap: {found}")
+        log(f"installed {names}: {found}")
     try:
         version = subprocess.run([found, "--version"], capture_output=True, text=True,
                                  timeout=30).stdout.strip()

@@ -205,6 +205,22 @@ def test_installer_runs_apt_when_missing_and_root(monkeypatch):
     assert any("already installed" in m for m in log)
 
 
+def test_installer_adds_libseccomp_when_missing(monkeypatch):
+    calls, log = [], []
+
+    class Done:
+        returncode, stderr, stdout = 0, "", "bubblewrap 0.8.0"
+
+    monkeypatch.setattr(sb, "bwrap_path", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sb, "_has_libseccomp", lambda: False)
+    monkeypatch.setattr(sb.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sb.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sb.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
+    monkeypatch.setattr(sb, "require_sandbox", lambda: {"fs": "minimal"})
+    assert sb.install(log=log.append) == 0
+    assert ["apt-get", "install", "-y", "libseccomp2"] in calls
+
+
 def test_installer_without_root_says_what_to_do(monkeypatch):
     log = []
     monkeypatch.setattr(sb, "bwrap_path", lambda: None)
