@@ -111,10 +111,10 @@ def test_gsm8k_file_train_export_reload_eval(tmp_path, tiny_hf_checkpoint):
     for k in ("eval/success", "eval/pass@1", "eval/tokens", "eval/unknown_rate",
               "eval/env_error_rate", "eval/success_ci95"):
         assert k in saved["metrics"], k
-    assert set(saved["by_verifier"]) == {"math-1"}
+    assert set(saved["by_verifier"]) == {"math-2"}
     samples = [json.loads(x) for x in open(tmp_path / "run" / "eval_samples.jsonl")]
     assert len(samples) == 3 and {s["split"] for s in samples} == {"eval"}
-    assert all(s["verifier"] == "math-1" and s["decision"] in ("pass", "fail", "unknown")
+    assert all(s["verifier"] == "math-2" and s["decision"] in ("pass", "fail", "unknown")
                for s in samples)
 
 
