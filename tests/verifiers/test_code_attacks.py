@@ -4,8 +4,12 @@ flooding the working directory, and the hidden tests on the host's disk."""
 
 import dataclasses
 import errno
+import json
 import os
+import pathlib
 import platform
+import shutil
+import subprocess
 import tempfile
 import threading
 import uuid
@@ -341,3 +345,41 @@ def test_directory_flood_is_the_candidates_fail():
     assert v.trial == "valid" and v.decision == "fail", v.evidence
     assert v.evidence["reason"] == "public_timeout", v.evidence
     assert v.evidence["public_limit"] in (["wall"], ["cpu"])
+
+
+NONROOT = '''
+import json, sys
+sys.path.insert(0, {checkout!r})
+from rlvr.verifiers.sandbox import SandboxLimits, run_sandboxed
+src = {src!r}
+r = run_sandboxed(src, entry_point="f", calls=[[[], {{}}]], limits=SandboxLimits())
+print(json.dumps([r.status, r.error, r.results.get(0), list(r.blocked)]))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3")
+                    or not shutil.which("setpriv"), reason="needs root, setpriv, /usr/bin/python3")
+def test_unprivileged_caller_sandbox_refuses_namespaces_and_mounts():
+    # the same checks from a caller without root (uid 65534): bwrap's own user namespace
+    checkout = str(pathlib.Path(__file__).resolve().parents[2])
+    src = ("import ctypes, os\n"
+           "libc = ctypes.CDLL(None, use_errno=True)\n"
+           "def f():\n"
+           "    st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+           "    u = libc.unshare(0x10000000)\n"
+           "    eu = ctypes.get_errno()\n"
+           "    m = libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)\n"
+           "    em = ctypes.get_errno()\n"
+           "    return [os.getuid(), st['CapEff'].strip(), st['Seccomp'].strip(), u, eu, m, em]\n")
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "/usr/bin/python3", "-I", "-c",
+                        NONROOT.format(checkout=checkout, src=src)],
+                       capture_output=True, text=True, timeout=120, cwd="/")
+    if p.returncode != 0 and "Permission denied" in p.stderr:
+        pytest.skip(f"the checkout is not readable by uid 65534: {p.stderr[-200:]}")
+    status, error, result, blocked = json.loads(p.stdout.strip().splitlines()[-1])
+    if status == "sandbox_error":
+        pytest.skip(f"no unprivileged bubblewrap here: {error}")
+    assert status == "ok" and result["ok"], (result, p.stderr[-500:])
+    assert result["value"] == [65534, "0000000000000000", "2", -1, errno.EPERM, -1, errno.EPERM]
+    assert "syscall.unshare" in blocked and "syscall.mount" in blocked
