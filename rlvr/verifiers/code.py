@@ -203,6 +203,10 @@ class CodeVerifier(Verifier):
                 graded.add(split)
                 continue
             runs = self._run(source, ref, tests, limits)
+            want = 1 if ref.mode == "function" else len(tests)
+            if len(runs) != want:  # our fault, never a pass
+                return env_error(f"{split} tests: {len(runs)} sandbox runs came back, expected "
+                                 f"{want}", verifier_version=self.version)
             faults = [r for r in runs if r.status == "sandbox_error"]
             if faults:
                 return env_error(f"sandbox fault in {split} run: {faults[0].error}",

@@ -102,6 +102,14 @@ def test_verdict_passes_only_on_complete_clean_runs(monkeypatch):
         assert (v.trial, v.decision) == ("valid", "fail"), (why, v.evidence)
 
 
+def test_a_missing_hidden_run_is_never_a_pass(monkeypatch):
+    good = _ok(REF["public_tests"], ALL_RIGHT["public"])
+    monkeypatch.setattr(CodeVerifier, "_run", lambda self, source, ref, tests, limits:
+                        [good] if tests == ref.public_tests else [])
+    v = V.verify(TASK, "x")
+    assert v.trial == "env_error" and v.decision != "pass", v
+
+
 def test_empty_hidden_tests_pass_on_the_public_run(monkeypatch):
     task = TaskSpec(task_id="p", prompt="", task_type="code",
                     reference_answer={**REF, "hidden_tests": []})
