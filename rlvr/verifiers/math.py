@@ -316,8 +316,12 @@ def _as_latex(s: str) -> str:
 
 
 def _warmup():
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    import math_verify  # noqa: F401
+    """Imports math-verify and runs one check, so that the lazy imports of a first parse
+    (sympy's printers, the LaTeX grammar) happen before a helper counts as ready."""
+    _check({"output": "\\boxed{\\frac{1}{2}} The answer is 0.5", "gold": "0.5",
+            "allow_plain_number": True, "reasoning_tags": ("think",), "max_answer_chars": 512,
+            "boxed_policy": "reject_conflicting", "float_rounding": 6, "numeric_precision": 15,
+            "strict": True})
 
 
 class _Grader:
