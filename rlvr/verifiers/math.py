@@ -43,8 +43,8 @@ Normalisation policy (`normalize_answer`, applied before math-verify parses anyt
     one `$…$` around the whole answer is dropped; `$…$` spans amid words are kept for
     math-verify to find ("the result is $5$"). "dollars" goes with the unit words below.
   * percent: "25 percent" / "25 per cent" is `25\\%`; math-verify grades `50\\%` (or `50%`)
-    equal to a gold of 50, 50\\% or 0.5 — the sign may be written or not — while a bare 50 is
-    not 0.5.
+    equal to a gold of 50, 50\\% or 0.5, and 50 or 0.5 equal to a gold of 50\\% — the sign may
+    be written or not — while a bare 50 is not a gold of 0.5.
   * scientific notation: a number written `3e3`, `1.5E-3` is 3·10^3, 1.5·10^-3 (never
     3·e·3); `3 x 10^3` is `3\\times 10^3`; `×`, `·` are `\\times`, `\\cdot`; `−` is `-`.
   * text wrappers: `\\text`, `\\textrm`, `\\textbf`, `\\mathrm`, `\\mathbf`, `\\mbox` … around a
@@ -52,9 +52,10 @@ Normalisation policy (`normalize_answer`, applied before math-verify parses anyt
     (`\\text{5 cm}` is 5), empty ones are a space; other text is left to math-verify, which
     drops a `\\text{ cm}` unit after a number and reads `2 \\text{ and } 3` as a set.
   * unit words: a whole answer that is a number (or a fraction) followed only by words of two
-    or more letters that are not math names (pi, sin, log, mod, and, …) is that number:
-    "18 dollars", "12 apples", "5 cm^2" are 18, 12, 5. Single letters stay ("5 m" is 5·m in
-    plain text; write `5\\text{ m}`).
+    or more letters is that number: "18 dollars", "12 apples", "5 cm^2" are 18, 12, 5 — unless
+    a word is maths or changes the value (pi, sin, log, mod, and, or, million, dozen, half,
+    squared, …: "2 million" is not 2). Single letters stay ("5 m" is 5·m in plain text; write
+    `5\\text{ m}`). The same holds inside a text wrapper (`\\text{3 thousand}` is not 3).
   * a trailing full stop is dropped.
 
 `task.reference_answer` is the gold: a string (LaTeX or plain) or a number.
@@ -230,8 +231,16 @@ _TIMES_TEN = re.compile(r"(?<=\d)\s*[xX]\s*(?=10\s*\^)")
 _DIGIT_GROUPS = re.compile(r"(?<![\d.])\d{1,3}(?: {1,2}\d{3})+(?![\d])")
 _UNIT_WORDS = re.compile(r"\s*(" + _NUM_OR_FRAC + r"(?:\s*\\%)?)\s*((?:[A-Za-z]{2,}(?![A-Za-z])\.?"
                          r"(?:\^\{?\d\}?)?\s*)+)")
-_MATH_WORDS = frozenset("pi sin cos tan cot sec csc log ln lg exp sqrt arcsin arccos arctan sinh "
-                        "cosh tanh mod and or to nan inf infinity infty".split())
+# words after a number that are maths or change its value: never dropped as units
+_KEEP_WORDS = frozenset(
+    "pi sin cos tan cot sec csc log ln lg exp sqrt arcsin arccos arctan sinh cosh tanh mod and "
+    "or to nan inf infinity infty hundred hundreds thousand thousands million millions billion "
+    "billions trillion trillions dozen dozens half halves third thirds quarter quarters fourth "
+    "fourths fifth fifths tenth tenths squared cubed factorial times plus minus over".split())
+
+
+def _droppable_units(words: str) -> bool:
+    return not any(w.strip(".").split("^")[0].lower() in _KEEP_WORDS for w in words.split())
 
 
 def _unbox(s: str) -> str:
@@ -260,15 +269,14 @@ def _text_cmd(m) -> str:
     if content in _SIGNS:
         return _SIGNS[content]
     num = _NUM_WITH_TEXT_UNITS.fullmatch(content)
-    if num:
+    if num and _droppable_units(content[num.end(1):]):
         return num.group(1)
     return m.group()
 
 
 def _unit_words(s: str) -> str:
     m = _UNIT_WORDS.fullmatch(s)
-    if m and not any(w.strip(".").split("^")[0].lower() in _MATH_WORDS
-                     for w in m.group(2).split()):
+    if m and _droppable_units(m.group(2)):
         return m.group(1)
     return s
 

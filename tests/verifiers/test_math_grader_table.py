@@ -37,6 +37,8 @@ TABLE = [
     (r"The answer is 50%", "0.5", "pass"),
     (r"\boxed{25 percent}", "25", "pass"),
     (r"\boxed{50}", "0.5", "fail"),
+    (r"\boxed{0.5}", r"50\%", "pass"),
+    (r"\boxed{50}", r"50\%", "pass"),
     (r"\boxed{40\%}", "50", "fail"),
     # scientific notation
     (r"\boxed{3e3}", "3000", "pass"),
@@ -55,6 +57,9 @@ TABLE = [
     (r"The answer is 12 apples.", "12", "pass"),
     (r"\boxed{−5}", "-5", "pass"),
     (r"\boxed{90^\circ}", "90", "pass"),
+    (r"\boxed{2 million}", "2", "fail"),
+    (r"\boxed{\text{3 thousand}}", "3", "fail"),
+    (r"The answer is 4 dozen.", "4", "fail"),
     # several boxed answers against a set-valued gold (sets are unordered)
     (r"The roots are \boxed{2} and \boxed{3}.", "2, 3", "pass"),
     (r"\boxed{3} and \boxed{2}", r"\{2, 3\}", "pass"),
@@ -145,6 +150,8 @@ def test_hidden_verifier_agrees(output, gold, expected):
     (r"1\,000", "1000"), (r"\$1,500", "1,500"), (r"\text{-}5", "-5"), ("3e3", r"3\times10^{3}"),
     (r"\boxed{\boxed{42}}", "42"), ("18 dollars", "18"), ("25 percent", r"25\%"),
     (r"\text{5 cm}", "5"), (r"2\pi", r"2\pi"), ("3 pi", "3 pi"), (r"x \in [1, 2]", r"x \in [1, 2]"),
+    ("5 cm^2", "5"), ("2 million", "2 million"), ("5 m", "5 m"), ("$18", "18"),
+    ("the result is $5$", "the result is $5$"),
 ])
 def test_normalize_answer(raw, normalized):
     assert normalize_answer(raw) == normalized
