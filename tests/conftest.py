@@ -32,6 +32,9 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import pytest  # noqa: E402
 
+# xdist workers ignore the SIGINT execnet sends a worker still cleaning up (tests/_quiet_shutdown.py)
+from tests._quiet_shutdown import pytest_sessionfinish  # noqa: E402, F401
+
 
 def pytest_unconfigure(config):
     """The process that made the session's compilation cache (not an xdist worker) removes it."""
