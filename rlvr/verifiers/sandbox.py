@@ -840,7 +840,7 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
             limit = "cpu"
         elif rc == -signal.SIGXFSZ:
             limit = "file_size"
-        elif len(out_bytes) > out_cap:
+        elif len(out_bytes) >= out_cap:  # the file-size limit stops stdout at the cap
             limit = "output"
         elif buf_state["overflow"]:
             limit = "result_channel"

@@ -56,6 +56,23 @@ def test_stall_after_reporting_fails_even_with_every_answer_right():
     assert v.evidence["public_passed"] == "2/2" and v.components["hidden"] == 0.0
 
 
+def test_output_past_the_file_size_limit_fails_despite_right_answers():
+    # ignores SIGXFSZ, fills stdout up to the limit, then answers right
+    src = ("import signal, sys\n"
+           "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+           "def add(a, b):\n"
+           "    try:\n"
+           "        while True:\n"
+           "            sys.stdout.write('x' * 65536)\n"
+           "            sys.stdout.flush()\n"
+           "    except OSError:\n"
+           "        pass\n"
+           "    return a + b\n")
+    v = V.verify(TASK, src)
+    assert v.trial == "valid" and v.decision == "fail", v.evidence
+    assert v.evidence["public_limit"] == ["output"] and v.evidence["public_passed"] == "2/2"
+
+
 def _fake_runs(monkeypatch, by_split):
     """CodeVerifier._run answering from `by_split[split]` (a SandboxResult) without a sandbox."""
     def run(self, source, ref, tests, limits):
