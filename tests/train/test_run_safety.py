@@ -211,3 +211,35 @@ def test_progress_bar_shows_phases_and_ends_full_on_an_early_stop(tmp_path, monk
     (bar,) = bars
     assert bar.phases[0] == "compiling" and "evaluating" in bar.phases
     assert bar.n == bar.total == 1
+
+
+@pytest.mark.slow  # two processes with their own compiles, minutes on 2 shared cores
+def test_multi_host_processes_stop_at_the_same_step_when_one_gets_the_signal(tmp_path):
+    """2 processes (jax.distributed on localhost): SIGTERM reaches process 1 only; both stop at
+    the same step, save its checkpoint together and exit 143."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    wd = tmp_path / "run"
+    env = dict(ENV, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.train.preempt_worker", str(wd), port,
+                               str(i), "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 480
+        while not any(s >= 1 for s in _steps(wd)):
+            for p in procs:
+                assert p.poll() is None, p.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no step logged in 480 s"
+            time.sleep(0.2)
+        procs[1].send_signal(signal.SIGTERM)
+        errs = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [143, 143], errs[0][-2000:] + errs[1][-2000:]
+    m = re.search(r"stopped by SIGTERM at step (\d+)", errs[0])  # process 0 reports it
+    assert m, errs[0][-3000:]
+    reached = int(m.group(1))
+    assert reached in _checkpoints(wd) and _steps(wd) == list(range(reached + 1))
