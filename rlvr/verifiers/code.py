@@ -22,7 +22,8 @@ Decision: pass iff the program compiles, the public and the hidden tests all ran
 (empty hidden tests excepted) and all passed, the tests file is intact and no system call the
 sandbox refuses was tried. A run that hits a limit (wall clock, CPU, output or result size) or
 does not end cleanly (crash, exit, signal, memory blow-up) fails its split whatever results it
-sent first, and no hidden run follows a public one that did: a *fail* (the policy's fault); a
+sent first (the split's component is 0), and no hidden run follows a public one that did: a
+*fail* (the policy's fault); a
 sandbox fault is an env_error (R2.1). Components (eq.30, raw, composed later by
 compose.RewardConfig; `default_reward_config()` gives the eq.30 weights):
     compile ∈ {0,1}, public ∈ [0,1], hidden ∈ [0,1] (weighted pass fractions, eq.16),
@@ -258,8 +259,9 @@ class CodeVerifier(Verifier):
                 ev.setdefault("reason", "refused_syscall")
             if statuses != ["ok"] or limits_hit:
                 # a run that hit a limit or did not end cleanly fails its split, whatever
-                # results it sent before; no further split runs
+                # results it sent before (they are kept as evidence only); no further split runs
                 all_pass = False
+                comps[split] = 0.0
                 bad = [st for st in statuses if st != "ok"]
                 ev.setdefault("reason", f"{split}_{bad[-1] if bad else 'limit'}")
                 break

@@ -53,7 +53,8 @@ def test_stall_after_reporting_fails_even_with_every_answer_right():
     v = V.verify(TASK, STALLS["both_exits_patched"] + "def add(a, b):\n    return a + b\n")
     assert v.trial == "valid" and v.decision == "fail", v.evidence
     assert v.evidence["reason"] == "public_timeout" and v.evidence["public_limit"] == ["wall"]
-    assert v.evidence["public_passed"] == "2/2" and v.components["hidden"] == 0.0
+    assert v.evidence["public_passed"] == "2/2"  # sent, but not counted
+    assert v.components["public"] == 0.0 and v.components["hidden"] == 0.0
 
 
 def test_output_past_the_file_size_limit_fails_despite_right_answers():
@@ -71,6 +72,7 @@ def test_output_past_the_file_size_limit_fails_despite_right_answers():
     v = V.verify(TASK, src)
     assert v.trial == "valid" and v.decision == "fail", v.evidence
     assert v.evidence["public_limit"] == ["output"] and v.evidence["public_passed"] == "2/2"
+    assert v.components["public"] == 0.0
 
 
 def _fake_runs(monkeypatch, by_split):
