@@ -23,6 +23,7 @@ import atexit
 import collections
 import multiprocessing as mp
 import multiprocessing.spawn
+import os
 import socket
 import subprocess
 import sys
@@ -60,11 +61,34 @@ def _serve(conn, fn, warmup):
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
-def _child_main(conn) -> None:
+def _watch_parent(conn, life_fd: int) -> None:
+    """Forks a watcher that SIGKILLs this helper once the parent is gone (the write end of the
+    `life_fd` pipe, held only by the parent, closes): a helper busy in C code (a huge sympy
+    power) holds the GIL and could not notice by itself. The watcher leaves with the helper."""
+    import select
+    import signal
+
+    helper = os.getpid()
+    if os.fork() != 0:
+        os.close(life_fd)
+        return
+    try:
+        os.close(conn.fileno())  # the helper's death must still close the call pipe
+        while os.getppid() == helper:
+            ready, _, _ = select.select([life_fd], [], [], 1.0)
+            if ready:
+                os.kill(helper, signal.SIGKILL)
+                break
+    finally:
+        os._exit(0)
+
+
+def _child_main(conn, life_fd: int) -> None:
     """Entry of a HelperPool child: receives (fn, warmup) by reference, then serves."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _watch_parent(conn, life_fd)
     try:
         fn, warmup = conn.recv()
     except Exception as e:  # noqa: BLE001
@@ -80,7 +104,7 @@ _BOOT = ("import sys\n"
          "c = Connection(int(sys.argv[1]))\n"
          "sys.path[:] = c.recv()\n"
          "from rlvr.verifiers._subproc import _child_main\n"
-         "_child_main(c)\n")
+         "_child_main(c, int(sys.argv[2]))\n")
 
 
 def start_process(ctx, target, args, *, start_timeout_s: float, name=None):
@@ -129,12 +153,18 @@ class _Helper:
     def __init__(self, fn, warmup, start_timeout_s: float):
         parent_sock, child_sock = socket.socketpair()
         child_fd = child_sock.fileno()
+        life_r, self._life_w = os.pipe()  # the parent holds the write end until it exits
         try:
             self.proc = subprocess.Popen(
-                [mp.spawn.get_executable(), "-c", _BOOT, str(child_fd)],
-                pass_fds=(child_fd,), stdin=subprocess.DEVNULL)
+                [mp.spawn.get_executable(), "-c", _BOOT, str(child_fd), str(life_r)],
+                pass_fds=(child_fd, life_r), stdin=subprocess.DEVNULL)
+        except BaseException:
+            os.close(self._life_w)
+            parent_sock.close()
+            raise
         finally:
             child_sock.close()
+            os.close(life_r)
         self.conn = Connection(parent_sock.detach())
         _LIVE.add(self)
         try:
@@ -184,6 +214,12 @@ class _Helper:
             self.conn.close()
         except Exception:  # noqa: BLE001
             pass
+        life_w, self._life_w = self._life_w, -1  # close the fd once: its number gets reused
+        if life_w >= 0:
+            try:
+                os.close(life_w)
+            except OSError:
+                pass
 
 
 class HelperPool:
@@ -328,6 +364,12 @@ class HelperPool:
             return out
         finally:
             self._busy.release()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
 
     def close(self):
         """Kills the idle helpers; busy and starting ones are killed when they come back."""
