@@ -152,3 +152,43 @@ def test_script_without_main_guard(tmp_path, how):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("BODY RAN") == 1, proc.stdout
     assert "DECISION pass" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads /proc")
+def test_helpers_die_with_a_killed_parent_even_mid_check(tmp_path):
+    script = textwrap.dedent("""
+        from rlvr.records.task import TaskSpec
+        from rlvr.verifiers.math import MathVerifier
+
+        v = MathVerifier(timeout_s=300)
+        v.warm()
+        print("WARM", flush=True)
+        v.verify(TaskSpec(task_id="m", prompt="?", task_type="math", reference_answer="1"),
+                 "\\\\boxed{9^{9^{9^{9}}}}")
+    """)
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=str(tmp_path))
+    try:
+        assert proc.stdout.readline().strip() == "WARM"
+        time.sleep(1.0)  # the check is under way in a helper
+        helpers = []
+        for tid in os.listdir(f"/proc/{proc.pid}/task"):  # children of every thread
+            with open(f"/proc/{proc.pid}/task/{tid}/children") as f:
+                helpers += [int(p) for p in f.read().split()]
+        assert helpers and all(_alive(p) for p in helpers)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in helpers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in helpers)
