@@ -14,7 +14,8 @@ find `<stdin>`). The function must therefore live in an importable module, not i
 
 The pool keeps a spare helper started and idle: a call that times out kills its helper, and the
 next call takes the spare instead of waiting for a fresh interpreter to import its libraries;
-the replacement starts in the background.
+the replacement starts in the background. A helper dies with its parent, even in the middle of
+a long computation (see `_watch_parent`).
 """
 
 from __future__ import annotations
