@@ -25,6 +25,14 @@ included) and, every
 `logging.samples_every` steps sampled records go to `samples.jsonl`. `train.token_budget`
 stops the run once that many tokens were sampled. With `checkpoint.export` the trained policy
 ends as a Hugging Face folder in `<workdir>/export` (`rlvr.train.modes`).
+
+Safety (`rlvr.train.workdir`, `rlvr.train.preempt`): a run holds the workdir's lock; before
+anything is written it checks that a resume does not change what the run computes (the
+checkpoint keeps its config) and that a launch starting over does not mix with or delete an
+earlier run; each launch's config is kept as `config.<n>.json`. SIGTERM / SIGINT stop the run
+at the next step boundary (all processes at the same one) with a checkpoint and the metrics row
+of the step reached, then `Preempted` (exit status 128 + signal). The progress bar shows the
+compile and evaluation phases and ends where the run stopped.
 """
 
 from __future__ import annotations
@@ -269,7 +277,6 @@ def _train(r: Run, warm_cache, stop: StopSignals) -> dict:
             bar.set_postfix(reward=f"{metrics.get('reward/mean', 0):.3f}",
                             **({"eval": f"{metrics['eval/success']:.3f}"} if "eval/success" in metrics else {}))
             if ckpt is not None and ((c.checkpoint.every and done % c.checkpoint.every == 0) or last):
-                _phase(bar, "saving checkpoint")
                 ckpt.save(done, state, _host(r, host, cost))
                 saved = done
             if last:
