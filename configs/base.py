@@ -200,7 +200,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.sft_batch_size = 32     # SFT: demonstrations per step.
     c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).
     c.train.sft_pool = 0            # SFT: 0 = fresh train tasks every step; N = a fixed pool of N.
-    c.train.progress = True         # tqdm progress bar on the console.
+    c.train.progress = True         # tqdm progress bar on the console (shows the compiling and
+                                    # evaluating phases; ends at the step where the run stops).
 
     # ---------------------------------------------------------------- kl (R3.7, eq.21-23)
     c.kl = ml_collections.ConfigDict()
