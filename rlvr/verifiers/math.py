@@ -33,14 +33,14 @@ Pipeline for one output:
        the box; under "last" the last stated final answer wins, so it alone is graded.
 
 Normalisation policy (`normalize_answer`, applied before math-verify parses anything):
-  * boxes: `\\boxed{…}` / `\\fbox{…}` wrappers inside an answer are dropped, keeping the contents
-    (`\\boxed{\\boxed{42}}` is 42).
-  * spacing: `\\,` `\\;` `\\:` `\\>` `\\ ` `~` `\\quad` `\\qquad` and non-breaking / thin spaces are
-    spaces, `\\!` is nothing; digit groups of three after spaces are one number, the
+  * boxes: `\\boxed{…}` / `\\fbox{…}` wrappers inside an answer are dropped, keeping the
+    contents (`\\boxed{\\boxed{42}}` is 42).
+  * spacing: `\\,` `\\;` `\\:` `\\>` `\\ ` `~` `\\quad` `\\qquad` and non-breaking / thin spaces
+    are spaces, `\\!` is nothing; digit groups of three after spaces are one number, the
     thousands-separator reading: `1\\,000`, `1 000`, `1\\!000` are 1000 (not 1·0). `{,}` is a
     comma; `1,000` and `1,000,000` are math-verify's thousands separators.
-  * currency: `\\$`, `€`, `£`, `¥` are dropped; an odd number of `$` are currency signs (dropped);
-    one `$…$` around the whole answer is dropped; `$…$` spans amid words are kept for
+  * currency: `\\$`, `€`, `£`, `¥` are dropped; an odd number of `$` are currency signs
+    (dropped); one `$…$` around the whole answer is dropped; `$…$` spans amid words are kept for
     math-verify to find ("the result is $5$"). "dollars" goes with the unit words below.
   * percent: "25 percent" / "25 per cent" is `25\\%`; math-verify grades `50\\%` (or `50%`)
     equal to a gold of 50, 50\\% or 0.5, and 50 or 0.5 equal to a gold of 50\\% — the sign may
@@ -49,8 +49,10 @@ Normalisation policy (`normalize_answer`, applied before math-verify parses anyt
     3·e·3); `3 x 10^3` is `3\\times 10^3`; `×`, `·` are `\\times`, `\\cdot`; `−` is `-`.
   * text wrappers: `\\text`, `\\textrm`, `\\textbf`, `\\mathrm`, `\\mathbf`, `\\mbox` … around a
     lone sign are that sign (`\\text{-}5` is -5), around a number with words are the number
-    (`\\text{5 cm}` is 5), empty ones are a space; other text is left to math-verify, which
-    drops a `\\text{ cm}` unit after a number and reads `2 \\text{ and } 3` as a set.
+    (`\\text{5 cm}` is 5), around LaTeX commands are their contents, graded as math
+    (`\\text{(\\frac{1}{2})+1}` is 3/2, where math-verify alone reads 1/2), empty ones are a
+    space; other text is left to math-verify, which drops a `\\text{ cm}` unit after a number
+    and reads `2 \\text{ and } 3` as a set.
   * unit words: a whole answer that is a number (or a fraction) followed only by words of two
     or more letters is that number: "18 dollars", "12 apples", "5 cm^2" are 18, 12, 5 — unless
     a word is maths or changes the value (pi, sin, log, mod, and, or, million, dozen, half,
@@ -222,7 +224,7 @@ _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 _SPACING = re.compile(r"\\\\|\\(?:[,;:>! ]|(?:q?quad|enspace|thinspace|medspace|thickspace|"
                       r"negthinspace)(?![a-zA-Z]))|~")
 _TEXT_CMD = re.compile(r"\\(?:text(?:rm|normal|bf|it|sf|tt|up)?|math(?:rm|bf|it|sf|tt|normal)|"
-                       r"boldsymbol|bm|mbox)\s*\{([^{}]*)\}")
+                       r"boldsymbol|bm|mbox)\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _SIGNS = {"-": "-", "+": "+", "\u2212": "-", "\u2013": "-"}
 _NUM_WITH_TEXT_UNITS = re.compile(r"\s*(" + _NUM_OR_FRAC + r")\s*(?:[A-Za-z]+(?![A-Za-z])\.?\s*)*")
 _PERCENT_WORD = re.compile(r"(?<=\d)\s*(?:percent|per\s+cent)(?![A-Za-z])", re.IGNORECASE)
@@ -268,6 +270,8 @@ def _text_cmd(m) -> str:
         return " "
     if content in _SIGNS:
         return _SIGNS[content]
+    if "\\" in content:  # LaTeX commands inside: math in a text wrapper, graded as math
+        return content
     num = _NUM_WITH_TEXT_UNITS.fullmatch(content)
     if num and _droppable_units(content[num.end(1):]):
         return num.group(1)

@@ -54,6 +54,8 @@ TABLE = [
     (r"\boxed{\mathrm{5\ cm}}", "5", "pass"),
     (r"\boxed{\textbf{12}}", "12", "pass"),
     (r"\boxed{5\text{ cm}^2}", "5", "pass"),
+    (r"\boxed{\text{(\frac{1}{2})+1}}", r"\frac{1}{2}", "fail"),
+    (r"\boxed{\mathrm{\frac{1}{2}}}", "0.5", "pass"),
     (r"The answer is 12 apples.", "12", "pass"),
     (r"\boxed{−5}", "-5", "pass"),
     (r"\boxed{90^\circ}", "90", "pass"),
