@@ -167,6 +167,10 @@ def test_each_launch_keeps_its_config_and_a_resume_may_not_change_the_run(tmp_pa
     # the next resume compares with the accepted config (kept in the checkpoint)
     run_tiny(_quick(train__num_steps=4, seed=1, optimizer__learning_rate=lr * 10), wd)
     assert _steps(wd) == [0, 1, 2, 3, 4]
+    for p in wd.glob("config*.json"):  # the checkpoint itself knows the config it was trained with
+        p.unlink()
+    with pytest.raises(WorkdirError, match="seed: 1 -> 2"):
+        run_tiny(_quick(train__num_steps=5, seed=2, optimizer__learning_rate=lr * 10), wd)
 
 
 def test_cosine_schedule_makes_the_step_count_part_of_the_run(tmp_path):
