@@ -6,7 +6,7 @@ block may use what an earlier one wrote, e.g. --mode=eval on the run just traine
   * `python launch.py ...`, `python -m rlvr.launch ...`, `rlvr ...`: run with the tiny overrides
     of their config (TINY) appended, so a documented command takes seconds;
   * `python -m rlvr.testing tiny-checkpoint PATH`: run as written;
-  * the README's placeholder files are replaced by stand-ins built here (STAND_INS): a tiny
+  * the README's placeholder files are replaced by stand-ins built here (the `stand_ins` fixture): a tiny
     random Qwen2 checkpoint saved by transformers with a BPE tokenizer trained by `tokenizers`
     (`rlvr.testing`), small GSM8K parquet files, the README's own counter kit and config; every
     workdir goes under the test's temporary folder;
@@ -65,7 +65,7 @@ TINY = {
     "configs/gsm8k.py": _SMALL_HF + _SHORT,
     "configs/my_counter.py:pivotrl": _SHORT + ["--config.train.sft_steps=20"],
     "configs/my_counter.py:sao": _SHORT + [
-        "--config.train.sft_steps=2", "--config.sampling.prompts_per_step=4",
+        "--config.train.sft_steps=0", "--config.sampling.prompts_per_step=4",
         "--config.rollout.producer_batch=4", "--config.algorithm.critic_warmup_steps=1"],
 }
 
@@ -176,12 +176,11 @@ def _gsm8k_parquet(path: pathlib.Path, n: int, offset: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def stand_ins(tmp_path_factory):
-    """{placeholder regex: replacement} for the README's paths, and the extra PYTHONPATH."""
-    from rlvr.testing import build_checkpoint
-
+def stand_ins(tmp_path_factory, tiny_hf_checkpoint):
+    """{placeholder regex: replacement} for the README's paths, and the extra PYTHONPATH. The
+    checkpoint is the session's tiny transformers-saved Qwen2 (rlvr.testing.build_checkpoint)."""
     d = tmp_path_factory.mktemp("readme")
-    checkpoint = build_checkpoint(str(d / "checkpoint"), saver="transformers")
+    checkpoint = tiny_hf_checkpoint
     data = d / "data"
     data.mkdir()
     train = _gsm8k_parquet(data / "train.parquet", 8, 0)
@@ -212,7 +211,7 @@ def _check_paths(argv: list[str], stand_ins: dict) -> None:
         for path in re.findall(r"(?<![\w.])(/[\w.\-/]+)", a):
             assert path.startswith(root) or os.path.exists(path), (
                 f"README path {path!r} in {shlex.join(argv)!r} has no stand-in in "
-                f"tests/test_readme_commands.py (STAND_INS)")
+                f"tests/test_readme_commands.py (the stand_ins fixture)")
 
 
 # ------------------------------------------------------------------------------ running
@@ -281,7 +280,10 @@ BLOCKS = shell_blocks(README.read_text(encoding="utf-8"))
 
 def _check_outputs(argv: list[str]) -> None:
     """A launch command left what README says it writes in its workdir."""
-    workdir = pathlib.Path([a for a in argv if a.startswith("--workdir=")][-1][len("--workdir="):])
+    workdirs = [a[len("--workdir="):] for a in argv if a.startswith("--workdir=")]
+    if not workdirs:  # --help
+        return
+    workdir = pathlib.Path(workdirs[-1])
     mode = ([a[len("--mode="):] for a in argv if a.startswith("--mode=")] or ["train"])[-1]
     expected = {"train": ["config.json", "metrics.jsonl", "result.json"],
                 "eval": ["eval.json", "eval_samples.jsonl"],
