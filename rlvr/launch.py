@@ -8,7 +8,7 @@ Flags:
   --config=configs/<experiment>.py   an ml_collections config file (one get_config() each);
                                      `FILE:ARG` passes ARG to get_config. A bare name (`gsm8k`,
                                      `quickstart.py`) that is not a file is looked up among the
-                                     shipped configs (the `configs` package). Required to train;
+                                     shipped configs (`rlvr.configs`). Required to train;
                                      --mode=eval / export without it use the run's saved config,
                                      <workdir>/config.json.
   --config.a.b=value                 override any field of the config (or of the saved config),
@@ -70,20 +70,9 @@ class UsageProblem(Exception):
 
 def shipped_config(name: str) -> str | None:
     """The file of the shipped config `name` ("gsm8k" or "gsm8k.py"), or None."""
-    import configs
+    from rlvr.configs_lookup import shipped_config as lookup
 
-    stem = name[:-3] if name.endswith(".py") else name
-    if not stem.replace("_", "").isalnum():
-        return None
-    path = os.path.join(os.path.dirname(os.path.abspath(configs.__file__)), stem + ".py")
-    return path if os.path.exists(path) else None
-
-
-def shipped_names() -> list[str]:
-    import configs
-
-    folder = os.path.dirname(os.path.abspath(configs.__file__))
-    return sorted(n[:-3] for n in os.listdir(folder) if n.endswith(".py") and not n.startswith("_"))
+    return lookup(name)
 
 
 def flag_value(argv: list[str], name: str) -> Optional[str]:
@@ -98,21 +87,28 @@ def flag_value(argv: list[str], name: str) -> Optional[str]:
 
 
 def resolve_config_arg(argv: list[str]) -> list[str]:
-    """Rewrites `--config=NAME` to the shipped config's file when NAME is not a file; refuses
-    (UsageProblem) a config that is neither."""
+    """Rewrites `--config=NAME` to the shipped config's file when NAME is not a file."""
     out = []
     for a in argv:
         if a.startswith("--config="):
             value = a[len("--config="):]
             path, sep, arg = value.partition(":")
-            if not os.path.exists(path):
-                found = shipped_config(os.path.basename(path))
-                if not found:
-                    raise UsageProblem(f"--config={value}: no such file {path!r}, and no shipped "
-                                       f"config of that name (shipped: {', '.join(shipped_names())})")
+            if not os.path.exists(path) and (found := shipped_config(os.path.basename(path))):
                 a = f"--config={found}{sep}{arg}"
         out.append(a)
     return out
+
+
+def check_config_file(argv: list[str]) -> None:
+    """UsageProblem when `--config=` names neither a file nor a shipped config."""
+    value = flag_value(argv, "config")
+    path = (value or "").partition(":")[0]
+    if value is None or os.path.exists(path) or shipped_config(os.path.basename(path)):
+        return
+    from rlvr.configs_lookup import shipped_names
+
+    raise UsageProblem(f"--config={value}: no such file {path!r}, and no "
+                       f"shipped config of that name (shipped: {', '.join(shipped_names())})")
 
 
 def saved_config_arg(argv: list[str]) -> list[str]:
@@ -224,10 +220,15 @@ def _help_lists_flags(argv0: str) -> None:
 
 def run(argv: Optional[list[str]] = None) -> None:
     """Entry point (`python launch.py`, `python -m rlvr.launch`, the `rlvr` console script)."""
+    from rlvr.configs_lookup import add_working_dir
+
     argv = list(sys.argv if argv is None else argv)
+    add_working_dir()  # a config file's own imports (`import my_task`), also from the console script
     _help_lists_flags(argv[0])
     try:
-        argv = saved_config_arg(resolve_config_arg(argv))
+        argv = resolve_config_arg(argv)
+        check_config_file(argv)
+        argv = saved_config_arg(argv)
         app.run(main, argv=argv, flags_parser=parse_flags)
     except SystemExit as e:
         if e.code == 1 and any(a in HELP_FLAGS for a in argv[1:]):

@@ -238,7 +238,7 @@ def _check_pip(argv: list[str]) -> None:
 def _check_wrapped_launch(argv: list[str]) -> int:
     """A not-runnable command's inner launch.py commands: config file exists, keys are fields.
     Returns how many it checked."""
-    from configs import base
+    from rlvr.configs import base
     from rlvr.train.config import FREE_FORM, flatten
 
     fields = set(flatten(base.get_config()))

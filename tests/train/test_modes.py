@@ -20,7 +20,7 @@ CONFIGS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parents[2] / 
 def test_saved_config_reads_back_equal(tmp_path, name):
     """Every shipped config, saved as a run saves it, reads back field for field with the
     schema's types (tuples stay tuples, the free-form task.kwargs a mapping)."""
-    c = importlib.import_module(f"configs.{name}").get_config()
+    c = importlib.import_module(f"rlvr.configs.{name}").get_config()
     path = tmp_path / "config.json"
     path.write_text(c.to_json_best_effort(indent=2))
     back = load_saved_config(str(path))
@@ -34,7 +34,7 @@ def test_saved_config_reads_back_equal(tmp_path, name):
 
 
 def test_saved_config_refuses_unknown_fields_and_bad_files(tmp_path):
-    from configs import base
+    from rlvr.configs import base
 
     data = json.loads(base.get_config().to_json_best_effort())
     data["algorithm"]["clip_hihg"] = 0.3
@@ -62,7 +62,7 @@ def test_eval_files_hold_outputs_with_lone_surrogates(tmp_path):
 
 
 def test_eval_and_export_refuse_a_workdir_without_a_policy(tmp_path):
-    from configs import quickstart
+    from rlvr.configs import quickstart
 
     c = quickstart.get_config()
     wd = str(tmp_path / "typo")
