@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGED = ("pyproject.toml", "requirements.txt", "requirements-test.txt", "README.md", "rlvr",
-            "configs", "notebooks")
+PACKAGED = ("pyproject.toml", "MANIFEST.in", "requirements.txt", "requirements-test.txt",
+            "README.md", "rlvr", "configs", "notebooks")
 
 
 def copy_checkout(dst: pathlib.Path, paths: tuple[str, ...] = PACKAGED) -> pathlib.Path:
@@ -48,3 +48,12 @@ def pip_install(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     return target
+
+
+def build_sdist(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """The source distribution of source (setuptools' PEP 517 hook), written into out."""
+    p = subprocess.run([sys.executable, "-c", "import sys, setuptools.build_meta as b; "
+                        "print(b.build_sdist(sys.argv[1]))", str(out)], cwd=source,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out / p.stdout.strip().splitlines()[-1]

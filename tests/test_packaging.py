@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from tests._install import ROOT, copy_checkout, pip_install
+from tests._install import ROOT, build_sdist, copy_checkout, pip_install
 
 BAD_KEY = "no_such_field"  # an override that stops the command right after the config loads
 
@@ -69,6 +69,23 @@ def test_wheel_installs_the_configs_inside_the_package(installed):
         assert (installed / init.relative_to(ROOT)).exists(), init
     record = next(installed.glob("rlvr-*.dist-info")).joinpath("RECORD").read_text()
     assert "rlvr/configs/quickstart.py" in record and "\nconfigs/" not in "\n" + record
+    # the package's __init__ is configs/__init__.py, not the checkout's rlvr/configs/__init__.py
+    assert (installed / "rlvr" / "configs" / "__init__.py").read_text() == \
+        (ROOT / "configs" / "__init__.py").read_text()
+
+
+def test_source_distribution_installs_the_configs(tmp_path):
+    """pip install of an sdist (a wheel built from it) ships rlvr.configs the same way."""
+    sdist = build_sdist(copy_checkout(tmp_path / "src"), tmp_path / "dist")
+    installed = pip_install(sdist, tmp_path / "installed")
+    assert (installed / "rlvr" / "configs" / "__init__.py").read_text() == \
+        (ROOT / "configs" / "__init__.py").read_text()
+    assert not (installed / "configs").exists()
+    env = dict(os.environ, PYTHONPATH=str(installed))
+    p = subprocess.run([sys.executable, "-c", "from rlvr.configs import quickstart, sao; "
+                        "print(quickstart.get_config().algorithm.name, sao.get_config().algorithm.name)"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["grpo", "sao"], p.stderr[-3000:]
 
 
 def test_installed_launch_help_outside_a_checkout(installed, project):
