@@ -73,3 +73,18 @@ def test_eval_and_export_refuse_a_workdir_without_a_policy(tmp_path):
     modes.require_policy(c, wd, "eval")  # a saved step: fine
     c.model.init_from = "/some/checkpoint"
     modes.require_policy(c, str(tmp_path / "empty"), "eval")  # init_from stands in
+
+
+def test_init_from_stands_in_for_a_missing_checkpoint_and_says_so(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    def run(init_from):
+        return SimpleNamespace(workdir=str(tmp_path), is_main=True, init_params="start",
+                               config=SimpleNamespace(model=SimpleNamespace(init_from=init_from)))
+
+    params, origin = modes._loaded_policy(run("/models/tiny"), "eval")
+    assert params == "start" and origin == {"init_from": "/models/tiny"}
+    assert (f"no checkpoint in {tmp_path / 'checkpoints'}: using model.init_from=/models/tiny"
+            in capsys.readouterr().err)
+    with pytest.raises(ConfigError, match="no loadable checkpoint"):
+        modes._loaded_policy(run(""), "export")
