@@ -173,6 +173,8 @@ def user_error(e: BaseException, *, parsing: bool, argv: list[str]) -> Optional[
 
     if isinstance(e, (UsageProblem, ConfigError)):
         return _message(e)
+    if isinstance(e, PermissionError):  # a workdir or file the user may not write or read
+        return str(e)
     if parsing and isinstance(e, _PARSE_ERRORS):
         unknown = _unknown_key(e)
         if unknown is not None:
@@ -191,7 +193,8 @@ def main(argv):
     global _parsed
     _parsed = True
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        raise UsageProblem(f"unexpected arguments {argv[1:]}: every argument is a flag, "
+                           f"--name=value (--help lists them)")
     if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO
         logging.set_verbosity(logging.WARNING)
     if _MODE.value == "eval":

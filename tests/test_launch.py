@@ -89,6 +89,8 @@ USER_ERRORS = {
                             ["--config=configs/no_such_config.py", "no such file", "quickstart"]),
     "missing workdir": (["--config=configs/quickstart.py", "--no-workdir"], ["--workdir"]),
     "missing config": ([], ["--config is required to train"]),
+    "stray arguments": (["--config=configs/quickstart.py", "<same", "overrides>"],
+                        ["unexpected arguments ['<same', 'overrides>']"]),
     "missing checkpoint folder": (["--config=configs/gsm8k.py",
                                    "--config.model.init_from=/no/such/model"],
                                   ["config.model.init_from='/no/such/model'"]),
@@ -126,6 +128,8 @@ def test_bugs_keep_their_traceback():
     assert launch.user_error(ValueError("shape mismatch"), parsing=False, argv=[]) is None
     assert launch.user_error(KeyError("k"), parsing=False, argv=[]) is None
     assert launch.user_error(NameError("undefined"), parsing=True, argv=[]) is None
+    assert "/run/dir" in launch.user_error(PermissionError(13, "Permission denied", "/run/dir"),
+                                           parsing=False, argv=[])
     assert "bad" in launch.user_error(ValueError("bad"), parsing=True, argv=["x", "--config=c.py"])
 
 
