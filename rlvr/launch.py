@@ -65,7 +65,8 @@ _PARSE_ERRORS = (KeyError, ValueError, TypeError, AttributeError, OSError)
 
 
 class UsageProblem(Exception):
-    """A problem with the command line found before absl parses it (message only)."""
+    """A mistake in the command line itself (a missing flag, a stray argument, a config that is
+    no file): reported as a message, like a ConfigError."""
 
 
 def shipped_config(name: str) -> str | None:
