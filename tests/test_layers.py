@@ -8,8 +8,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "rlvr"
 # layer of each top-level part of rlvr (higher layers may import lower ones, never the reverse;
 # parts of one layer may not import each other)
 LAYERS = {
-    "records": 0, "core": 0, "version": 0,
-    "models": 1, "learner": 1,
+    "records": 0, "core": 0, "version": 0, "configs": 0,
+    "models": 1, "learner": 1, "configs_lookup": 1,
     "rollout": 2, "envs": 2, "parallel": 2,
     "verifiers": 3,
     "tasks": 4,
