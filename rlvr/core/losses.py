@@ -325,8 +325,11 @@ def gspo_sequence_loss(
 def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean"):
     """Critic regression loss, optionally clipped (SPEC R3.3; 002 §7.1 "Value Clipping", eq.72).
 
-    ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = V^old_t + clip(V_t − V^old_t, −ε, ε) and
-    ℓ_t = ½ max((V_t − R_t)², (V^clip_t − R_t)²).
+    ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = clip(V_t, V^old_t − ε, V^old_t + ε) (the same
+    as V^old_t + clip(V_t − V^old_t, −ε, ε) in exact arithmetic, but a value inside the range stays
+    bit-identical instead of being rounded through the difference) and
+    ℓ_t = ½ max((V_t − R_t)², (V^clip_t − R_t)²). "value_clip_fraction" is the fraction of masked
+    tokens where the clipped term is the larger one (so it is 0 when every V_t lies in range).
 
     Args:
       values: float [B, T] current critic values; old_values: [B, T] values at rollout time;
@@ -352,7 +355,7 @@ def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggrega
     err = jnp.square(v - r)
     if clip_eps is not None:
         old = jnp.where(m, jnp.asarray(old_values).astype(dtype), 0)
-        v_clip = old + jnp.clip(v - old, -clip_eps, clip_eps)
+        v_clip = jnp.clip(v, old - clip_eps, old + clip_eps)
         err_clip = jnp.square(v_clip - r)
         clip_frac = masked_mean((err_clip > err).astype(dtype), m)
         err = jnp.maximum(err, err_clip)

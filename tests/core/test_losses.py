@@ -166,6 +166,30 @@ def test_sequence_losses_match_reference():
         np.testing.assert_allclose(loss, ref_sequence(lp, old, adv, m, 0.99, 1.02, True, valid), rtol=1e-4, atol=1e-6)
 
 
+def test_value_clip_fraction_counts_only_values_outside_the_range():
+    """Values inside [old − ε, old + ε] are not clipped, even where old + (v − old) rounds to a
+    neighbouring float; values outside are counted exactly where the clipped term is larger."""
+    rng = np.random.default_rng(0)
+    B, T, eps = 16, 64, 0.2
+    old = (rng.normal(size=(B, T)) * 3).astype(np.float32)
+    v = (old + rng.uniform(-0.19, 0.19, size=(B, T))).astype(np.float32)
+    ret = rng.normal(size=(B, T)).astype(np.float32)
+    m = np.ones((B, T), np.float32)
+    rounded = old + np.clip(v - old, -eps, eps)  # the difference form, in float32
+    assert np.any((rounded - ret) ** 2 > (v - ret) ** 2)  # the inputs do exercise the rounding
+    loss, metrics = value_loss(v, old, ret, m, clip_eps=eps)
+    assert float(metrics["value_clip_fraction"]) == 0.0
+    np.testing.assert_allclose(loss, 0.5 * np.mean((v - ret) ** 2), rtol=1e-6)
+    # now push a known set of values out of range, half of them away from the return
+    out = rng.random((B, T)) < 0.3
+    v2 = np.where(out, old + np.sign(rng.normal(size=(B, T))) * 0.5, v).astype(np.float32)
+    vc = np.clip(v2, old - eps, old + eps)
+    expect = np.mean(((vc - ret) ** 2 > (v2 - ret) ** 2))
+    assert expect > 0
+    _, metrics = value_loss(v2, old, ret, m, clip_eps=eps)
+    np.testing.assert_allclose(float(metrics["value_clip_fraction"]), expect, rtol=1e-6)
+
+
 def test_value_loss_entropy_explained_variance():
     rng = np.random.default_rng(0)
     B, T = 4, 9
