@@ -74,6 +74,7 @@ class AlgorithmSettings:
     critic_warmup_steps: int = 0
     critic_updates: int = 1
     recompute_old_logprobs: bool = True
+    off_policy_rows: bool = False
     policy_loss: str = ""
     normalize_advantages: bool = False
     skip_observations: bool = True
@@ -213,7 +214,20 @@ class Algorithm:
             tb["ref_logprobs"] = batch.ref_logprobs
         if batch.token_rewards is not None:
             tb["token_rewards"] = batch.token_rewards
+        if self.settings.off_policy_rows:
+            tb["policy_version"] = batch.policy_version
         return tb
+
+    def stale_rows(self, state, tb: dict):
+        """bool [B]: rows sampled by an older policy version than the learner's (asynchronous
+        collection, `off_policy_rows`), or None when every row is on-policy by construction.
+
+        For such rows π_old is the behaviour policy (`behavior_logprobs` saved at sampling time),
+        also with `recompute_old_logprobs`: recomputing at the learner's parameters would give
+        them ratio 1 and no off-policy correction (seed 002 eq.48, §5.4)."""
+        if "policy_version" not in tb:
+            return None
+        return jnp.asarray(tb["policy_version"]) < state.policy_version
 
     def _logprobs(self, model, tb):
         return scoring.token_logprobs(model, tb["tokens"], positions=tb["positions"],
@@ -264,16 +278,23 @@ class Algorithm:
         s = self.settings
         tb = dict(tb)
         m = tb["loss_mask"] > 0
+        stale = self.stale_rows(state, tb)
         if not self.scores_before_update:
             if not s.recompute_old_logprobs:
                 tb["old_logprobs"] = tb["behavior_logprobs"]
+            elif stale is not None:  # π_old = π_θ on fresh rows, the behaviour policy on stale ones
+                tb["stale_rows"] = stale
             return self._score_reference(state, tb, m, {})
         logprobs, entropy = self.score_rows(lambda: self.policy_model(state.params),
                                             self._logprobs, tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
                    "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
-        tb["old_logprobs"] = logprobs if s.recompute_old_logprobs else tb["behavior_logprobs"]
+        if not s.recompute_old_logprobs:
+            logprobs = tb["behavior_logprobs"]
+        elif stale is not None:
+            logprobs = jnp.where(stale[:, None], tb["behavior_logprobs"], logprobs)
+        tb["old_logprobs"] = logprobs
         return self._score_reference(state, tb, m, metrics)
 
     def _score_reference(self, state, tb: dict, m, metrics: dict) -> tuple[dict, dict]:
@@ -352,7 +373,10 @@ class Algorithm:
         kind = self.policy_loss_kind
         m = mb["loss_mask"] > 0
         if "old_logprobs" not in mb:  # one optimiser step on recomputed π_old: π_old = π_θ
-            mb = dict(mb, old_logprobs=jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0)))
+            old = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
+            if "stale_rows" in mb:  # ... except on rows an older policy sampled (`stale_rows`)
+                old = jnp.where(mb["stale_rows"][:, None], mb["behavior_logprobs"], old)
+            mb = dict(mb, old_logprobs=old)
         if kind == "sequence_clip":
             agg = "seq-mean-token-sum"
             pg, pm = sequence_clip_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
@@ -409,6 +433,8 @@ class Algorithm:
             keys.append("old_logprobs")
         if not self.scores_before_update:
             keys.append("behavior_logprobs")
+        if "stale_rows" in tb:
+            keys.append("stale_rows")
         if self.settings.kl_mode == "loss":
             keys.append("ref_logprobs")
         return keys

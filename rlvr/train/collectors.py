@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import threading
 import time
+import types
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -407,7 +408,51 @@ class TurnEngine:
 
 
 # ----------------------------------------------------------------------------- collectors
-class GroupCollector:
+class Collector:
+    """What the training loop calls on every collector; each method has a no-op default, and a
+    wrapper (the asynchronous one) passes every call through to the collector it wraps, so the
+    loop never asks which kind it holds.
+
+        prepare(ref_params, restored=None)  once before the first step (PivotRL probes its pivot
+                                            candidates with π_ref; `restored` is the checkpoint's
+                                            `state_dict` on resume)
+        pending_cost() -> RolloutCost       rollout cost spent in `prepare` (the probe)
+        pivot_stats                         a mapping of metrics from `prepare` ({} by default)
+        collect(params, step, policy_version, num_groups=None) -> Collected
+        publish(params, version)            new learner parameters (asynchronous collection)
+        observe(collected)                  a step's global samples (curricula)
+        state_dict() / load_state_dict(d)   the host state a checkpoint keeps
+        close()
+    """
+
+    pivot_stats: Mapping = types.MappingProxyType({})
+
+    def prepare(self, ref_params, restored: Optional[dict] = None) -> None:
+        pass
+
+    def pending_cost(self) -> RolloutCost:
+        return RolloutCost()
+
+    def collect(self, params, step, policy_version: int, num_groups: Optional[int] = None) -> Collected:
+        raise NotImplementedError
+
+    def publish(self, params, version: int) -> None:
+        pass
+
+    def observe(self, collected: Collected) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, d: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class GroupCollector(Collector):
     """`prompts_per_step` tasks × `group_size` rows from an engine, with dynamic sampling.
 
     Multi-host: every process draws the same global task list and keys and keeps its
@@ -482,7 +527,7 @@ class _Published:
     params: Any
 
 
-class AsyncCollector:
+class AsyncCollector(Collector):
     """A rollout thread around `inner` (any collector) feeding a bounded `SampleQueue`.
 
     The thread repeatedly collects `producer_batch` groups with the latest published policy and
@@ -574,14 +619,25 @@ class AsyncCollector:
         stats = {**times, **self.queue.stats(), "sample/mean_lag": float(np.mean([q.lag for q in got]))}
         return Collected.concatenate(parts, cost=cost, stats=stats)
 
+    def prepare(self, ref_params, restored: Optional[dict] = None) -> None:
+        """The inner collector's preparation (PivotRL's probe), before the thread starts."""
+        self.inner.prepare(ref_params, restored=restored)
+
+    def pending_cost(self) -> RolloutCost:
+        return self.inner.pending_cost()
+
+    @property
+    def pivot_stats(self) -> Mapping:
+        return self.inner.pivot_stats
+
     def observe(self, collected: Collected) -> None:
         pass  # the inner collector's curriculum runs in the thread's draws only
 
     def state_dict(self) -> dict:
-        return {}
+        return self.inner.state_dict()
 
     def load_state_dict(self, d: dict) -> None:
-        pass
+        self.inner.load_state_dict(d)
 
     def close(self) -> None:
         self._stop.set()

@@ -454,6 +454,16 @@ def _consistency_errors(raw) -> list[str]:
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
     ro = raw.rollout
+    if ro.asynchronous and raw.mesh.distributed:
+        errors.append("config.rollout.asynchronous=True cannot run with config.mesh.distributed=True "
+                      "yet: each process would take the global sampling.prompts_per_step from its "
+                      "own queue (a multiple of the batch) and sample with the learner's "
+                      "multi-process parameters; run asynchronous collection on one process, or "
+                      "turn rollout.asynchronous off")
+    if ro.asynchronous and raw.pivot.reprofile_every and r["collector"] == "pivots":
+        errors.append(f"config.pivot.reprofile_every={raw.pivot.reprofile_every} does not apply with "
+                      f"config.rollout.asynchronous=True (the rollout thread's draws have no step "
+                      f"to re-profile at): set pivot.reprofile_every=0 or rollout.asynchronous=False")
     if ro.asynchronous and ro.staleness_backpressure:
         producer = ro.producer_batch or raw.sampling.prompts_per_step
         if predicted_lag(0, producer, raw.sampling.prompts_per_step) > ro.max_staleness:

@@ -177,16 +177,14 @@ def _start(r: Run, ckpt, latest, warm_cache):
         if r.is_main:
             print(f"resumed from step {start} ({ckpt.directory})", file=sys.stderr)
         r.collector.load_state_dict(host.get("collector", {}))
-        if hasattr(r.collector, "prepare"):
-            r.collector.prepare(r.reference_params(state), restored=host.get("collector"))
+        r.collector.prepare(r.reference_params(state), restored=host.get("collector"))
         return state, host, start, True
     params, sft_metrics = _sft(r, warm_cache)
     state = r.init_state(params)
-    if hasattr(r.collector, "prepare"):  # PivotRL: probe the candidates with π_ref
-        r.collector.prepare(r.reference_params(state))
+    r.collector.prepare(r.reference_params(state))  # PivotRL: probe the candidates with π_ref
     before = r.evaluator.evaluate(state.params) if r.evaluator else {}
-    pending = getattr(r.collector, "pending_cost", RolloutCost)()  # PivotRL's probe
-    first = {**sft_metrics, **before, **getattr(r.collector, "pivot_stats", {}),
+    pending = r.collector.pending_cost()  # PivotRL's probe
+    first = {**sft_metrics, **before, **r.collector.pivot_stats,
              **{f"cost/{k}": float(v) for k, v in pending.to_dict().items()}}
     host = {"before": before, "cost": RolloutCost().to_dict(), "first": first}
     return state, host, 0, False
@@ -251,8 +249,7 @@ def _train(r: Run, warm_cache, stop: StopSignals) -> dict:
             state, dev = r.learn(state, got.batch)
             dev = jax.device_get(dev)
             t2 = time.perf_counter()
-            if r.asynchronous:
-                r.collector.publish(state.params, int(state.policy_version))
+            r.collector.publish(state.params, int(state.policy_version))  # the rollout thread (async)
             r.collector.observe(got)
             cost = cost + _global_cost(r, got.cost)
             done = step + 1

@@ -33,7 +33,7 @@ import numpy as np
 from rlvr.core.pivot import pivot_filter
 from rlvr.rollout.sampler import SamplingParams, per_sample_keys
 from rlvr.tasks.kit import turn_task
-from rlvr.train.collectors import Collected, RolloutCost, stream_seed
+from rlvr.train.collectors import Collected, Collector, RolloutCost, stream_seed
 
 
 # ------------------------------------------------------------------------------- candidates
@@ -242,7 +242,7 @@ class PivotSettings:
     reprofile_every: int = 0
 
 
-class PivotCollector:
+class PivotCollector(Collector):
     """Kept pivot states × K local samples per step (module docstring).
 
     `prepare(ref_params)` builds and probes the candidates (or restores the kept set from a
@@ -343,7 +343,8 @@ class PivotCollector:
             pre = list(c.prefix_tokens) + (hint_ids if h else [])  # hint: prefix only, R4.3
             prefixes += [pre] * k
             tasks += [c.turn_task] * k
-        keys = per_sample_keys(jax.random.fold_in(self.rollout_key, step), n * k)
+        fold = step if isinstance(step, int) else stream_seed(step) % 2**31  # async: "async/<n>"
+        keys = per_sample_keys(jax.random.fold_in(self.rollout_key, fold), n * k)
         keys = keys[local.start * k:local.stop * k]
         got = self.engine.run(params, prefixes, tasks, keys, self.sampling, policy_version, k)
         cost, self._pending = got.cost + self._pending, RolloutCost()

@@ -43,7 +43,8 @@ def algorithm_settings(config) -> AlgorithmSettings:
     kw = {k: a[k] for k in a.keys() if k in names and f"algorithm.{k}" not in skip}
     kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
-              num_microbatches=config.train.num_microbatches)
+              num_microbatches=config.train.num_microbatches,
+              off_policy_rows=bool(config.rollout.asynchronous))
     if config.kl.mode != "none":
         kw["kl_estimator"] = config.kl.estimator
     return AlgorithmSettings(**kw)
@@ -429,6 +430,10 @@ def build_run(config, workdir: str) -> Run:
         initialize_distributed(c.mesh.coordinator or None, c.mesh.num_processes, c.mesh.process_id,
                                cpu_collectives=True)
     process_index, num_processes = jax.process_index(), jax.process_count()
+    if c.rollout.asynchronous and num_processes > 1:
+        raise ConfigError(f"config.rollout.asynchronous=True cannot run on {num_processes} "
+                          f"processes yet (each would take the global sampling.prompts_per_step "
+                          f"from its own queue): run it on one process or turn it off")
     kit = build_kit_checked(c)
     tokenizer = build_tokenizer(c, kit)
     renderer = build_renderer(c, kit, tokenizer)

@@ -67,3 +67,45 @@ def test_skipped_score_pass_gives_the_same_update(name, recompute, monkeypatch):
     assert float(skipped["policy/behavior_logprob_gap"]) > 0.1  # the metric is really computed
     if recompute:
         assert float(skipped["policy/ratio_mean"]) == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("epochs", [1, 2])  # 1: the score pass is skipped; 2: it runs
+def test_stale_rows_keep_the_behaviour_policy_as_pi_old(epochs):
+    """With asynchronous collection (`off_policy_rows`) and recompute_old_logprobs, rows an
+    older policy sampled keep π_old = behaviour log-probs (an off-policy ratio ≠ 1); rows of the
+    learner's own version are recomputed (ratio 1 at the first step)."""
+    batch = fixed_batch()
+    b = batch.batch_size
+    stale = np.arange(b) % 2 == 0
+    algo, state = build("grpo", recompute_old_logprobs=True, off_policy_rows=True, epochs=epochs)
+    state = state.replace(policy_version=state.policy_version + 3)
+    versions = np.where(stale, 1, 3).astype(np.int32)
+    batch = batch.replace(policy_version=versions)
+    tb = algo.make_train_batch(batch)
+    np.testing.assert_array_equal(np.asarray(algo.stale_rows(state, tb)), stale)
+    scored, _ = algo.score(state, tb)
+    # the loss's π_old, as the policy objective sees it, for both paths
+    logprobs, _ = algo._logprobs(algo.policy_model(state.params), tb)
+    mb = {k: scored[k] for k in algo.policy_batch_keys(scored) if k != "advantages"}
+    m = np.asarray(tb["loss_mask"]) > 0
+    if "old_logprobs" in mb:
+        old = np.asarray(mb["old_logprobs"])
+    else:
+        old = np.where(np.asarray(mb["stale_rows"])[:, None], np.asarray(mb["behavior_logprobs"]),
+                       np.where(m, np.asarray(logprobs), 0.0))
+    behav = np.asarray(batch.behavior_logprobs)
+    lp = np.where(m, np.asarray(logprobs), 0.0)
+    np.testing.assert_allclose(old[stale], behav[stale])
+    np.testing.assert_allclose(old[~stale], lp[~stale], atol=1e-5)
+    ratio = np.exp(lp - old)
+    assert np.all(np.abs(ratio[stale][m[stale]] - 1) > 1e-3)  # a real off-policy correction
+    np.testing.assert_allclose(ratio[~stale][m[~stale]], 1.0, atol=1e-5)
+    # the whole step runs and reports ratios away from 1 on the stale half
+    _, metrics = jax.jit(algo.train_step)(state, batch)
+    assert abs(float(metrics["policy/ratio_mean"]) - 1.0) > 1e-3
+
+
+def test_synchronous_rows_are_never_stale():
+    algo, state = build("grpo", recompute_old_logprobs=True)
+    tb = algo.make_train_batch(fixed_batch())
+    assert algo.stale_rows(state, tb) is None and "policy_version" not in tb
