@@ -25,11 +25,14 @@ R2.7, R6.2, R6.3; seed 002 §9.1-9.2).
 from __future__ import annotations
 
 import abc
+import ast
 import collections
 import dataclasses
 import multiprocessing as mp
 import pickle
+import os
 import queue
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -228,6 +231,41 @@ class _Worker:
         kill_process(self.proc, self.conn, 2.0)
 
 
+def spawn_main_problem(start_method: str) -> str:
+    """Why worker processes of `start_method` cannot start from this program, or "".
+
+    The spawn start method re-runs the program's main file in every worker (as `__mp_main__`).
+    Code piped in on stdin (`python - < script.py`) has no file to re-run, and a main file whose
+    top level has no `if __name__ == "__main__":` guard would build the pool again inside each
+    worker, which multiprocessing refuses: every verdict would become an env_error. Interactive
+    sessions, notebooks and `python -c` have no main file and are fine.
+    """
+    if start_method != "spawn":
+        return ""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path:
+        return ""
+    fix = ("add the guard and put the script's work under it, or use "
+           "executor='thread' (reward.executor in a config)")
+    if path == "<stdin>":
+        return ("verifier worker processes (start method 'spawn') cannot start from code read on "
+                "stdin: save it as a file with an `if __name__ == \"__main__\":` guard, or use "
+                "executor='thread' (reward.executor in a config)")
+    if not path.endswith(".py") or not os.path.isfile(path):
+        return ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    guarded = any(isinstance(n, ast.If) and "__name__" in ast.unparse(n.test) for n in tree.body)
+    if guarded:
+        return ""
+    return (f"verifier worker processes (start method 'spawn') re-run the main script {path}, "
+            f"which has no `if __name__ == \"__main__\":` guard, so each worker would build the "
+            f"pool again and fail: {fix}")
+
+
 class ProcessExecutor(Executor):
     """`num_workers` persistent worker processes (each holds an unpickled copy of the
     verifier). One dispatcher thread per worker sends a job, waits up to timeout_s, and on
@@ -243,6 +281,9 @@ class ProcessExecutor(Executor):
         self._lock = threading.Lock()
 
     def start(self, verifier):
+        problem = spawn_main_problem(self._ctx.get_start_method())
+        if problem:
+            raise RuntimeError(problem)
         super().start(verifier)
         self._blob = pickle.dumps(verifier)
         self._workers = [None] * self.num_workers

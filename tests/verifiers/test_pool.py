@@ -178,3 +178,47 @@ def test_inline_executor_keeps_order_and_survives_base_exceptions():
     assert [v.decision for v in vs] == ["pass", "unknown", "fail", "pass"]
     assert vs[1].trial == "env_error" and "SystemExit" in vs[1].evidence["reason"]
     assert p.stats()["timeouts"]["verifier_service"] == 0
+
+
+_SCRIPT = """
+from rlvr.records.task import TaskSpec
+from rlvr.verifiers.arithmetic import IntegerAnswerVerifier
+from rlvr.verifiers.pool import VerificationPool
+{body}
+"""
+_WORK = """pool = VerificationPool(IntegerAnswerVerifier(), num_workers=1, timeout_s=30.0)
+v = pool.verify_batch([TaskSpec(task_id="t", prompt="1+1=", task_type="text", reference_answer=2)], ["2"])[0]
+print("DECISION", v.decision, v.trial)
+pool.close()
+"""
+
+
+@pytest.mark.parametrize("how", ["file_unguarded", "stdin", "file_guarded"])
+def test_process_pool_says_when_the_main_script_cannot_start_workers(tmp_path, how):
+    """An unguarded main script or code on stdin cannot start spawned workers: the pool says so
+    at construction instead of turning every verdict into an env_error; a guarded script works."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if how == "file_guarded":
+        body = "if __name__ == '__main__':\n" + "".join("    " + ln + "\n" for ln in _WORK.splitlines())
+    else:
+        body = _WORK
+    src = _SCRIPT.format(body=body)
+    env = dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu")
+    if how == "stdin":
+        r = subprocess.run([sys.executable, "-"], input=src, capture_output=True, text=True,
+                           cwd=tmp_path, env=env, timeout=120)
+    else:
+        script = tmp_path / "script.py"
+        script.write_text(src)
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           cwd=tmp_path, env=env, timeout=120)
+    if how == "file_guarded":
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "DECISION pass valid" in r.stdout
+    else:
+        assert r.returncode != 0
+        assert "executor='thread'" in r.stderr and "DECISION" not in r.stdout
+        assert ("stdin" if how == "stdin" else "guard") in r.stderr
