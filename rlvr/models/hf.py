@@ -82,6 +82,12 @@ def _iter_tensors(files) -> Iterator[Tuple[str, jnp.ndarray]]:
                              ) from None
 
 
+def read_tensors(files) -> dict:
+    """{name: tensor} of the safetensors `files`; a truncated or corrupt file raises ValueError
+    naming it (`_iter_tensors`)."""
+    return dict(_iter_tensors(files))
+
+
 def load_config(path: str, *, dtype: str = "float32", param_dtype=None) -> ModelConfig:
     cfg_path = os.path.join(path, "config.json")
     if not os.path.exists(cfg_path):

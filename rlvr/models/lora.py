@@ -451,9 +451,13 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
 def load_adapters(model: Transformer, path: str) -> None:
     """Loads PEFT adapters (`save_adapters`' layout) into `model`'s adapters, in place. Raises
     ValueError naming a missing tensor, an unexpected one or a shape that does not match."""
-    from safetensors.numpy import load_file
+    from rlvr.models.hf import read_tensors  # noqa: PLC0415 (hf imports this module lazily)
 
-    tensors = load_file(os.path.join(path, "adapter_model.safetensors"))
+    file = os.path.join(path, "adapter_model.safetensors")
+    if not os.path.isfile(file):
+        raise ValueError(f"{path}: no adapter_model.safetensors (a folder written by "
+                         f"rlvr.models.lora.save_adapters or PEFT's save_pretrained)")
+    tensors = {k: np.asarray(v) for k, v in read_tensors([file]).items()}
     seen = set()
     for i, name, lin in _projections(model):
         if lin.lora is None:

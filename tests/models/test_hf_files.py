@@ -78,3 +78,27 @@ def test_a_tokenizer_with_a_one_token_vocabulary_is_refused(tmp_path):
     with pytest.raises(ValueError, match="vocabulary of 1 token") as e:
         HFTokenizer(str(tmp_path))
     assert str(tmp_path) in str(e.value)
+
+
+def test_truncated_or_missing_adapter_file_is_named(tmp_path):
+    from flax import nnx
+
+    from rlvr.models import lora as L
+    from rlvr.models.transformer import Transformer
+    from tests.algorithms.helpers import tiny_config
+
+    def adapted():
+        m = Transformer(tiny_config(), rngs=nnx.Rngs(0))
+        L.apply_lora(m, L.LoRAConfig(rank=2, alpha=4.0, targets=("q_proj", "v_proj")))
+        return m
+
+    folder = tmp_path / "adapters"
+    L.save_adapters(adapted(), str(folder), base_model_name_or_path="base")
+    L.load_adapters(adapted(), str(folder))  # the intact file loads
+    f = folder / "adapter_model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"adapter_model.safetensors .*truncated or corrupt"):
+        L.load_adapters(adapted(), str(folder))
+    f.unlink()
+    with pytest.raises(ValueError, match=r"no adapter_model.safetensors"):
+        L.load_adapters(adapted(), str(folder))
