@@ -11,25 +11,11 @@ from rlvr.tasks.kit import get_kit
 from rlvr.tasks.loader import (MAX_LISTED, MAX_RECORD_BYTES, LineError, TaskFileError,
                                load_jsonl, read_json_lines)
 from rlvr.tasks.registry import JsonlSource
+from tests.tasks.test_files import write_jsonl, write_parquet
 
 GSM = [{"question": "Ann has 3 apples and buys 4. How many?", "answer": "3+4=7\n#### 7"},
        {"question": "Tom had 10 pens and lost 2. How many are left?", "answer": "10-2=8\n#### 8"}]
 HUGE = "How many apples? " * (2 * MAX_RECORD_BYTES // 17)  # ~2 MiB
-
-
-def write_jsonl(path, rows):
-    with open(path, "w") as f:
-        for r in rows:
-            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
-    return str(path)
-
-
-def write_parquet(path, rows):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.Table.from_pylist(rows), str(path))
-    return str(path)
 
 
 def test_an_over_long_jsonl_line_is_refused_with_its_file_and_line(tmp_path):
