@@ -410,3 +410,46 @@ def test_unprivileged_caller_sandbox_refuses_namespaces_and_mounts():
     assert status == "ok" and result["ok"], (result, p.stderr[-500:])
     assert result["value"] == [65534, "0000000000000000", "2", -1, errno.EPERM, -1, errno.EPERM]
     assert "syscall.unshare" in blocked and "syscall.mount" in blocked
+
+
+# ------------------------------------------------------------------ network through libc
+def _libc_connect(port: int) -> str:
+    """A candidate that opens a TCP connection to 127.0.0.1:port through libc (bypassing
+    Python's socket module and its audit hook) and returns 0 on success, else errno."""
+    return ("import ctypes, struct\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "def add(a, b):\n"
+            "    fd = libc.socket(2, 1, 0)\n"  # AF_INET, SOCK_STREAM
+            "    if fd < 0:\n"
+            "        return ['socket', ctypes.get_errno()]\n"
+            f"    addr = struct.pack('!HH4s8x', 2, {port}, bytes([127, 0, 0, 1]))\n"
+            "    addr = struct.pack('=H', 2) + addr[2:]\n"  # sa_family in host byte order
+            "    buf = ctypes.create_string_buffer(addr, len(addr))\n"
+            "    rc = libc.connect(fd, buf, len(addr))\n"
+            "    return ['connect', 0 if rc == 0 else ctypes.get_errno()]\n")
+
+
+@pytest.mark.parametrize("drop_privileges", [True, False])
+def test_libc_connect_cannot_reach_a_host_listener(drop_privileges):
+    import socket
+
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    try:
+        # the same candidate outside the sandbox does connect (the probe is real)
+        ns = {}
+        exec(_libc_connect(port), ns)
+        assert ns["add"](1, 2) == ["connect", 0]
+        srv.accept()[0].close()
+        r = run_sandboxed(_libc_connect(port), entry_point="add", calls=[[[1, 2], {}]],
+                          limits=LIMITS, drop_privileges=drop_privileges)
+        assert r.status == "ok" and r.results[0]["ok"], r
+        what, err = r.results[0]["value"]
+        assert err != 0, r.results  # refused or unreachable inside its own network namespace
+        with pytest.raises(OSError):  # and nothing arrived at the host's listener
+            srv.accept()
+    finally:
+        srv.close()
