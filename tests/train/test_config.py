@@ -190,3 +190,21 @@ def test_allow_changes_must_name_fields_or_sections():
     with pytest.raises(ConfigError, match=r"allow_changes must name config fields or sections.*"
                                           r"optimizer.learning_rat"):
         validate_config(c)
+
+
+def test_shipped_sao_resolves_to_the_strict_token_trust_region():
+    """SAO's objective is the token-level double-sided trust region (masking tokens outside it),
+    not PPO's clipped surrogate; PivotRL's is the turn-level sequence clip."""
+    import importlib
+
+    from rlvr.train.config import resolved
+
+    sao = importlib.import_module("configs.sao").get_config()
+    assert resolved(sao)["policy_loss"] == "trust_region"
+    assert resolved(sao)["advantage"] == "gae" and sao.algorithm.skip_observations
+    plain = importlib.import_module("configs.base").get_config()
+    plain.algorithm.name = "sao"  # the algorithm's own default, without the shipped config
+    assert resolved(plain)["policy_loss"] == "trust_region"
+    piv = importlib.import_module("configs.pivotrl").get_config()
+    assert resolved(piv)["policy_loss"] == "sequence_clip"
+    assert resolved(importlib.import_module("configs.quickstart").get_config())["policy_loss"] == "clip"

@@ -117,6 +117,14 @@ def test_extraction_helpers():
     assert extract_final_answers("x = 42 is what I think")[1] == "none"
 
 
+def test_extraction_takes_the_last_answer_tag_and_the_last_marker():
+    """A draft answer early in the output never counts over the final one."""
+    assert extract_final_answers("<answer>1</answer> wait, no. <answer>2</answer>") == \
+        (["2"], "answer_tag")
+    got, how = extract_final_answers("The answer is 3. Checking again... The answer is 4.")
+    assert got == ["4"], (got, how)
+
+
 def test_bad_gold_is_env_error(mv):
     v = mv.verify(task(None), "\\boxed{1}")
     assert v.trial == "env_error"
