@@ -158,3 +158,22 @@ def test_prefix_and_observation_tokens_get_no_gradient():
     _, met = algo.policy_objective(jnp.asarray(old + 0.01), jnp.zeros_like(old), mb, aux)
     kl = np.asarray(kl_estimate(jnp.asarray(old + 0.01), jnp.asarray(ref), "k3")) * mask
     np.testing.assert_allclose(float(met["kl_loss"]), kl.sum(1).mean(), rtol=1e-5)
+
+
+def test_asymmetric_clip_bounds_reach_the_turn_level_objective():
+    """clip_low and clip_high keep their sides in PivotRL's objective: a ratio of 1.25 is inside
+    [1 − 0.1, 1 + 0.3] (no clip, J = r·Â), one of 0.85 is below 0.9 (clipped to 0.9 for Â < 0)."""
+    from tests.algorithms.helpers import build
+
+    algo, _ = build("pivotrl", clip_low=0.1, clip_high=0.3)
+    mask = np.array([[0, 1, 1], [0, 1, 1]], np.float32)
+    ratios = np.array([1.25, 0.85], np.float32)
+    lp = np.zeros((2, 3), np.float32)
+    lp[:, 1] = lp[:, 2] = np.log(ratios) / 2
+    adv = jnp.array([1.0, -1.0])
+    mb = {"loss_mask": mask, "valid": np.ones(2, bool), "old_logprobs": np.zeros((2, 3), np.float32),
+          "advantages": adv}
+    aux = {"num_tokens": jnp.float32(mask.sum()), "num_seqs": jnp.float32(2), "kl_coef": 0.0}
+    loss, _ = algo.policy_objective(jnp.asarray(lp), jnp.zeros((2, 3)), mb, aux)
+    # J = mean(min(r Â, clip(r) Â)) = (1.25 + min(-0.85, -0.9)) / 2
+    np.testing.assert_allclose(float(loss), -(1.25 - 0.9) / 2, atol=1e-5)
