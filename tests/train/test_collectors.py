@@ -105,6 +105,23 @@ def test_variance_curriculum_moves_draws_to_uncertain_tasks():
     assert 0.3 < np.mean([t.task_id in uncertain for t in flat.draw(1, 2000)]) < 0.8
 
 
+def test_curriculum_credits_each_groups_success_to_its_own_task():
+    """observe() updates p(task) from that task's own group: tasks with an even answer are always
+    solved, the others never (ema 0 makes p the last success rate exactly)."""
+    answers = lambda t, i: str(t.reference_answer) if t.reference_answer % 2 == 0 else "x"  # noqa: E731
+    sampler = TaskSampler(Tasks(8), seed=0, pool_size=8, curriculum="variance", alpha=1.0, ema=0.0,
+                          floor=0.01)
+    col = GroupCollector(ScriptedEngine(_judge(), answers), sampler, group_size=2,
+                         prompts_per_step=4, sampling=SamplingParams(), seed=0)
+    got = col.collect(None, 0, 0)
+    col.observe(got)
+    seen = {t.task_id: t.reference_answer for t in got.tasks}
+    assert len(seen) >= 2 and {v % 2 for v in seen.values()} == {0, 1}  # both kinds were drawn
+    p = dict(zip([t.task_id for t in sampler.pool], sampler.p))
+    for tid, ref in seen.items():
+        assert p[tid] == (1.0 if ref % 2 == 0 else 0.0), (tid, p[tid])
+
+
 def test_pool_larger_than_the_task_space_fails_at_start_naming_the_field():
     from rlvr.tasks.kit import get_kit
 
