@@ -34,6 +34,7 @@ import jax
 import numpy as np
 
 from rlvr.train.config import ConfigError, validate_config
+from rlvr.train.workdir import checkpoint_steps
 
 
 def verifier_name(verifier, task) -> str:
@@ -124,12 +125,6 @@ def by_verifier(rows: list[dict]) -> dict:
     return out
 
 
-def has_checkpoint(workdir: str) -> bool:
-    """Whether `<workdir>/checkpoints` holds a saved step (a folder named by its number)."""
-    ckdir = os.path.join(workdir, "checkpoints")
-    return os.path.isdir(ckdir) and any(n.isdigit() for n in os.listdir(ckdir))
-
-
 def _no_policy(workdir: str, mode: str, what: str) -> ConfigError:
     return ConfigError(f"--mode={mode}: {what} in {os.path.join(workdir, 'checkpoints')} and "
                        f"config.model.init_from is empty, so there is no policy to {mode} (only a "
@@ -139,7 +134,7 @@ def _no_policy(workdir: str, mode: str, what: str) -> ConfigError:
 
 def require_policy(config, workdir: str, mode: str) -> None:
     """Refuses (ConfigError) when `workdir` has no checkpoint and `model.init_from` is empty."""
-    if not config.model.init_from and not has_checkpoint(workdir):
+    if not config.model.init_from and not checkpoint_steps(workdir):
         raise _no_policy(workdir, mode, "no checkpoint found")
 
 

@@ -259,16 +259,20 @@ RUN_FILES = ("metrics.jsonl", "samples.jsonl", "result.json", "before_after.md",
 RUN_DIRS = ("checkpoints", "tb", "export")
 
 
+def checkpoint_steps(workdir: str) -> list[int]:
+    """The steps saved in `<workdir>/checkpoints` (its folders named by their step), sorted."""
+    ck = os.path.join(workdir, "checkpoints")
+    return sorted(int(d) for d in os.listdir(ck) if d.isdigit()) if os.path.isdir(ck) else []
+
+
 def earlier_run(workdir: str) -> Optional[str]:
     """What in `workdir` belongs to an earlier run ("checkpoints at steps [0, 2], 3 metrics rows
     after step 0"), or None. A launch killed before its first checkpoint (during the warm start)
     leaves at most the step-0 row: that is no run yet."""
     parts = []
-    ck = os.path.join(workdir, "checkpoints")
-    if os.path.isdir(ck):
-        steps = sorted(int(d) for d in os.listdir(ck) if d.isdigit())
-        if steps:
-            parts.append(f"checkpoints at steps {steps}")
+    steps = checkpoint_steps(workdir)
+    if steps:
+        parts.append(f"checkpoints at steps {steps}")
     from rlvr.train.metrics import read_metrics
 
     try:
