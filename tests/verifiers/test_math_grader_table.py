@@ -9,9 +9,9 @@ repeated boxes, plus ordinary forms and answers that must fail.
 
 import pytest
 
-from rlvr.records.task import TaskSpec
 from rlvr.tasks.files import math_verifiers
 from rlvr.verifiers.math import MathVerifier, normalize_answer
+from tests.verifiers.test_math import task
 
 TABLE = [
     # LaTeX spacing inside numbers and thousands separators
@@ -110,10 +110,6 @@ def verifier():
     v = MathVerifier(timeout_s=10.0)
     yield v
     v.close()
-
-
-def task(gold):
-    return TaskSpec(task_id="m", prompt="?", task_type="math", reference_answer=gold)
 
 
 def test_table_is_large_and_two_sided():

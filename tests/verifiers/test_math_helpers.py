@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from rlvr.records.task import TaskSpec
 from rlvr.verifiers._subproc import HelperDied, HelperPool, HelperTimeout
 from rlvr.verifiers.math import MathVerifier
+from tests.verifiers.test_math import task
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLOW_START_S = 3.0
@@ -29,10 +29,6 @@ def _slow_warmup():
 
 def _failing_warmup():
     raise ImportError("the library is missing")
-
-
-def task(gold):
-    return TaskSpec(task_id="m", prompt="?", task_type="math", reference_answer=gold)
 
 
 def _in_thread(fn):
