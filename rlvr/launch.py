@@ -44,6 +44,8 @@ from typing import Optional
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from rlvr.configs_lookup import add_working_dir, shipped_config, shipped_names
+
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None,
     "Experiment config file (configs/<name>.py, FILE:ARG passes ARG to get_config, or a shipped "
@@ -67,13 +69,6 @@ _PARSE_ERRORS = (KeyError, ValueError, TypeError, AttributeError, OSError)
 class UsageProblem(Exception):
     """A mistake in the command line itself (a missing flag, a stray argument, a config that is
     no file): reported as a message, like a ConfigError."""
-
-
-def shipped_config(name: str) -> str | None:
-    """The file of the shipped config `name` ("gsm8k" or "gsm8k.py"), or None."""
-    from rlvr.configs_lookup import shipped_config as lookup
-
-    return lookup(name)
 
 
 def flag_value(argv: list[str], name: str) -> Optional[str]:
@@ -106,8 +101,6 @@ def check_config_file(argv: list[str]) -> None:
     path = (value or "").partition(":")[0]
     if value is None or os.path.exists(path) or shipped_config(os.path.basename(path)):
         return
-    from rlvr.configs_lookup import shipped_names
-
     raise UsageProblem(f"--config={value}: no such file {path!r}, and no "
                        f"shipped config of that name (shipped: {', '.join(shipped_names())})")
 
@@ -224,8 +217,6 @@ def _help_lists_flags(argv0: str) -> None:
 
 def run(argv: Optional[list[str]] = None) -> None:
     """Entry point (`python launch.py`, `python -m rlvr.launch`, the `rlvr` console script)."""
-    from rlvr.configs_lookup import add_working_dir
-
     argv = list(sys.argv if argv is None else argv)
     add_working_dir()  # a config file's own imports (`import my_task`), also from the console script
     _help_lists_flags(argv[0])
