@@ -467,15 +467,14 @@ def _bwrap_command(bwrap: str, root: MinimalRoot, limits: SandboxLimits, *, sour
            "--seccomp", str(seccomp_fd)]
     if use_netns:
         cmd.append("--unshare-net")
-    if os.geteuid() == 0:
-        # no capability survives into the sandbox except, when the harness drops to the run's
-        # uid, the two it needs for that (and loses with the uid change); further namespaces
-        # are refused by the seccomp filter
-        cmd += ["--cap-drop", "ALL"]
-        if drop_privileges:
-            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        cmd += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    # no capability survives into the sandbox except, when a root parent's harness drops to
+    # the run's uid, the two it needs for that (and loses with the uid change); further
+    # namespaces are refused by the seccomp filter (and, without root, by --disable-userns)
+    cmd += ["--cap-drop", "ALL"]
+    if os.geteuid() != 0:
+        cmd += ["--unshare-user", "--disable-userns"]
+    elif drop_privileges:
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     for k, v in root.env:
         cmd += ["--setenv", k, v]
     return cmd
