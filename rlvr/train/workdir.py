@@ -44,6 +44,7 @@ import threading
 from typing import Any, Optional
 
 from rlvr.train.config import ConfigError
+from rlvr.train.saved_config import saved_config_path
 
 LOCK_FILE = ".lock"
 
@@ -224,7 +225,7 @@ def write_launch_config(workdir: str, config) -> str:
     """Writes `config.<n>.json` (this launch) and `config.json` (the latest); returns the former.
     A `config.json` from before numbered launches is kept as `config.0.json`."""
     n = launch_number(workdir)
-    legacy = os.path.join(workdir, "config.json")
+    legacy = saved_config_path(workdir)
     if n == 1 and os.path.exists(legacy):
         shutil.copyfile(legacy, os.path.join(workdir, "config.0.json"))
     from rlvr.train.config import _raw
@@ -241,10 +242,9 @@ def write_launch_config(workdir: str, config) -> str:
 
 def last_launch_config(workdir: str) -> Optional[dict]:
     """`config_dict`-style dict of the latest launch's config file in `workdir`, or None."""
-    n = launch_number(workdir) - 1
-    path = os.path.join(workdir, f"config.{n}.json" if n >= 0 else "config.json")
-    if not os.path.exists(path):
-        path = os.path.join(workdir, "config.json")
+    path = os.path.join(workdir, f"config.{launch_number(workdir) - 1}.json")
+    if not os.path.exists(path):  # no numbered launch yet: a config.json from before them
+        path = saved_config_path(workdir)
     if not os.path.exists(path):
         return None
     import ml_collections
