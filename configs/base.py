@@ -101,7 +101,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.advantage = ""      # "": the algorithm's own; else grpo | rloo | reinforce (critic-free)
                                     # or gae (critic algorithms).
     c.algorithm.policy_loss = ""    # "": the algorithm's own; else clip (PPO token clip) |
-                                    # trust_region (SAO token mask) | sequence_clip (PivotRL turn ratio).
+                                    # trust_region (SAO token mask) | sequence_clip (PivotRL turn ratio)
+                                    # | gspo (GSPO length-normalised sequence ratio; wants a small
+                                    # clip range, e.g. clip_low=3e-4, clip_high=4e-4) | cispo
+                                    # (MiniMax-M1: clipped stop-gradient IS weight × Â log π).
     c.algorithm.scale_rewards = "group"  # grpo advantages: group (eq.74, divide by std) | none (no-std).
     c.algorithm.adv_eps = 1e-6      # grpo advantages: δ of eq.74.
     c.algorithm.normalize_advantages = False  # whiten advantages over the batch's policy tokens.
@@ -109,7 +112,25 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.clip_high = 0.2     # ε_high: ratio upper bound 1+ε_high (asymmetric clip, R3.5).
     c.algorithm.dual_clip = 0.0     # clip policy loss: dual clip c for negative advantages; 0 = off (> 1).
     c.algorithm.aggregation = "token-mean"  # token losses: token-mean | seq-mean-token-mean |
-                                    # seq-mean-token-sum (R3.8); also the value loss's.
+                                    # seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO:
+                                    # Σ_t over a constant length L); also the value loss's.
+    c.algorithm.loss_length_normalizer = 0  # seq-mean-token-sum-norm: the constant L; 0 =
+                                    # sampling.max_new_tokens.
+    # off-policy correction: a stop-gradient weight π_old/μ on each token's (or sequence's) loss,
+    # μ = the sampler's behaviour log-probs (needs recompute_old_logprobs=True).
+    c.algorithm.is_correction = "none"  # none | tis (truncated: min(ρ, C)) | mis (masked:
+                                    # ρ·1[lo ≤ ρ ≤ C]).
+    c.algorithm.is_level = "token"  # token (ρ per token) | sequence (ρ = Π_t ρ_t per row; the only
+                                    # level of the sequence objectives sequence_clip / gspo).
+    c.algorithm.is_threshold = 2.0  # C: tis cap / mis upper bound (> 0).
+    c.algorithm.is_threshold_low = 0.0  # mis: lower bound lo of the kept ratios (0 = none; < C).
+    # DAPO overlong handling (critic-free algorithms for the shaping):
+    c.algorithm.overlong_buffer = 0  # soft punishment over the last L_cache tokens before
+                                    # sampling.max_new_tokens: reward += penalty·(L_max−L_cache−|y|)/
+                                    # L_cache there (−penalty at L_max); 0 = off.
+    c.algorithm.overlong_penalty = 1.0  # overlong shaping: the penalty at max length (≥ 0).
+    c.algorithm.overlong_filter = False  # truncated rows give no loss (their reward still counts
+                                    # in their group's advantages).
     c.algorithm.entropy_coef = 0.0  # c_e of eq.72 (entropy bonus).
     c.algorithm.baseline_momentum = 0.9  # reinforce advantages: running-baseline EMA factor (eq.76).
     c.algorithm.gamma = 1.0         # critic: discount γ of GAE (eq.68).

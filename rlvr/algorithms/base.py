@@ -19,11 +19,19 @@ batch (`normalize_advantages`) and multiplied by per-sample weights (`RolloutBat
 e.g. an asynchronous queue's staleness down-weighting).
 
 The policy loss (`policy_loss`, setting `policy_loss` or the class's `default_policy_loss`) is one
-of three objectives, each with the entropy bonus and the KL loss term of eq.72:
+of five objectives, each with the entropy bonus and the KL loss term of eq.72:
   * "clip": token-level clipped surrogate (eq.71/75, asymmetric + dual clip, R3.5);
   * "trust_region": SAO's strict double-sided token trust region (R3.5, R5.3);
   * "sequence_clip": PivotRL's turn-level ratio over the whole action, no T-th root (R3.6);
-    its KL term is the per-action sum of token estimates, averaged over actions.
+    its KL term is the per-action sum of token estimates, averaged over actions;
+  * "gspo": GSPO's length-normalised sequence ratio; its entropy and KL terms are per-sequence
+    token means, averaged over sequences;
+  * "cispo": CISPO's clipped stop-gradient IS weight times Â logπ (every token keeps a gradient).
+Optional off-policy correction (`is_correction` = tis | mis, `rlvr.core.importance`) multiplies
+each token's (or sequence's) loss by a stop-gradient weight π_old / μ against the sampler's
+behaviour log-probs μ. DAPO's overlong reward shaping (`overlong_buffer`) is added to the
+rewards in `shape_rewards`; its overlong filtering (`overlong_filter`) removes truncated rows
+from the loss mask after the advantages (so they still count in their group's baseline).
 Any other `loss_fn(model, microbatch, aux) -> (loss, metrics)` also works with the learner. Losses
 use minibatch-wide denominators (`exact_scale`), so gradient accumulation stays exact.
 
@@ -42,13 +50,25 @@ from flax import nnx
 
 from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean, safe_div
-from rlvr.core.losses import aggregate, ppo_token_loss, sequence_clip_loss, trust_region_token_loss
+from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS, importance_weights
+from rlvr.core.losses import (
+    AGGREGATIONS,
+    aggregate,
+    cispo_token_loss,
+    gspo_sequence_loss,
+    ppo_token_loss,
+    sequence_clip_loss,
+    trust_region_token_loss,
+)
+from rlvr.core.shaping import overlong_filter, overlong_penalty
 from rlvr.core.metrics import group_outcome_fractions
 from rlvr.learner import make_update, map_row_chunks
 from rlvr.models import scoring
 from rlvr.records.batch import RolloutBatch
 
-POLICY_LOSSES = ("clip", "trust_region", "sequence_clip")
+POLICY_LOSSES = ("clip", "trust_region", "sequence_clip", "gspo", "cispo")
+# objectives with one ratio per sequence (they take sequence-level IS weights only)
+SEQUENCE_LOSSES = ("sequence_clip", "gspo")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +104,44 @@ class AlgorithmSettings:
     epochs: int = 1
     num_minibatches: int = 1
     num_microbatches: int = 1
+    # off-policy correction against the behaviour log-probs (rlvr.core.importance)
+    is_correction: str = "none"
+    is_level: str = "token"
+    is_threshold: float = 2.0
+    is_threshold_low: float = 0.0
+    # the constant L of aggregation "seq-mean-token-sum-norm" (Dr. GRPO); 0 with other modes
+    loss_length_normalizer: int = 0
+    # DAPO overlong shaping (buffer L_cache > 0: on) against max_new_tokens (L_max), filtering
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    overlong_filter: bool = False
+    max_new_tokens: int = 0
 
     def __post_init__(self):
+        def bad(field, allowed):
+            raise ValueError(f"AlgorithmSettings.{field} must be {allowed}, got {getattr(self, field)!r}")
+
         if self.policy_loss not in ("",) + POLICY_LOSSES:
-            raise ValueError(f"AlgorithmSettings.policy_loss must be one of {('',) + POLICY_LOSSES}, "
-                             f"got {self.policy_loss!r}")
+            bad("policy_loss", f"one of {('',) + POLICY_LOSSES}")
+        if self.aggregation not in AGGREGATIONS:
+            bad("aggregation", f"one of {AGGREGATIONS}")
+        if self.aggregation == "seq-mean-token-sum-norm" and self.loss_length_normalizer < 1:
+            bad("loss_length_normalizer", ">= 1 with aggregation 'seq-mean-token-sum-norm'")
+        if self.is_correction not in IS_CORRECTIONS:
+            bad("is_correction", f"one of {IS_CORRECTIONS}")
+        if self.is_level not in IS_LEVELS:
+            bad("is_level", f"one of {IS_LEVELS}")
+        if self.is_correction != "none":
+            if not self.recompute_old_logprobs:
+                bad("recompute_old_logprobs", "True with is_correction (π_old = μ gives weight 1)")
+            if not self.is_threshold > 0:
+                bad("is_threshold", "> 0")
+            if not 0 <= self.is_threshold_low < self.is_threshold:
+                bad("is_threshold_low", f"in [0, is_threshold={self.is_threshold})")
+            if self.is_level == "token" and (self.policy_loss or "") in SEQUENCE_LOSSES:
+                bad("is_level", f"'sequence' with the sequence objective {self.policy_loss!r}")
+        if self.overlong_buffer and not 1 <= self.overlong_buffer <= self.max_new_tokens:
+            bad("overlong_buffer", f"0 (off) or in [1, max_new_tokens={self.max_new_tokens}]")
 
 
 def exact_scale(loss_mask, aux: dict, aggregation: str):
@@ -166,6 +219,10 @@ class Algorithm:
         self.optimizer = optimizer
         self.critic_optimizer = critic_optimizer
         s = settings
+        if (s.is_correction != "none" and s.is_level == "token"
+                and self.policy_loss_kind in SEQUENCE_LOSSES):
+            raise ValueError(f"AlgorithmSettings.is_level must be 'sequence' with the sequence "
+                             f"objective {self.policy_loss_kind!r}, got 'token'")
         self.policy_update = make_update(
             policy_graphdef, loss_fn or self.policy_loss, optimizer, epochs=s.epochs,
             num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,
@@ -317,15 +374,26 @@ class Algorithm:
 
     # ------------------------------------------------------------------ stage 3
     def shape_rewards(self, state, tb: dict) -> tuple[dict, dict]:
-        """KL reward penalty (eq.22) on sequence rewards when kl.mode == 'reward'."""
+        """DAPO's soft overlong punishment (`overlong_buffer` > 0) added to valid rows' rewards,
+        then the KL reward penalty (eq.22) on sequence rewards when kl.mode == 'reward'."""
         s = self.settings
         tb = dict(tb)
         tb["task_rewards"] = tb["rewards"]
+        metrics = {}
+        if s.overlong_buffer:
+            lengths = jnp.sum(tb["loss_mask"] > 0, axis=-1)
+            pen = overlong_penalty(lengths, max_length=s.max_new_tokens, buffer=s.overlong_buffer,
+                                   factor=s.overlong_penalty)
+            pen = jnp.where(tb["valid"], pen, 0.0)
+            tb["rewards"] = tb["rewards"] + pen.astype(tb["rewards"].dtype)
+            metrics["reward/overlong_penalty_mean"] = masked_mean(pen, tb["valid"])
+            metrics["reward/overlong_penalized_frac"] = masked_mean((pen < 0).astype(jnp.float32),
+                                                                    tb["valid"])
         if s.kl_mode == "reward":
             tb["rewards"] = core_kl.kl_penalty_rewards(
                 tb["rewards"], tb["old_logprobs"], tb["ref_logprobs"], tb["loss_mask"],
                 beta=self.kl_coef(state), kind=s.kl_estimator)
-        return tb, {}
+        return tb, metrics
 
     # ------------------------------------------------------------------ stage 4
     def compute_advantages(self, state, tb: dict):
@@ -334,7 +402,9 @@ class Algorithm:
 
     def weight_advantages(self, tb: dict) -> dict:
         """Whitens the advantages over the batch's policy tokens (`normalize_advantages`) and
-        multiplies each sample's by its weight (`sample_weights`)."""
+        multiplies each sample's by its weight (`sample_weights`); with `overlong_filter`, then
+        removes truncated rows from the loss mask (DAPO's overlong filtering: they took part in
+        their group's advantages, they give no loss)."""
         tb = dict(tb)
         adv = tb["advantages"]
         m = tb["loss_mask"] > 0
@@ -346,6 +416,8 @@ class Algorithm:
             adv = jnp.where(m, adv, 0.0) if adv.ndim == 2 else adv
         w = tb["sample_weights"]
         tb["advantages"] = adv * (w[:, None] if adv.ndim == 2 else w)
+        if self.settings.overlong_filter:
+            tb["loss_mask"] = overlong_filter(tb["loss_mask"], tb["truncated"])
         return tb
 
     # ------------------------------------------------------------------ stage 5-6
@@ -366,9 +438,10 @@ class Algorithm:
         """The policy objective (module docstring) + entropy bonus + KL loss term (eq.72), exact
         under accumulation. Pure in its arrays: logprobs, entropy [B, T]; mb holds loss_mask,
         valid, advantages, old_logprobs (absent: π_old = stop_gradient(logprobs), the single
-        step after a skipped score pass), behavior_logprobs (only then, for the
-        `behavior_logprob_gap` metric) and (KL loss) ref_logprobs; aux the learner's
-        minibatch-wide denominators (and kl_coef). Metrics are additive over micro-batches."""
+        step after a skipped score pass), behavior_logprobs (then, for the
+        `behavior_logprob_gap` metric, and with `is_correction` as the IS proposal) and (KL loss)
+        ref_logprobs; aux the learner's minibatch-wide denominators (and kl_coef). Metrics are
+        additive over micro-batches."""
         s = self.settings
         kind = self.policy_loss_kind
         m = mb["loss_mask"] > 0
@@ -377,25 +450,48 @@ class Algorithm:
             if "stale_rows" in mb:  # ... except on rows an older policy sampled (`stale_rows`)
                 old = jnp.where(mb["stale_rows"][:, None], mb["behavior_logprobs"], old)
             mb = dict(mb, old_logprobs=old)
-        if kind == "sequence_clip":
-            agg = "seq-mean-token-sum"
-            pg, pm = sequence_clip_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
-                                        clip_eps=s.clip_low, clip_high=s.clip_high, valid=mb["valid"])
+        norm = s.loss_length_normalizer or None
+        is_w, is_metrics = None, {}
+        if s.is_correction != "none":  # stop-gradient π_old / μ weights on the loss
+            is_w, im = importance_weights(mb["old_logprobs"], mb["behavior_logprobs"], m,
+                                          correction=s.is_correction, level=s.is_level,
+                                          threshold=s.is_threshold, threshold_low=s.is_threshold_low)
+            share = (token_share(m, aux) if s.is_level == "token"
+                     else exact_scale(m, aux, "seq-mean-token-mean"))
+            is_metrics = {f"is/{k}": v * share for k, v in im.items()}
+        token_adv = (mb["advantages"], m)
+        if kind in SEQUENCE_LOSSES:
+            seq_fn = sequence_clip_loss if kind == "sequence_clip" else gspo_sequence_loss
+            clip = (dict(clip_eps=s.clip_low, clip_high=s.clip_high) if kind == "sequence_clip"
+                    else dict(clip_low=s.clip_low, clip_high=s.clip_high))
+            # the KL and entropy terms: per-action sums (PivotRL) / per-sequence means (GSPO)
+            agg = "seq-mean-token-sum" if kind == "sequence_clip" else "seq-mean-token-mean"
+            pg, pm = seq_fn(logprobs, mb["old_logprobs"], *token_adv, valid=mb["valid"],
+                            seq_weights=is_w, **clip)
             ratio_mean, frac = pm["seq_ratio_mean"], {"clip_frac": pm["clip_fraction"]}
         elif kind == "trust_region":
             agg = s.aggregation
-            pg, pm = trust_region_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+            pg, pm = trust_region_token_loss(logprobs, mb["old_logprobs"], *token_adv,
                                              clip_low=s.clip_low, clip_high=s.clip_high,
-                                             aggregation=agg)
+                                             aggregation=agg, length_normalizer=norm,
+                                             token_weights=is_w)
             ratio_mean = pm["ratio_mean"]
             frac = {"masked_frac": pm["masked_fraction"], "masked_frac_low": pm["masked_fraction_low"],
                     "masked_frac_high": pm["masked_fraction_high"]}
+        elif kind == "cispo":
+            agg = s.aggregation
+            pg, pm = cispo_token_loss(logprobs, mb["old_logprobs"], *token_adv,
+                                      clip_low=s.clip_low, clip_high=s.clip_high, aggregation=agg,
+                                      length_normalizer=norm, token_weights=is_w)
+            ratio_mean = pm["ratio_mean"]
+            frac = {"clip_frac": pm["clip_fraction"], "clip_frac_low": pm["clip_fraction_low"],
+                    "clip_frac_high": pm["clip_fraction_high"]}
         else:
             agg = s.aggregation
-            pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], mb["advantages"], m,
+            pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], *token_adv,
                                     clip_low=s.clip_low, clip_high=s.clip_high,
                                     dual_clip=s.dual_clip if s.dual_clip > 0 else None,
-                                    aggregation=agg)
+                                    aggregation=agg, length_normalizer=norm, token_weights=is_w)
             ratio_mean = pm["ratio_mean"]
             frac = {"clip_frac": pm["clip_fraction"], "clip_frac_low": pm["clip_fraction_low"],
                     "clip_frac_high": pm["clip_fraction_high"],
@@ -403,21 +499,22 @@ class Algorithm:
         scale = exact_scale(m, aux, agg)  # this micro-batch's share of the minibatch mean
         pg = pg * scale
         total = pg
-        ent = aggregate(entropy, m, agg) * scale
+        ent = aggregate(entropy, m, agg, norm) * scale
         if s.entropy_coef:
             total = total - s.entropy_coef * ent
         metrics = {"pg_loss": pg, "entropy": masked_mean(entropy, m) * token_share(m, aux),
                    "ratio_mean": ratio_mean * scale,
                    "approx_kl": pm["approx_kl"] * scale,
-                   **{k: v * scale for k, v in frac.items()}}
-        if kind != "sequence_clip":
+                   **{k: v * scale for k, v in frac.items()}, **is_metrics}
+        if kind not in SEQUENCE_LOSSES:
             metrics.update(ratio_max=pm["ratio_max"], ratio_min=pm["ratio_min"])
-        if "behavior_logprobs" in mb:  # `score` skipped its pass: this forward is at π_old
+        if not self.scores_before_update and "behavior_logprobs" in mb:
+            # `score` skipped its pass: this forward is at π_old
             gap = jnp.abs(jnp.where(m, logprobs, 0.0) - mb["behavior_logprobs"])
             metrics["behavior_logprob_gap"] = masked_mean(gap, m) * token_share(m, aux)
         if s.kl_mode == "loss":
             kl_tok = core_kl.kl_estimate(logprobs, mb["ref_logprobs"], s.kl_estimator, loss_mask=m)
-            kl_term = aggregate(kl_tok, m, agg) * scale
+            kl_term = aggregate(kl_tok, m, agg, norm) * scale
             total = total + aux["kl_coef"] * kl_term
             metrics["kl_loss"] = kl_term
         return total, metrics
@@ -431,7 +528,7 @@ class Algorithm:
         keys = ["tokens", "attention_mask", "positions", "loss_mask", "valid", "advantages"]
         if "old_logprobs" in tb:
             keys.append("old_logprobs")
-        if not self.scores_before_update:
+        if not self.scores_before_update or self.settings.is_correction != "none":
             keys.append("behavior_logprobs")
         if "stale_rows" in tb:
             keys.append("stale_rows")

@@ -88,7 +88,8 @@ class PPO(Algorithm):
         m = mb["loss_mask"] > 0
         loss, vm = value_loss(values, mb["old_values"], mb["returns"], m,
                               clip_eps=s.value_clip if s.value_clip > 0 else None,
-                              aggregation=s.aggregation)
+                              aggregation=s.aggregation,
+                              length_normalizer=s.loss_length_normalizer or None)
         loss = loss * exact_scale(m, aux, s.aggregation)  # exact share of the minibatch loss
         share = token_share(m, aux)
         return s.value_coef * loss, {"value_loss": loss,

@@ -14,6 +14,10 @@ Aggregation (R3.8, 002 §5.3 eq.51) lives in one place, `aggregate`:
   "seq-mean-token-mean": mean over non-empty rows of (Σ_t m x / Σ_t m) — every sequence weighs
                          the same (eq.75's 1/|y_i| then 1/G).
   "seq-mean-token-sum":  mean over non-empty rows of Σ_t m x.
+  "seq-mean-token-sum-norm": mean over non-empty rows of Σ_t m x / L with a constant L
+                         (`length_normalizer`, e.g. the generation's max length): Dr. GRPO's
+                         normaliser ("Understanding R1-Zero-Like Training: A Critical
+                         Perspective"), free of the per-response 1/|y_i| length bias.
 Rows with no loss token (fully masked, e.g. invalid samples) are left out of the row mean.
 """
 
@@ -40,27 +44,36 @@ __all__ = [
     "trust_region_token_loss",
     "sequence_clip_loss",
     "gspo_sequence_loss",
+    "cispo_token_loss",
     "value_loss",
     "entropy_from_logits",
     "explained_variance",
 ]
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
 
-def aggregate(per_token, loss_mask, mode):
+def aggregate(per_token, loss_mask, mode, length_normalizer=None):
     """Reduces a per-token quantity to a scalar under an explicit aggregation (R3.8, 002 §5.3).
 
     Args:
       per_token: float [B, T].
       loss_mask: [B, T] 0/1 or bool.
-      mode: "token-mean" | "seq-mean-token-mean" | "seq-mean-token-sum" (see module docstring).
+      mode: "token-mean" | "seq-mean-token-mean" | "seq-mean-token-sum" |
+        "seq-mean-token-sum-norm" (see module docstring).
+      length_normalizer: the constant L > 0 of "seq-mean-token-sum-norm" (required there,
+        ignored by the other modes).
 
     Returns:
       float scalar; 0 when the mask is empty.
     """
     fn = "aggregate"
     check_choice(fn, "aggregation", mode, AGGREGATIONS)
+    if mode == "seq-mean-token-sum-norm":
+        if length_normalizer is None:
+            raise ValueError(f"{fn}: aggregation 'seq-mean-token-sum-norm' needs `length_normalizer` "
+                             f"(the constant length L > 0)")
+        check_range(fn, "length_normalizer", length_normalizer, lo=0.0, lo_open=True)
     per_token = jnp.asarray(per_token)
     check_ndim(fn, "per_token", per_token, 2, "[B, T]")
     check_same_shape(fn, per_token=per_token, loss_mask=loss_mask)
@@ -70,8 +83,26 @@ def aggregate(per_token, loss_mask, mode):
     dtype = jnp.result_type(per_token, jnp.float32)
     row_sum = jnp.sum(jnp.where(m, per_token, 0), axis=-1)
     row_n = jnp.sum(m, axis=-1).astype(dtype)
-    row_val = safe_div(row_sum, row_n) if mode == "seq-mean-token-mean" else row_sum
+    if mode == "seq-mean-token-mean":
+        row_val = safe_div(row_sum, row_n)
+    elif mode == "seq-mean-token-sum-norm":
+        row_val = row_sum / jnp.asarray(length_normalizer, dtype)
+    else:
+        row_val = row_sum
     return masked_mean(row_val, row_n > 0)
+
+
+def _token_weights(fn, token_weights, shape, dtype):
+    """Stop-gradient per-token weights [B, T] from None (ones), [B] (per row) or [B, T]."""
+    if token_weights is None:
+        return None
+    w = jnp.asarray(token_weights)
+    if w.shape == shape[:1]:
+        w = w[:, None]
+    elif w.shape != shape:
+        raise ValueError(f"{fn}: `token_weights` must be [B]={shape[:1]} or [B, T]={shape}, "
+                         f"got {w.shape}")
+    return jax.lax.stop_gradient(jnp.broadcast_to(w.astype(dtype), shape))
 
 
 def _prep_token_inputs(fn, logprobs, old_logprobs, advantages, loss_mask):
@@ -118,6 +149,8 @@ def ppo_token_loss(
     clip_high=0.2,
     dual_clip=None,
     aggregation="token-mean",
+    length_normalizer=None,
+    token_weights=None,
 ):
     """PPO/GRPO clipped surrogate at token level (SPEC R3.5, R3.8; 002 eq.71, eq.75).
 
@@ -131,7 +164,9 @@ def ppo_token_loss(
       loss_mask: [B, T] 0/1 or bool.
       clip_low, clip_high: ε_low in [0, 1), ε_high ≥ 0.
       dual_clip: None or c > 1.
-      aggregation: see `aggregate`.
+      aggregation, length_normalizer: see `aggregate`.
+      token_weights: optional float [B] or [B, T]: a stop-gradient weight w_t on each token's
+        loss, w_t ℓ_t (off-policy correction, `rlvr.core.importance`); None = 1.
 
     Returns:
       (loss, metrics): loss scalar; metrics keys "pg_loss", "clip_fraction",
@@ -157,7 +192,10 @@ def ppo_token_loss(
         per_token = jnp.where(adv < 0, jnp.minimum(per_token, loss3), per_token)
     else:
         dual = jnp.zeros_like(m)
-    loss = aggregate(per_token, m, aggregation)
+    w = _token_weights(fn, token_weights, m.shape, ratio.dtype)
+    if w is not None:
+        per_token = w * per_token
+    loss = aggregate(per_token, m, aggregation, length_normalizer)
     metrics = {
         "pg_loss": loss,
         "clip_fraction": masked_mean(is_clipped.astype(ratio.dtype), m),
@@ -178,6 +216,8 @@ def trust_region_token_loss(
     clip_low,
     clip_high,
     aggregation="token-mean",
+    length_normalizer=None,
+    token_weights=None,
 ):
     """SAO's strict double-sided token trust region (SPEC R3.5, R5.3; 003 §4.3).
 
@@ -193,7 +233,8 @@ def trust_region_token_loss(
       advantages: float [B] or [B, T].
       loss_mask: [B, T].
       clip_low: ε_low in [0, 1); clip_high: ε_high ≥ 0.
-      aggregation: see `aggregate`.
+      aggregation, length_normalizer: see `aggregate`.
+      token_weights: optional stop-gradient weights [B] or [B, T] (see `ppo_token_loss`).
 
     Returns:
       (loss, metrics): metrics keys "pg_loss", "masked_fraction", "masked_fraction_low",
@@ -209,7 +250,10 @@ def trust_region_token_loss(
     high = ratio > 1 + clip_high
     inside = ~(low | high)
     per_token = jnp.where(inside, -adv * ratio, 0)
-    loss = aggregate(per_token, m, aggregation)
+    w = _token_weights(fn, token_weights, m.shape, ratio.dtype)
+    if w is not None:
+        per_token = w * per_token
+    loss = aggregate(per_token, m, aggregation, length_normalizer)
     f = ratio.dtype
     metrics = {
         "pg_loss": loss,
@@ -241,11 +285,22 @@ def _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid):
     return log_ratio, advantages.astype(dtype), m, valid
 
 
-def _clipped_sequence_objective(seq_log_ratio, adv, valid, lo, hi, max_log_ratio):
+def _sequence_weights(fn, seq_weights, b, dtype):
+    if seq_weights is None:
+        return None
+    w = jnp.asarray(seq_weights)
+    if w.shape != (b,):
+        raise ValueError(f"{fn}: `seq_weights` must be [B]={b}, got {w.shape}")
+    return jax.lax.stop_gradient(w.astype(dtype))
+
+
+def _clipped_sequence_objective(seq_log_ratio, adv, valid, lo, hi, max_log_ratio, weights=None):
     seq_log_ratio = jnp.clip(seq_log_ratio, -max_log_ratio, max_log_ratio)
     ratio = jnp.exp(seq_log_ratio)
     clipped = jnp.clip(ratio, lo, hi)
     obj = jnp.minimum(ratio * adv, clipped * adv)
+    if weights is not None:
+        obj = weights * obj
     is_clipped = clipped * adv < ratio * adv
     j = masked_mean(obj, valid)
     f = ratio.dtype
@@ -262,7 +317,7 @@ def _clipped_sequence_objective(seq_log_ratio, adv, valid, lo, hi, max_log_ratio
 
 def sequence_clip_loss(
     logprobs, old_logprobs, advantages, loss_mask, *, clip_eps, clip_high=None, valid=None,
-    max_log_ratio=20.0
+    max_log_ratio=20.0, seq_weights=None
 ):
     """PivotRL turn-level clipped objective (SPEC R3.6, R4.4; seed 000 §3.3).
 
@@ -279,6 +334,8 @@ def sequence_clip_loss(
       clip_high: optional ε_high ≥ 0 for an asymmetric upper bound 1 + ε_high (None: ε).
       valid: optional bool [K]; invalid rows and rows with no action token are excluded.
       max_log_ratio: numerical guard: the summed log-ratio is clipped to ±this before exp.
+      seq_weights: optional float [K]: a stop-gradient weight w_i on each action's objective,
+        J = (1/K) Σ_i w_i min(...) (sequence-level off-policy correction); None = 1.
 
     Returns:
       (loss, metrics): loss = −J (scalar); metrics keys "objective", "clip_fraction",
@@ -291,7 +348,8 @@ def sequence_clip_loss(
     check_range(fn, "clip_high", clip_high, lo=0.0)
     log_ratio, adv, m, valid = _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid)
     seq_lr = jnp.sum(log_ratio, axis=-1)
-    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_eps, 1 + clip_high, max_log_ratio)
+    w = _sequence_weights(fn, seq_weights, adv.shape[0], log_ratio.dtype)
+    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_eps, 1 + clip_high, max_log_ratio, w)
 
 
 def gspo_sequence_loss(
@@ -304,14 +362,17 @@ def gspo_sequence_loss(
     clip_high=4e-4,
     valid=None,
     max_log_ratio=20.0,
+    seq_weights=None,
 ):
     """GSPO sequence loss with the geometric-mean ratio (a separate option; SPEC R3.6 note).
 
     s_i = exp((1/|y_i|) Σ_t m_t (logp_t − old_t)) — the length-normalised (geometric mean) ratio;
     J = mean_i min(s_i Â_i, clip(s_i, 1−ε_low, 1+ε_high) Â_i); loss = −J. Defaults follow the
-    GSPO paper's small clip range. Not the PivotRL objective (that is `sequence_clip_loss`).
+    GSPO paper's small clip range ("Group Sequence Policy Optimization"). Not the PivotRL
+    objective (that is `sequence_clip_loss`).
 
-    Args / Returns: as `sequence_clip_loss`, with asymmetric `clip_low`, `clip_high`.
+    Args / Returns: as `sequence_clip_loss`, with asymmetric `clip_low`, `clip_high` and optional
+    stop-gradient `seq_weights` [B].
     """
     fn = "gspo_sequence_loss"
     check_range(fn, "clip_low", clip_low, lo=0.0, hi=1.0, hi_open=True)
@@ -319,10 +380,72 @@ def gspo_sequence_loss(
     log_ratio, adv, m, valid = _sequence_inputs(fn, logprobs, old_logprobs, advantages, loss_mask, valid)
     n = jnp.sum(m, axis=-1).astype(log_ratio.dtype)
     seq_lr = safe_div(jnp.sum(log_ratio, axis=-1), n)
-    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_low, 1 + clip_high, max_log_ratio)
+    w = _sequence_weights(fn, seq_weights, adv.shape[0], log_ratio.dtype)
+    return _clipped_sequence_objective(seq_lr, adv, valid, 1 - clip_low, 1 + clip_high, max_log_ratio, w)
 
 
-def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean"):
+def cispo_token_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    loss_mask,
+    *,
+    clip_low=0.2,
+    clip_high=0.2,
+    aggregation="token-mean",
+    length_normalizer=None,
+    token_weights=None,
+):
+    """CISPO: clipped importance-sampling weight times a REINFORCE term ("MiniMax-M1: Scaling
+    Test-Time Compute Efficiently with Lightning Attention").
+
+    ρ_t = exp(logp_t − old_t), r̂_t = clip(ρ_t, 1−ε_low, 1+ε_high);
+    ℓ_t = −sg(r̂_t) Â_t logp_t, so ∇ℓ_t = −r̂_t Â_t ∇logp_t. Unlike the PPO clip, no token is
+    dropped from the gradient: clipping bounds the weight, every token keeps its gradient.
+    (The paper leaves the lower bound open: a large ε_low, e.g. clip_low close to 1.)
+
+    Args:
+      logprobs, old_logprobs: float [B, T].
+      advantages: float [B] or [B, T].
+      loss_mask: [B, T].
+      clip_low: ε_low in [0, 1); clip_high: ε_high ≥ 0.
+      aggregation, length_normalizer: see `aggregate`.
+      token_weights: optional stop-gradient weights [B] or [B, T] (see `ppo_token_loss`).
+
+    Returns:
+      (loss, metrics): metrics keys "pg_loss", "clip_fraction", "clip_fraction_low",
+      "clip_fraction_high", "ratio_mean", "ratio_max", "ratio_min", "approx_kl", "num_tokens".
+      The loss's value is −Σ sg(r̂) Â logp (its gradient is the objective's; its value is not a
+      surrogate of the return).
+    """
+    fn = "cispo_token_loss"
+    check_choice(fn, "aggregation", aggregation, AGGREGATIONS)
+    check_range(fn, "clip_low", clip_low, lo=0.0, hi=1.0, hi_open=True)
+    check_range(fn, "clip_high", clip_high, lo=0.0)
+    log_ratio, adv, m = _prep_token_inputs(fn, logprobs, old_logprobs, advantages, loss_mask)
+    ratio = jnp.exp(log_ratio)
+    weight = jax.lax.stop_gradient(jnp.clip(ratio, 1 - clip_low, 1 + clip_high))
+    lp = jnp.where(m, jnp.asarray(logprobs).astype(ratio.dtype), 0)
+    per_token = -weight * adv * lp
+    w = _token_weights(fn, token_weights, m.shape, ratio.dtype)
+    if w is not None:
+        per_token = w * per_token
+    loss = aggregate(per_token, m, aggregation, length_normalizer)
+    low = ratio < 1 - clip_low
+    high = ratio > 1 + clip_high
+    f = ratio.dtype
+    metrics = {
+        "pg_loss": loss,
+        "clip_fraction": masked_mean((low | high).astype(f), m),
+        "clip_fraction_low": masked_mean(low.astype(f), m),
+        "clip_fraction_high": masked_mean(high.astype(f), m),
+        **_ratio_metrics(ratio, log_ratio, m),
+    }
+    return loss, metrics
+
+
+def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean",
+               length_normalizer=None):
     """Critic regression loss, optionally clipped (SPEC R3.3; 002 §7.1 "Value Clipping", eq.72).
 
     ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = clip(V_t, V^old_t − ε, V^old_t + ε) (the same
@@ -335,7 +458,7 @@ def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggrega
       values: float [B, T] current critic values; old_values: [B, T] values at rollout time;
       returns: [B, T] targets (e.g. from `gae`); loss_mask: [B, T].
       clip_eps: None or ε > 0.
-      aggregation: see `aggregate`.
+      aggregation, length_normalizer: see `aggregate`.
 
     Returns:
       (loss, metrics): keys "value_loss", "value_clip_fraction", "value_mean", "return_mean",
@@ -361,7 +484,7 @@ def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggrega
         err = jnp.maximum(err, err_clip)
     else:
         clip_frac = jnp.zeros((), dtype)
-    loss = 0.5 * aggregate(err, m, aggregation)
+    loss = 0.5 * aggregate(err, m, aggregation, length_normalizer)
     metrics = {
         "value_loss": loss,
         "value_clip_fraction": clip_frac,

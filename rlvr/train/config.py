@@ -27,7 +27,9 @@ from typing import Any, Optional
 import ml_collections
 
 from rlvr.algorithms import get_algorithm, registered_algorithms
-from rlvr.algorithms.base import POLICY_LOSSES
+from rlvr.algorithms.base import POLICY_LOSSES, SEQUENCE_LOSSES
+from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS
+from rlvr.core.losses import AGGREGATIONS
 from rlvr.models.config import DTYPES, dtype_name
 from rlvr.models.lora import QUANTIZATIONS, TARGETS
 
@@ -41,7 +43,9 @@ CHOICES = {
     "algorithm.advantage": ADVANTAGES,
     "algorithm.policy_loss": ("",) + POLICY_LOSSES,
     "algorithm.scale_rewards": ("group", "none"),
-    "algorithm.aggregation": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+    "algorithm.aggregation": AGGREGATIONS,
+    "algorithm.is_correction": IS_CORRECTIONS,
+    "algorithm.is_level": IS_LEVELS,
     "rollout.collector": COLLECTORS,
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
@@ -75,6 +79,11 @@ BOUNDS = {
     "algorithm.critic_learning_rate": (0.0, False, None, True),
     "algorithm.critic_updates": (1, True, None, True),
     "algorithm.dynamic_sampling_max_rounds": (0, True, None, True),
+    "algorithm.loss_length_normalizer": (0, True, None, True),
+    "algorithm.is_threshold": (0.0, False, None, True),
+    "algorithm.is_threshold_low": (0.0, True, None, True),
+    "algorithm.overlong_buffer": (0, True, None, True),
+    "algorithm.overlong_penalty": (0.0, True, None, True),
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
     "rollout.batch_bucket": (0, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
@@ -207,14 +216,29 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
             "algorithm.critic_freeze_attention"], f"algorithm {a.name!r} has no critic", True)
     if r["policy_loss"] != "clip":
         na(["algorithm.dual_clip"], f"policy loss is {r['policy_loss']!r}, not 'clip'", True)
-    if r["policy_loss"] == "sequence_clip" and not critic:
-        na(["algorithm.aggregation"], "the sequence_clip objective averages over actions", True)
+    if r["policy_loss"] in SEQUENCE_LOSSES and not critic:
+        na(["algorithm.aggregation", "algorithm.loss_length_normalizer"],
+           f"the {r['policy_loss']} objective averages over sequences", True)
+    if critic:
+        na(["algorithm.overlong_buffer", "algorithm.overlong_penalty"],
+           f"algorithm {a.name!r} takes token rewards for its critic (overlong shaping acts on "
+           f"the sequence rewards of critic-free algorithms)", True)
     if r["collector"] != "groups":
         na(["algorithm.dynamic_sampling", "algorithm.dynamic_sampling_max_rounds",
             "task.curriculum", "task.curriculum_alpha", "task.curriculum_ema", "task.curriculum_floor"],
            f"collector is {r['collector']!r}, not 'groups'", True)
     if not a.dynamic_sampling:
         na(["algorithm.dynamic_sampling_max_rounds"], "algorithm.dynamic_sampling is off")
+    if a.aggregation != "seq-mean-token-sum-norm":
+        na(["algorithm.loss_length_normalizer"], f"algorithm.aggregation is {a.aggregation!r}, "
+           f"not 'seq-mean-token-sum-norm'")
+    if a.is_correction == "none":
+        na(["algorithm.is_level", "algorithm.is_threshold", "algorithm.is_threshold_low"],
+           "algorithm.is_correction is 'none'")
+    elif a.is_correction != "mis":
+        na(["algorithm.is_threshold_low"], f"algorithm.is_correction is {a.is_correction!r}, not 'mis'")
+    if not a.overlong_buffer:
+        na(["algorithm.overlong_penalty"], "algorithm.overlong_buffer is 0 (overlong shaping off)")
     if c.task.curriculum == "none":
         na(["task.curriculum_alpha", "task.curriculum_ema", "task.curriculum_floor"], "task.curriculum is 'none'")
     elif c.task.curriculum != "variance":
@@ -409,6 +433,24 @@ def _consistency_errors(raw) -> list[str]:
     if critic and adv != "gae":
         errors.append(f"config.algorithm.advantage must be '' or 'gae' for the critic algorithm "
                       f"{a.name!r} (its advantages come from the critic), got {a.advantage!r}")
+    if a.is_correction != "none":
+        if not a.recompute_old_logprobs:
+            errors.append(f"config.algorithm.is_correction={a.is_correction!r} needs "
+                          f"algorithm.recompute_old_logprobs=True: with π_old = the behaviour "
+                          f"log-probs every weight π_old/μ is 1 (set is_correction='none')")
+        if a.is_level == "token" and r["policy_loss"] in SEQUENCE_LOSSES:
+            errors.append(f"config.algorithm.is_level must be 'sequence' with the sequence "
+                          f"objective {r['policy_loss']!r} (one ratio per sequence), got 'token'")
+        if a.is_correction == "mis" and a.is_threshold_low >= a.is_threshold:
+            errors.append(f"config.algorithm.is_threshold_low ({a.is_threshold_low}) must be < "
+                          f"algorithm.is_threshold ({a.is_threshold}) with is_correction='mis'")
+    if r["policy_loss"] == "gspo" and critic:
+        errors.append(f"config.algorithm.policy_loss='gspo' needs one advantage per sequence; "
+                      f"the critic algorithm {a.name!r} gives token advantages (use clip, "
+                      f"trust_region or cispo)")
+    if a.overlong_buffer > raw.sampling.max_new_tokens:
+        errors.append(f"config.algorithm.overlong_buffer ({a.overlong_buffer}) must be 0 (off) or "
+                      f"<= sampling.max_new_tokens ({raw.sampling.max_new_tokens})")
     if a.dual_clip and a.dual_clip <= 1.0:
         errors.append(f"config.algorithm.dual_clip must be 0 (off) or > 1, got {a.dual_clip}")
     if r["collector"] == "pivots" and a.group_size < 2:

@@ -44,7 +44,10 @@ def algorithm_settings(config) -> AlgorithmSettings:
     kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
               num_microbatches=config.train.num_microbatches,
-              off_policy_rows=bool(config.rollout.asynchronous))
+              off_policy_rows=bool(config.rollout.asynchronous),
+              max_new_tokens=config.sampling.max_new_tokens)
+    if kw.get("aggregation") == "seq-mean-token-sum-norm" and not kw.get("loss_length_normalizer"):
+        kw["loss_length_normalizer"] = config.sampling.max_new_tokens
     if config.kl.mode != "none":
         kw["kl_estimator"] = config.kl.estimator
     return AlgorithmSettings(**kw)
