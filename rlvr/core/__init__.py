@@ -5,7 +5,8 @@ Every name below is also reachable through its module, and every module stays a 
 `rlvr.core.losses`, ...).
 
 Modules: advantages (GRPO, RLOO, REINFORCE), gae ((Skip-Observation) GAE), losses (PPO token loss,
-trust-region token loss, PivotRL sequence loss, GSPO, value loss, aggregation, entropy), kl
+trust-region token loss, PivotRL sequence loss, GSPO, CISPO, value loss, aggregation, entropy),
+importance (TIS / MIS off-policy weights), shaping (DAPO overlong penalty and filter), kl
 (estimators, reward penalty, coefficient controllers), pivot (pivot selection), curriculum
 (task weights), metrics (pass@k, group outcome fractions, R8 probabilities).
 """
@@ -22,7 +23,8 @@ from rlvr.core.curriculum import (
     mixture_weights,
     variance_weights,
 )
-from rlvr.core import advantages, curriculum, gae, kl, losses, metrics, pivot  # noqa: F401  (modules)
+from rlvr.core import advantages, curriculum, gae, importance, kl, losses, metrics, pivot, shaping  # noqa: F401  (modules)
+from rlvr.core.importance import importance_weights
 from rlvr.core.kl import (
     KLControllerState,
     init_kl_controller,
@@ -32,6 +34,7 @@ from rlvr.core.kl import (
 )
 from rlvr.core.losses import (
     aggregate,
+    cispo_token_loss,
     entropy_from_logits,
     explained_variance,
     gspo_sequence_loss,
@@ -49,6 +52,7 @@ from rlvr.core.metrics import (
     prob_chain_success,
 )
 from rlvr.core.pivot import pivot_filter
+from rlvr.core.shaping import overlong_filter, overlong_penalty
 
 __all__ = [
     "grpo_advantages",
@@ -60,6 +64,10 @@ __all__ = [
     "trust_region_token_loss",
     "sequence_clip_loss",
     "gspo_sequence_loss",
+    "cispo_token_loss",
+    "importance_weights",
+    "overlong_penalty",
+    "overlong_filter",
     "value_loss",
     "entropy_from_logits",
     "explained_variance",
