@@ -416,7 +416,8 @@ class Algorithm:
             adv = jnp.where(m, adv, 0.0) if adv.ndim == 2 else adv
         w = tb["sample_weights"]
         tb["advantages"] = adv * (w[:, None] if adv.ndim == 2 else w)
-        if self.settings.overlong_filter:
+        if self.settings.overlong_filter:  # the length metrics keep the sampled lengths
+            tb["sampled_loss_mask"] = tb["loss_mask"]
             tb["loss_mask"] = overlong_filter(tb["loss_mask"], tb["truncated"])
         return tb
 
@@ -542,7 +543,7 @@ class Algorithm:
         s = self.settings
         valid = tb["valid"]
         r = tb["task_rewards"]
-        lengths = jnp.sum(tb["loss_mask"] > 0, axis=-1).astype(jnp.float32)
+        lengths = jnp.sum(tb.get("sampled_loss_mask", tb["loss_mask"]) > 0, axis=-1).astype(jnp.float32)
         adv = tb["advantages"]
         adv_tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], tb["loss_mask"].shape)
         m = tb["loss_mask"] > 0

@@ -112,6 +112,7 @@ def test_overlong_filter_removes_truncated_rows_from_the_loss():
     assert float(met["batch/num_tokens"]) == kept
     _, met_off = _step(batch=batch)
     assert float(met_off["batch/num_tokens"]) == float(np.asarray(BATCH.loss_mask).sum())
+    assert float(met["length/mean"]) == float(met_off["length/mean"])  # the sampled lengths
     delta, _ = _step(batch=BATCH.replace(truncated=jnp.ones((8,), bool)), overlong_filter=True)
     assert all(np.all(x == 0) for x in delta)
 
