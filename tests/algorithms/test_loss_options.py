@@ -161,3 +161,18 @@ def test_config_threads_the_options_into_the_settings():
                                                  "cispo")
     c.algorithm.loss_length_normalizer = 100
     assert algorithm_settings(validate_config(c)).loss_length_normalizer == 100
+
+
+@pytest.mark.parametrize("over", [
+    dict(policy_loss="gspo", is_correction="tis", is_level="sequence"),
+    dict(policy_loss="cispo", is_correction="mis", is_threshold_low=0.5),
+    dict(aggregation="seq-mean-token-sum-norm", loss_length_normalizer=5, overlong_filter=True),
+], ids=["gspo+tis-seq", "cispo+mis", "norm+filter"])
+def test_options_are_exact_under_gradient_accumulation(over):
+    """Two micro-batches give the one-batch update (minibatch-wide denominators)."""
+    batch = BATCH.replace(truncated=jnp.asarray(np.arange(8) % 3 == 0))
+    one, m1 = _step(batch=batch, **over)
+    two, m2 = _step(batch=batch, num_microbatches=2, **over)
+    _close(two, one, rtol=1e-4)
+    for k in [k for k in m1 if k.startswith("policy/is/")]:
+        np.testing.assert_allclose(float(m2[k]), float(m1[k]), rtol=1e-5, atol=1e-7)
