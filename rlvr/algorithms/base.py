@@ -60,8 +60,8 @@ from rlvr.core.losses import (
     sequence_clip_loss,
     trust_region_token_loss,
 )
-from rlvr.core.shaping import overlong_filter, overlong_penalty
 from rlvr.core.metrics import group_outcome_fractions
+from rlvr.core.shaping import overlong_filter, overlong_penalty
 from rlvr.learner import make_update, map_row_chunks
 from rlvr.models import scoring
 from rlvr.records.batch import RolloutBatch
@@ -223,6 +223,10 @@ class Algorithm:
                 and self.policy_loss_kind in SEQUENCE_LOSSES):
             raise ValueError(f"AlgorithmSettings.is_level must be 'sequence' with the sequence "
                              f"objective {self.policy_loss_kind!r}, got 'token'")
+        if s.overlong_buffer and self.uses_critic:
+            raise ValueError(f"AlgorithmSettings.overlong_buffer must be 0 for the critic algorithm "
+                             f"{self.name!r} (overlong shaping acts on sequence rewards), got "
+                             f"{s.overlong_buffer}")
         self.policy_update = make_update(
             policy_graphdef, loss_fn or self.policy_loss, optimizer, epochs=s.epochs,
             num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,

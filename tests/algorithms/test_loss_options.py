@@ -117,11 +117,13 @@ def test_overlong_filter_removes_truncated_rows_from_the_loss():
     assert all(np.all(x == 0) for x in delta)
 
 
-def test_settings_refuse_token_level_weights_with_a_sequence_objective():
+def test_settings_refuse_combinations_the_algorithm_cannot_honour():
     with pytest.raises(ValueError, match="is_level must be 'sequence'"):
         build("pivotrl", is_correction="tis")
     with pytest.raises(ValueError, match="recompute_old_logprobs"):
         build("grpo", is_correction="tis", recompute_old_logprobs=False)
+    with pytest.raises(ValueError, match="overlong_buffer must be 0 for the critic algorithm"):
+        build("ppo", overlong_buffer=2, max_new_tokens=7)
 
 
 # ------------------------------------------------------------------------------ config
