@@ -54,6 +54,14 @@ def test_tis_with_every_ratio_over_the_cap_scales_the_update_by_the_cap(policy_l
     _close(delta, _base(policy_loss=policy_loss))
 
 
+def test_tis_weights_use_the_score_pass_pi_old_with_several_optimiser_steps():
+    """Two minibatches: π_old comes from the score pass and the behaviour log-probs travel to the
+    learner for the weights; every ratio over the cap gives weight C in both steps."""
+    _, met = _step(num_minibatches=2, is_correction="tis", is_threshold=0.05)
+    assert float(met["policy/is/truncated_fraction"]) == pytest.approx(1.0)
+    assert float(met["policy/is/weight_mean"]) == pytest.approx(0.05, rel=1e-5)
+
+
 def test_tis_with_a_large_cap_is_plain_importance_weighting():
     delta, met = _step(is_correction="tis", is_threshold=1e6)
     assert float(met["policy/is/truncated_fraction"]) == 0.0
