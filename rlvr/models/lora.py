@@ -59,7 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr.models.transformer import Linear, Transformer, jnp_dtype
+from rlvr.models.transformer import Linear, MoE, Transformer, jnp_dtype
 
 ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
@@ -204,10 +204,14 @@ class QuantizedKernel(nnx.Module):
 
 # ------------------------------------------------------------------------------- surgery
 def _projections(model: Transformer):
-    """(layer index, name, Linear) of every block projection, in a fixed order."""
+    """(layer index, name, Linear) of every block projection, in a fixed order. A
+    mixture-of-experts layer contributes its attention projections only (its experts and
+    router are not adapted)."""
     for i, block in enumerate(model.model.layers):
         for name in ATTENTION_TARGETS:
             yield i, name, getattr(block.self_attn, name)
+        if isinstance(block.mlp, MoE):
+            continue
         for name in MLP_TARGETS:
             yield i, name, getattr(block.mlp, name)
 
@@ -217,10 +221,14 @@ def _norms(model: Transformer):
     for i, block in enumerate(model.model.layers):
         yield f"model.layers.{i}.input_layernorm", block.input_layernorm
         yield f"model.layers.{i}.post_attention_layernorm", block.post_attention_layernorm
+        for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):  # Gemma
+            if getattr(block, name) is not None:
+                yield f"model.layers.{i}.{name}", getattr(block, name)
     yield "model.norm", model.model.norm
 
 
 NORM_MODULES = ("input_layernorm", "post_attention_layernorm", "norm")  # PEFT modules_to_save
+GEMMA_NORM_MODULES = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
 
 
 def _kernel_axes(linear: Linear) -> tuple:
@@ -442,7 +450,8 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
         "r": rank, "lora_alpha": alpha, "lora_dropout": dropout,
         "target_modules": sorted(targets), "bias": "none", "fan_in_fan_out": False,
         "use_rslora": False, "use_dora": False, "init_lora_weights": True,
-        "modules_to_save": list(NORM_MODULES) if norms else None, "inference_mode": True,
+        "modules_to_save": (list(NORM_MODULES) + [m for m in GEMMA_NORM_MODULES if any(
+            n.endswith(m) for n, _ in norms)]) if norms else None, "inference_mode": True,
     }
     with open(os.path.join(path, "adapter_config.json"), "w") as f:
         json.dump(peft_config, f, indent=2, sort_keys=True)

@@ -111,3 +111,57 @@ def jit_logprobs(model, tokens, positions=None, mask=None, temperature=1.0, chun
         _FWD, _LPS = _jitted()
     graphdef, state = nnx.split(model)
     return _LPS(graphdef, state, *_defaults(tokens, positions, mask), float(temperature), chunk)
+
+
+# Tiny configs of the newer families: every feature switched on and exercised by 24-token
+# inputs (sliding windows of 8, soft-caps small enough that tanh bends, linear RoPE scaling on
+# Gemma 3's global layers with its own local base, dense + MoE layers mixed in Qwen3-MoE).
+FAMILIES = ("qwen3", "mistral", "gemma2", "gemma3_text", "qwen3_moe", "mixtral")
+
+
+def build_family_checkpoint(path, family: str, seed: int = 0):
+    """Builds a tiny random transformers model of `family` (perturbed like
+    `build_hf_checkpoint`), saves it to `path`; returns the torch model."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    hf = dict(TINY_HF, head_dim=16)
+    if family == "qwen3":
+        model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**hf, tie_word_embeddings=False))
+    elif family == "mistral":
+        model = tf.MistralForCausalLM(tf.MistralConfig(**hf, sliding_window=8))
+    elif family == "gemma2":
+        model = tf.Gemma2ForCausalLM(tf.Gemma2Config(
+            **hf, query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=0.5,
+            final_logit_softcapping=1.5, attn_implementation="eager"))
+    elif family == "gemma3_text":
+        hf["num_hidden_layers"] = 3
+        model = tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(
+            **hf, query_pre_attn_scalar=24, sliding_window=8,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                "rope_theta": 100000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}},
+            attn_implementation="eager"))
+    elif family == "qwen3_moe":
+        model = tf.Qwen3MoeForCausalLM(tf.Qwen3MoeConfig(
+            **hf, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+            norm_topk_prob=True, mlp_only_layers=[1]))
+    elif family == "mixtral":
+        hf.pop("head_dim")
+        model = tf.MixtralForCausalLM(tf.MixtralConfig(**hf, num_local_experts=4,
+                                                       num_experts_per_tok=2))
+    else:
+        raise ValueError(family)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif name.endswith("gate.weight") or "router" in name:
+                p.copy_(0.5 * torch.randn_like(p))  # routing that differs between tokens
+            else:
+                p.copy_(0.08 * torch.randn_like(p))
+    model.eval()
+    model.save_pretrained(str(path))
+    return model
