@@ -114,6 +114,17 @@ class LoRAConfig:
         return float(self.alpha) / self.rank
 
 
+def lora_targets(model_config) -> tuple:
+    """The projections a LoRA of this model may target: every one of TARGETS for the dense
+    families (Llama, Qwen2/3, Mistral, Gemma 2/3 share the Hugging Face names); for a
+    mixture-of-experts model the attention projections, plus the MLP ones when some layers
+    are dense (Qwen3-MoE `mlp_only_layers`) — experts and routers are never adapted."""
+    if not model_config.num_experts or any(not model_config.is_moe(i)
+                                           for i in range(model_config.num_layers)):
+        return TARGETS
+    return ATTENTION_TARGETS
+
+
 # ------------------------------------------------------------------------------- modules
 class Adapter(nnx.LoRA):
     """(alpha / rank) · dropout(x) A B: flax's `nnx.LoRA` (A `lora_a` [in, rank], B `lora_b`
@@ -353,6 +364,12 @@ def apply_lora(model: Transformer, config: LoRAConfig) -> LoRAPolicy:
         raise ValueError(f"apply_lora expects a Transformer, got {type(model).__name__}")
     if not isinstance(config, LoRAConfig):
         raise ValueError(f"apply_lora expects a LoRAConfig, got {type(config).__name__}")
+    allowed = lora_targets(model.config)
+    bad = [t for t in config.targets if t not in allowed]
+    if bad:
+        raise ValueError(f"LoRAConfig.targets {bad} do not exist in a {model.config.architecture} "
+                         f"model (its experts are not adapted); allowed targets: {allowed} "
+                         f"(config: model.lora.targets)")
     base_graphdef, _, base_rest = _split(model)
     _attach(model, config)
     graphdef, params, rest = _split(model)
@@ -501,4 +518,4 @@ def load_adapters(model: Transformer, path: str) -> None:
 
 __all__ = ["LoRAConfig", "LoRAPolicy", "Adapter", "QuantizedKernel", "apply_lora", "merge",
            "has_adapters", "train_mode", "save_merged", "save_adapters", "load_adapters",
-           "param_counts", "tree_bytes", "TARGETS", "QUANTIZATIONS"]
+           "param_counts", "tree_bytes", "TARGETS", "QUANTIZATIONS", "lora_targets"]

@@ -100,19 +100,26 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
 
 
 def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
-                   chunk_size: Optional[int] = None):
+                   chunk_size: Optional[int] = None, with_router_loss: bool = False):
     """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
 
     tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
     (default all True). Works under `jax.jit` / `jax.grad` with `nnx.split` / `nnx.merge`
-    (see `token_logprobs_from_state`).
+    (see `token_logprobs_from_state`). with_router_loss: also returns the mixture-of-experts
+    load-balancing loss of the same forward pass over the real tokens (a scalar, 0.0 for a
+    dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss).
     """
     tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
-    hidden = model.hidden_states(tokens, positions=positions, attention_mask=attention_mask)
-    return logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
-                                temperature=temperature, chunk_size=chunk_size,
-                                dtype=jnp_dtype(model.config.dtype),
-                                logit_softcap=model.config.final_logit_softcapping)
+    if with_router_loss:
+        hidden, router_loss = model.router_aux_loss(tokens, positions=positions,
+                                                    attention_mask=attention_mask)
+    else:
+        hidden = model.hidden_states(tokens, positions=positions, attention_mask=attention_mask)
+    out = logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
+                               temperature=temperature, chunk_size=chunk_size,
+                               dtype=jnp_dtype(model.config.dtype),
+                               logit_softcap=model.config.final_logit_softcapping)
+    return (*out, router_loss) if with_router_loss else out
 
 
 def token_logprobs_from_state(graphdef, state, tokens, **kwargs):
