@@ -210,6 +210,11 @@ class ModelConfig:
             if self.moe_intermediate_size <= 0:
                 raise ValueError("ModelConfig.moe_intermediate_size must be > 0 when "
                                  "num_experts > 0")
+            if self.architecture == "mixtral" and self.intermediate_size != \
+                    self.moe_intermediate_size:
+                raise ValueError(f"ModelConfig.intermediate_size ({self.intermediate_size}) must "
+                                 f"equal moe_intermediate_size ({self.moe_intermediate_size}) "
+                                 f"for mixtral (its config.json has one intermediate_size)")
             st = self.decoder_sparse_step
             if isinstance(st, bool) or not isinstance(st, int) or st < 1:
                 raise ValueError(f"ModelConfig.decoder_sparse_step must be an int >= 1, got {st!r}")

@@ -206,7 +206,7 @@ def tiny_family_config(family: str, vocab_size: int) -> ModelConfig:
              "gemma2": dict(gemma, attn_logit_softcapping=20.0, final_logit_softcapping=10.0),
              "gemma3_text": dict(gemma, qk_norm=True, local_rope_theta=1000.0),
              "qwen3_moe": dict(moe, qk_norm=True, norm_topk_prob=True),
-             "mixtral": dict(moe, norm_topk_prob=True)}[family]
+             "mixtral": dict(moe, norm_topk_prob=True, intermediate_size=32)}[family]
     return ModelConfig(**{**base, **extra})
 
 
