@@ -174,3 +174,31 @@ def test_config_fields_per_family():
     assert mis.sliding_window == 32 and all(mis.is_sliding(i) for i in range(mis.num_layers))
     assert ModelConfig.from_hf(mis.to_hf()) == mis == ModelConfig.from_hf(
         json.loads(json.dumps(mis.to_hf())))
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2", "gemma3_text", "qwen3_moe"])
+def test_lengths_layout_equals_mask_layout(family):
+    """The lengths layout (fused-kernel path: per-row lengths, `local_window_size` for sliding
+    layers, the soft-capped path's own length mask, router logits moved back to their tokens)
+    gives the mask layout's logits on real tokens and the same load-balancing loss."""
+    import dataclasses
+
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from rlvr.models import Transformer
+    from tests.models.helpers import tiny_family_config
+
+    cfg = dataclasses.replace(tiny_family_config(family, 64), sliding_window=4)
+    toks = np.random.RandomState(0).randint(3, 64, (3, 14)).astype(np.int32)
+    mask = np.zeros_like(toks, bool)
+    mask[0, 3:], mask[1, :9], mask[2] = True, True, True
+    pos = np.where(mask, np.cumsum(mask, 1) - 1, 0).astype(np.int32)
+    out = {}
+    for layout in ("mask", "lengths"):
+        model = Transformer(dataclasses.replace(cfg, attention_layout=layout), rngs=nnx.Rngs(0))
+        out[layout] = (np.asarray(jit_forward(model, toks, pos, mask)),
+                       float(model.router_aux_loss(jnp.asarray(toks), positions=jnp.asarray(pos),
+                                                   attention_mask=jnp.asarray(mask))[1]))
+    np.testing.assert_allclose(out["lengths"][0][mask], out["mask"][0][mask], atol=1e-5)
+    np.testing.assert_allclose(out["lengths"][1], out["mask"][1], rtol=1e-6)
