@@ -9,8 +9,9 @@ Builds a random Qwen2 checkpoint of the chosen shape with `rlvr.testing.build_ch
 tokenizer with 2048 tokens and a chat template; at the Qwen2.5-0.5B shape the embedding is padded
 to its 151,936 rows) — or, for the other families (qwen3-0.6b, qwen3-1.7b, gemma3-1b,
 qwen3moe-small: `benchmarks/model_shapes.py`, run with the qwen2.5-0.5b settings), the same
-tokenizer next to a random `rlvr.models` model of that shape — then runs `configs/gsm8k.py` on each task file, prompts padded to one
-`--prompt-len` shape, sampling at temperature 1; held-out evaluation and checkpoints off.
+tokenizer next to a random `rlvr.models` model of that shape — then runs `configs/gsm8k.py` on
+each task file, prompts padded to one `--prompt-len` shape, sampling at temperature 1; held-out
+evaluation and checkpoints off.
 
   tiny          2 layers, width 32; 4 prompts × 4 samples, ≤ 32 new tokens, float32, prompt 256.
                 The numbers are the loop's own overheads around a toy model.

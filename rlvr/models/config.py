@@ -3,10 +3,11 @@
 One frozen dataclass describes every supported family (`ARCHITECTURES`): Llama (3.x RoPE
 scaling), Qwen2, Qwen3 (q/k norms), Mistral (sliding window), Gemma 2 / Gemma 3 text (sandwich
 norms, GeGLU, scaled embeddings, soft-capping, local/global layers), and the mixture-of-experts
-Qwen3-MoE and Mixtral. The families differ only in these fields; one decoder runs them all. `from_hf` reads a Hugging Face
-`config.json` dict (transformers 4 style `rope_theta` / `rope_scaling` keys and transformers 5
-style `rope_parameters` both work); `to_hf` writes one that transformers 5 loads. Bad values raise
-`ValueError` naming the field and the allowed values, here where they enter.
+Qwen3-MoE and Mixtral. The families differ only in these fields; one decoder runs them all.
+`from_hf` reads a Hugging Face `config.json` dict (transformers 4 style `rope_theta` /
+`rope_scaling` keys and transformers 5 style `rope_parameters` both work); `to_hf` writes one
+that transformers 5 loads. Bad values raise `ValueError` naming the field and the allowed
+values, here where they enter.
 """
 
 from __future__ import annotations
@@ -189,12 +190,13 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name} must be None or a number > 0, got {v!r}")
         w = self.sliding_window
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
-            raise ValueError(f"ModelConfig.sliding_window must be None or a positive int, got {w!r}")
+            raise ValueError(f"ModelConfig.sliding_window must be None or a positive int, "
+                             f"got {w!r}")
         if self.layer_types is not None:
             lt = tuple(self.layer_types)
             if len(lt) != self.num_layers or any(t not in LAYER_TYPES for t in lt):
-                raise ValueError(f"ModelConfig.layer_types must list one of {LAYER_TYPES} per layer "
-                                 f"({self.num_layers}), got {self.layer_types!r}")
+                raise ValueError(f"ModelConfig.layer_types must list one of {LAYER_TYPES} per "
+                                 f"layer ({self.num_layers}), got {self.layer_types!r}")
             if "sliding_attention" in lt and w is None:
                 raise ValueError("ModelConfig.layer_types has sliding_attention layers but "
                                  "ModelConfig.sliding_window is None")

@@ -5,11 +5,12 @@ grouped-query attention through `jax.nn.dot_product_attention`, SwiGLU MLP, opti
 biases (Qwen2), tied or untied LM head. Configuration switches the family features on:
 per-head q/k RMSNorm (Qwen3, Gemma 3), Gemma's (1 + w) norms, sandwich norms, GeGLU, scaled
 embeddings, query scaling, attention and final logit soft-capping, sliding-window layers with
-their own RoPE base, and mixture-of-experts MLPs (`MoE`: top-k routing, dropless dispatch). Parameter names mirror Hugging Face's
-(`model.layers.3.self_attn.q_proj`), kernels are stored `[in, out]`.
+their own RoPE base, and mixture-of-experts MLPs (`MoE`: top-k routing, dropless dispatch).
+Parameter names mirror Hugging Face's (`model.layers.3.self_attn.q_proj`), kernels are stored
+`[in, out]`.
 
 Every parameter carries `logical_axes` metadata (`vocab`, `embed`, `q_heads`, `kv_heads`, `mlp`,
-`norm`); `rlvr.parallel` maps those names to mesh axes. The KV cache's logical axes are
+`expert`, `norm`); `rlvr.parallel` maps those names to mesh axes. The KV cache's logical axes are
 `KV_CACHE_LOGICAL_AXES`.
 
 Masking convention: `attention_mask` [B, T] is True on real tokens. A query attends to keys at
@@ -218,7 +219,8 @@ class Linear(nnx.Module):
 class RMSNorm(nnx.Module):
     """y = (scale (+ scale_delta)) · x / sqrt(mean(x²) + eps). `scale_delta` is an optional
     zero-initialised trainable offset (`rlvr.models.lora` with `train_norms`), None otherwise.
-    unit_offset=True (Gemma): y = (x / sqrt(mean(x²) + eps)) · (1 + scale) in float32, then cast."""
+    unit_offset=True (Gemma): y = (x / sqrt(mean(x²) + eps)) · (1 + scale) in float32, then
+    cast to dtype."""
 
     def __init__(self, dim, *, eps, dtype, param_dtype, unit_offset=False):
         init = jnp.zeros if unit_offset else jnp.ones
@@ -363,7 +365,8 @@ def moe_dispatch(x, weights, experts, w_gate, w_up, w_down, *, act: str, dtype):
     x [N, D]; weights [N, k], experts int [N, k] (`route`); w_gate, w_up [E, D, F];
     w_down [E, F, D]. The N·k (token, expert) pairs are sorted by expert and each expert's
     contiguous group runs through `jax.lax.ragged_dot` (no capacity, no dropped tokens):
-        y[n] = Σ_j weights[n, j] · down_e(act(x[n] W_gate[e]) ⊙ (x[n] W_up[e])),  e = experts[n, j].
+        y[n] = Σ_j weights[n, j] · down_e(act(x[n] W_gate[e]) ⊙ (x[n] W_up[e])),
+        e = experts[n, j].
     Returns [N, D] in `dtype`.
     """
     n, k = experts.shape

@@ -6,5 +6,5 @@ from rlvr.parallel.mesh import (BATCH_AXES, LOGICAL_RULES, MESH_AXES, batch_axes
                                 make_mesh, param_shardings, param_specs, shard_model)
 
 __all__ = ["BATCH_AXES", "LOGICAL_RULES", "MESH_AXES", "batch_axes", "batch_sharding",
-           "initialize_distributed", "kv_cache_sharding", "logical_to_spec", "make_mesh", "param_shardings", "param_specs",
-           "shard_model"]
+           "initialize_distributed", "kv_cache_sharding", "logical_to_spec", "make_mesh",
+           "param_shardings", "param_specs", "shard_model"]

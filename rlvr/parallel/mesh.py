@@ -4,11 +4,12 @@ Mesh axes: `data` (pure data parallel), `fsdp` (data parallel with parameters sh
 `tensor` (Megatron-style tensor parallel), and `expert` (expert parallel: a mixture-of-experts
 layer's stacked expert kernels are split over it, and the batch is split over it too, as a
 further data-parallel axis for the rest of the model). The `expert` axis is part of the mesh
-only when it is larger than 1, so dense runs keep their (data, fsdp, tensor) mesh. Every model parameter carries `logical_axes`
-metadata (see rlvr/models/transformer.py); `LOGICAL_RULES` maps each logical name to mesh
-axes. A dimension whose size is not divisible by its mesh axes stays replicated, so any
-model runs on any mesh. Meshes use `AxisType.Auto` (FACTS.md: the default Explicit type
-breaks indexing and shard_map on unsharded inputs).
+only when it is larger than 1, so dense runs keep their (data, fsdp, tensor) mesh.
+
+Every model parameter carries `logical_axes` metadata (see rlvr/models/transformer.py);
+`LOGICAL_RULES` maps each logical name to mesh axes. A dimension whose size is not divisible by
+its mesh axes stays replicated, so any model runs on any mesh. Meshes use `AxisType.Auto`
+(FACTS.md: the default Explicit type breaks indexing and shard_map on unsharded inputs).
 
 Scale path: one CPU → a mesh on one host → many hosts after `initialize_distributed`.
 """

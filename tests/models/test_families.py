@@ -62,8 +62,8 @@ def test_greedy_decode_equals_transformers_generate(family):
     prompts = [[5, 9, 17, 3, 44, 8], [7, 21, 30]]
     n = 12  # 6 + 12 tokens > the window of 8
     toks, mask = pad_prompts(prompts, 0)
-    out = sample(model, toks, mask, jax.random.key(0), SamplingParams(greedy=True, max_new_tokens=n),
-                 pad_id=0)
+    out = sample(model, toks, mask, jax.random.key(0),
+                 SamplingParams(greedy=True, max_new_tokens=n), pad_id=0)
     for i, p in enumerate(prompts):
         with torch.no_grad():
             ref = torch_model.generate(torch.tensor([p]), max_new_tokens=n, do_sample=False,

@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _launch(workdir, checkpoint, mode, data):
-    over = ["--config.model.init_from=" + checkpoint, f"--config.task.names=('gsm8k:{data}',)", "--config.model.dtype=float32",
+    over = ["--config.model.init_from=" + checkpoint, f"--config.task.names=('gsm8k:{data}',)",
+            "--config.model.dtype=float32",
             "--config.model.remat=False", "--config.model.max_seq_len=160",
             "--config.rollout.prompt_bucket=0", "--config.sampling.max_new_tokens=8",
             "--config.sampling.prompts_per_step=2", "--config.algorithm.group_size=2",
