@@ -20,7 +20,7 @@ from tests.train.test_hf_run import gsm8k_file
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _launch(workdir, checkpoint, mode, data):
+def _launch(workdir, checkpoint, mode, data, devices=1, extra=()):
     over = ["--config.model.init_from=" + checkpoint, f"--config.task.names=('gsm8k:{data}',)",
             "--config.model.dtype=float32",
             "--config.model.remat=False", "--config.model.max_seq_len=160",
@@ -31,8 +31,9 @@ def _launch(workdir, checkpoint, mode, data):
             "--config.train.num_minibatches=1", "--config.train.num_microbatches=1",
             "--config.eval.every=0", "--config.eval.num_tasks=2", "--config.checkpoint.every=1",
             "--config.train.progress=False", "--config.logging.plot=False",
-            "--config.logging.tensorboard=False", "--config.logging.samples_every=0"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+            "--config.logging.tensorboard=False", "--config.logging.samples_every=0", *extra]
+    flags = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     p = subprocess.run([sys.executable, "launch.py", "--config=configs/gsm8k.py",
                         f"--workdir={workdir}", f"--mode={mode}"] + over, cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)
@@ -45,12 +46,15 @@ def _launch(workdir, checkpoint, mode, data):
 def test_grpo_step_through_launch_and_export(family, tmp_path):
     """One GRPO step of the family's checkpoint under its chat template (the prompts carry its
     turn markers, its end-of-turn token stops generation), then --mode=export: transformers
-    loads the trained policy with our logits. A MoE run logs its load-balancing loss."""
+    loads the trained policy with our logits. A MoE run logs its load-balancing loss; Qwen3-MoE
+    trains on a (data 1, expert 2) mesh of 2 simulated devices (`mesh.expert`)."""
     from transformers import AutoModelForCausalLM
 
     ckpt = build_family_run_checkpoint(tmp_path / "ckpt", family)
     data = gsm8k_file(tmp_path / "gsm8k.jsonl", n_train=4, n_eval=2)
-    _launch(tmp_path / "run", ckpt, "train", data)
+    ep = family == "qwen3_moe"
+    _launch(tmp_path / "run", ckpt, "train", data, devices=2 if ep else 1,
+            extra=("--config.mesh.expert=2",) if ep else ())
     rows = [json.loads(x) for x in open(tmp_path / "run" / "metrics.jsonl")]
     last = rows[-1]
     assert last["step"] == 1
