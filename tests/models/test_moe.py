@@ -143,3 +143,22 @@ def test_expert_parallel_mesh_equals_one_device():
         got_s = sample(sharded, jax.device_put(prompts, bs), jax.device_put(pmask, bs), keys,
                        params, pad_id=0, cache_sharding=kv_cache_sharding(mesh, cfg, 8))
     np.testing.assert_array_equal(np.asarray(got_s.tokens), np.asarray(ref_s.tokens))
+
+
+def test_logprobs_with_router_loss_under_remat():
+    """token_logprobs(with_router_loss=True): the same value and gradients with rematerialised
+    blocks (the learner's memory setting) as without."""
+    toks = jnp.asarray(np.random.RandomState(0).randint(0, 48, (2, 9)), jnp.int32)
+    res = []
+    for remat in (False, True):
+        graphdef, state = nnx.split(Transformer(_moe_config(), rngs=nnx.Rngs(0), remat=remat))
+
+        def loss(st):
+            lp, _, aux = token_logprobs(nnx.merge(graphdef, st), toks, with_router_loss=True)
+            return jnp.sum(lp) + aux
+
+        res.append(jax.jit(jax.value_and_grad(loss))(state))
+    np.testing.assert_allclose(float(res[1][0]), float(res[0][0]), rtol=1e-6)
+    diffs = jax.tree.leaves(jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), res[0][1],
+                                         res[1][1]))
+    assert max(diffs) < 1e-5
