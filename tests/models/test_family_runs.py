@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -77,7 +78,8 @@ def test_grpo_step_through_launch_and_export(family, tmp_path):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_lora_targets_per_family(family):
     """The targets a family's LoRA may name (`lora_targets`); adapters on every one of them,
-    merged back, give the adapted model's logits; a MoE layer's experts are never adapted."""
+    merged back, give the adapted model's logits; a MoE layer's experts are never adapted.
+    (Also: `ModelConfig.num_params` counts the family's parameters.)"""
     cfg = tiny_family_config(family, 64)
     targets = lora_targets(cfg)
     moe = cfg.num_experts > 0
@@ -85,11 +87,13 @@ def test_lora_targets_per_family(family):
                             {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                              "down_proj"})
     model = Transformer(cfg, rngs=nnx.Rngs(0))
+    sizes = [x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
+    assert sum(sizes) == cfg.num_params()  # the config's count matches the module's
     toks = np.random.RandomState(0).randint(0, 64, (2, 10)).astype(np.int32)
     base = np.asarray(jit_forward(model, toks))
     policy = apply_lora(model, LoRAConfig(rank=2, targets=targets, seed=1))
     state = nnx.state(policy.model, nnx.LoRAParam)
-    nnx.update(policy.model, __import__("jax").tree.map(lambda x: x + 0.01, state))
+    nnx.update(policy.model, jax.tree.map(lambda x: x + 0.01, state))
     adapted = np.asarray(jit_forward(policy.model, toks))
     assert np.abs(adapted - base).max() > 1e-3
     np.testing.assert_allclose(np.asarray(jit_forward(merge(policy.model), toks)), adapted,
