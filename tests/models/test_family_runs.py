@@ -42,7 +42,7 @@ def _launch(workdir, checkpoint, mode, data, devices=1, extra=()):
 
 
 @pytest.mark.parametrize("family", [
-    f if f in ("gemma2", "qwen3_moe") else pytest.param(f, marks=pytest.mark.slow)
+    f if f == "qwen3_moe" else pytest.param(f, marks=pytest.mark.slow)
     for f in FAMILIES])
 def test_grpo_step_through_launch_and_export(family, tmp_path):
     """One GRPO step of the family's checkpoint under its chat template (the prompts carry its
