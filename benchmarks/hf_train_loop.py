@@ -7,8 +7,11 @@
 
 Builds a random Qwen2 checkpoint of the chosen shape with `rlvr.testing.build_checkpoint` (BPE
 tokenizer with 2048 tokens and a chat template; at the Qwen2.5-0.5B shape the embedding is padded
-to its 151,936 rows), then runs `configs/gsm8k.py` on each task file, prompts padded to one
-`--prompt-len` shape, sampling at temperature 1; held-out evaluation and checkpoints off.
+to its 151,936 rows) — or, for the other families (qwen3-0.6b, qwen3-1.7b, gemma3-1b,
+qwen3moe-small: `benchmarks/model_shapes.py`, run with the qwen2.5-0.5b settings), the same
+tokenizer next to a random `rlvr.models` model of that shape — then runs `configs/gsm8k.py` on
+each task file, prompts padded to one `--prompt-len` shape, sampling at temperature 1; held-out
+evaluation and checkpoints off.
 
   tiny          2 layers, width 32; 4 prompts × 4 samples, ≤ 32 new tokens, float32, prompt 256.
                 The numbers are the loop's own overheads around a toy model.
@@ -39,8 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks.model_shapes import FAMILY_SIZES  # noqa: E402
 from configs import gsm8k  # noqa: E402
-from rlvr.testing import build_checkpoint  # noqa: E402
+from rlvr.testing import build_checkpoint, build_tokenizer  # noqa: E402
 from rlvr.train import loop  # noqa: E402
 from rlvr.train.metrics import read_metrics  # noqa: E402
 
@@ -54,8 +58,29 @@ SIZES = {  # checkpoint shape (Hugging Face Qwen2Config fields) and the run's se
         prompts=64, group=8, prompt_len=256, new_tokens=512, dtype="bfloat16", remat=True,
         minibatches=4, microbatches=4),
 }
+for _name, _kw in FAMILY_SIZES.items():  # rlvr.models.ModelConfig fields instead of a shape
+    SIZES[_name] = dict(SIZES["qwen2.5-0.5b"], shape={}, model=_kw)
 KEYS = ("throughput/samples_per_s", "throughput/tokens_per_s", "time/generate_s",
         "time/verify_s", "time/learn_s", "time/step_s")
+
+
+def build_family_checkpoint(path: str, model_kw: dict, max_len: int) -> str:
+    """`rlvr.testing.build_tokenizer`'s BPE tokenizer (ChatML template) next to a random
+    `rlvr.models.Transformer` with `model_kw` (its vocabulary padded past the tokenizer's)."""
+    import json
+
+    from flax import nnx
+
+    from rlvr.models import ModelConfig, Transformer, save_pretrained
+
+    tok = build_tokenizer(path)
+    kw = dict(model_kw, max_position_embeddings=max(model_kw.get("max_position_embeddings", 0),
+                                                    max_len))
+    save_pretrained(Transformer(ModelConfig(**kw), rngs=nnx.Rngs(0)), path)
+    eos, eot = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [eot, eos], "pad_token_id": eos}, f)
+    return path
 
 
 def run_one(checkpoint: str, task: str, steps: int, skip: int, s: dict) -> dict:
@@ -100,8 +125,12 @@ def main():
     if shape:
         shape["max_position_embeddings"] = max(1024, s["prompt_len"] + s["new_tokens"])
     with tempfile.TemporaryDirectory() as d:
-        ckpt = build_checkpoint(os.path.join(d, "checkpoint"), saver="rlvr" if shape else "auto",
-                                **shape)
+        if "model" in s:
+            ckpt = build_family_checkpoint(os.path.join(d, "checkpoint"), s["model"],
+                                           s["prompt_len"] + s["new_tokens"])
+        else:
+            ckpt = build_checkpoint(os.path.join(d, "checkpoint"),
+                                    saver="rlvr" if shape else "auto", **shape)
         res = {t: run_one(ckpt, t, args.steps, args.skip, s) for t in args.tasks.split(",")}
     fmt = lambda v, p: "/".join(f"{x:.{p}f}" for x in (min(v), np.median(v), max(v)))  # noqa: E731
     dev = jax.devices()[0]
@@ -110,7 +139,7 @@ def main():
         "",
         f"Command: `python benchmarks/hf_train_loop.py {' '.join(sys.argv[1:])}`; machine: "
         f"{platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, backend "
-        f"{jax.default_backend()} ({dev.device_kind}). `configs/gsm8k.py` with a random Qwen2 "
+        f"{jax.default_backend()} ({dev.device_kind}). `configs/gsm8k.py` with a random "
         f"checkpoint of the {args.size} shape, {s['prompts']} prompts × {s['group']} samples per "
         f"step, ≤ {s['new_tokens']} new tokens at temperature 1, chat-template prompts padded to "
         f"{s['prompt_len']} tokens, {s['dtype']} compute, remat {s['remat']}, attention "

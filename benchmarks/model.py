@@ -4,6 +4,9 @@ train-step MFU.
 
 CPU (default):   python benchmarks/model.py --sizes tiny,small --out benchmarks/results/model_cpu.md
 GPU (one H200):  python benchmarks/model.py --gpu-suite        (writes $OUT/model_gpu.md if OUT set)
+Other families:  --gpu-train-size / --gpu-decode-size / --sizes take qwen3-0.6b, qwen3-1.7b,
+                 gemma3-1b, qwen3moe-small (benchmarks/model_shapes.py; MFU counts a MoE's active
+                 parameters).
 
 No assertions: this prints markdown tables. Every measurement is wrapped in try/except so one
 failure (e.g. out of memory, a missing torch) does not lose the rest; progress goes to stderr.
@@ -29,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.model_shapes import FAMILY_SIZES  # noqa: E402
+
 T_START = time.time()
 
 SIZES = {
@@ -46,6 +51,7 @@ SIZES = {
     "llama1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_layers=16,
                     num_heads=32, num_kv_heads=8, head_dim=64, tie_word_embeddings=True,
                     rope_theta=5e5, max_position_embeddings=131072),
+    **FAMILY_SIZES,
 }
 
 
@@ -90,7 +96,8 @@ def block(x):
 
 # --------------------------------------------------------------------------- train step
 def train_step_bench(config, batch, seq, steps=3, remat=False):
-    """Returns (tokens/s, seconds/step, XLA memory GB, N params). Step = fwd + bwd + AdamW."""
+    """Returns (tokens/s, seconds/step, XLA memory GB, N params active per token). Step = fwd +
+    bwd + AdamW."""
     import optax
     from flax import nnx
 
@@ -99,7 +106,9 @@ def train_step_bench(config, batch, seq, steps=3, remat=False):
 
     model = Transformer(config, rngs=nnx.Rngs(0), remat=remat)
     graphdef, params = nnx.split(model, nnx.Param)
-    n_params = sum(x.size for x in jax.tree.leaves(params))
+    # a MoE model runs k of its E experts per token: FLOPs follow the active parameters
+    n_params = (sum(x.size for x in jax.tree.leaves(params))
+                - (config.num_params() - config.num_active_params()))
     tx = optax.adamw(1e-5)
     opt_state = tx.init(params)
     tokens = jax.random.randint(jax.random.key(0), (batch, seq), 0, config.vocab_size, jnp.int32)

@@ -292,6 +292,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.mesh.data = -1                # data-parallel axis size; -1 = all remaining devices.
     c.mesh.fsdp = 1                 # parameter-sharding axis size.
     c.mesh.tensor = 1               # tensor-parallel axis size.
+    c.mesh.expert = 1               # expert-parallel axis size (mixture-of-experts models).
     c.mesh.distributed = False      # call jax.distributed.initialize() (multi-host).
     c.mesh.coordinator = ""         # distributed: "host:port" of process 0 ("" = auto-detect).
     c.mesh.num_processes = 1        # distributed: number of processes.

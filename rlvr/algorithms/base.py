@@ -435,9 +435,19 @@ class Algorithm:
 
     def policy_loss(self, model, mb: dict, aux: dict):
         """The learner's loss: the policy's token log-probs and entropies on the micro-batch,
-        then `policy_objective`."""
-        logprobs, entropy = self._logprobs(model, mb)
-        return self.policy_objective(logprobs, entropy, mb, aux)
+        then `policy_objective`. A mixture-of-experts policy adds its checkpoint's
+        `router_aux_loss_coef` × the load-balancing loss of the same forward pass (metric
+        `router_aux_loss`, the micro-batches' loss-token-weighted mean)."""
+        if not getattr(model.config, "num_experts", 0):
+            logprobs, entropy = self._logprobs(model, mb)
+            return self.policy_objective(logprobs, entropy, mb, aux)
+        logprobs, entropy, router = scoring.token_logprobs(
+            model, mb["tokens"], positions=mb["positions"], attention_mask=mb["attention_mask"],
+            temperature=self.settings.temperature, with_router_loss=True)
+        total, metrics = self.policy_objective(logprobs, entropy, mb, aux)
+        share = token_share(mb["loss_mask"] > 0, aux)
+        metrics["router_aux_loss"] = router * share
+        return total + model.config.router_aux_loss_coef * router * share, metrics
 
     def policy_objective(self, logprobs, entropy, mb: dict, aux: dict):
         """The policy objective (module docstring) + entropy bonus + KL loss term (eq.72), exact

@@ -2,7 +2,7 @@
 
 `export_hf(model, tokenizer, renderer, path)` writes
 
-    config.json, model.safetensors   `rlvr.models.save_pretrained` (Llama / Qwen2 layout), with
+    config.json, model.safetensors   `rlvr.models.save_pretrained` (the family's layout), with
                                      the tokenizer's bos / eos / pad ids
     generation_config.json           eos_token_id = every stop id of the run (eos and the chat
                                      template's end-of-turn token), pad_token_id

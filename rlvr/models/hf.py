@@ -1,5 +1,9 @@
 """Hugging Face checkpoint import / export (SPEC R1, R5.2; transformers 5 ships no Flax models).
 
+Every family of `rlvr.models.config.ARCHITECTURES` uses the tensor names of its transformers
+class; a mixture-of-experts layer's per-expert tensors (`mlp.experts.3.gate_proj.weight`,
+Mixtral's `block_sparse_moe.experts.3.w1.weight`) are stacked into one [E, ...] kernel.
+
 `from_pretrained(path)` reads a local folder holding `config.json` and `model.safetensors` (or a
 sharded `model.safetensors.index.json` + shards) into a `Transformer`. `save_pretrained(model,
 path)` writes `config.json` + `model.safetensors` that `transformers.AutoModelForCausalLM`
@@ -26,24 +30,41 @@ from rlvr.models.transformer import Transformer, jnp_dtype
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
-def hf_param_names(config: ModelConfig) -> Dict[str, Tuple[tuple, bool]]:
-    """HF tensor name -> (our nnx state path, transpose?)."""
-    out = {"model.embed_tokens.weight": (("model", "embed_tokens"), False),
-           "model.norm.weight": (("model", "norm", "scale"), False)}
+def hf_param_names(config: ModelConfig) -> Dict[str, tuple]:
+    """HF tensor name -> (our nnx state path, transpose?, expert index or None).
+
+    An expert index e means the tensor is slice e of the stacked [E, ...] kernel at the path."""
+    out = {"model.embed_tokens.weight": (("model", "embed_tokens"), False, None),
+           "model.norm.weight": (("model", "norm", "scale"), False, None)}
     if not config.tie_word_embeddings:
-        out["lm_head.weight"] = (("lm_head", "kernel"), True)
+        out["lm_head.weight"] = (("lm_head", "kernel"), True, None)
+    norms = ["input_layernorm", "post_attention_layernorm"]
+    if config.sandwich_norms:
+        norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+    mixtral = config.architecture == "mixtral"
     for i in range(config.num_layers):
         pre = f"model.layers.{i}"
         base = ("model", "layers", i)
-        out[f"{pre}.input_layernorm.weight"] = (base + ("input_layernorm", "scale"), False)
-        out[f"{pre}.post_attention_layernorm.weight"] = (
-            base + ("post_attention_layernorm", "scale"), False)
+        for n in norms:
+            out[f"{pre}.{n}.weight"] = (base + (n, "scale"), False, None)
         for p in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            out[f"{pre}.self_attn.{p}.weight"] = (base + ("self_attn", p, "kernel"), True)
+            out[f"{pre}.self_attn.{p}.weight"] = (base + ("self_attn", p, "kernel"), True, None)
             if config.attention_bias and p != "o_proj":
-                out[f"{pre}.self_attn.{p}.bias"] = (base + ("self_attn", p, "bias"), False)
-        for p in ("gate_proj", "up_proj", "down_proj"):
-            out[f"{pre}.mlp.{p}.weight"] = (base + ("mlp", p, "kernel"), True)
+                out[f"{pre}.self_attn.{p}.bias"] = (base + ("self_attn", p, "bias"), False, None)
+        if config.qk_norm:
+            for n in ("q_norm", "k_norm"):
+                out[f"{pre}.self_attn.{n}.weight"] = (base + ("self_attn", n, "scale"), False, None)
+        if config.is_moe(i):
+            moe = f"{pre}.block_sparse_moe" if mixtral else f"{pre}.mlp"
+            out[f"{moe}.gate.weight"] = (base + ("mlp", "gate", "kernel"), True, None)
+            names = (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")) if mixtral else (
+                ("gate_proj", "gate_proj"), ("up_proj", "up_proj"), ("down_proj", "down_proj"))
+            for e in range(config.num_experts):
+                for hf_name, ours in names:
+                    out[f"{moe}.experts.{e}.{hf_name}.weight"] = (base + ("mlp", ours), True, e)
+        else:
+            for p in ("gate_proj", "up_proj", "down_proj"):
+                out[f"{pre}.mlp.{p}.weight"] = (base + ("mlp", p, "kernel"), True, None)
     return out
 
 
@@ -98,7 +119,7 @@ def load_config(path: str, *, dtype: str = "float32", param_dtype=None) -> Model
 
 def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
                     remat: bool = False) -> Transformer:
-    """Loads a local HF Llama / Qwen2 folder into a `Transformer`.
+    """Loads a local HF folder (any of `ARCHITECTURES`) into a `Transformer`.
 
     dtype: compute dtype ("float32" | "bfloat16"); param_dtype defaults to dtype.
     """
@@ -111,6 +132,7 @@ def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
     flat = dict(nnx.to_flat_state(state))
     pdt = jnp_dtype(config.param_dtype)
     seen = set()
+    stacked = {}  # path of a stacked expert kernel -> numpy buffer being filled
     for name, tensor in _iter_tensors(files):
         if name not in names:
             if name.endswith(_IGNORED_SUFFIXES) or (name == "lm_head.weight"
@@ -118,20 +140,29 @@ def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
                 continue
             raise ValueError(f"checkpoint tensor {name!r} is not part of a "
                              f"{config.architecture} model with this config")
-        target, transpose = names[name]
+        target, transpose, expert = names[name]
         t = tensor.T if transpose else tensor
         var = flat[target]
         expected = tuple(var.get_value().shape)
+        if expert is not None:
+            expected = expected[1:]
         if tuple(t.shape) != expected:
             shown = tuple(tensor.shape)
             want = expected[::-1] if transpose else expected
             raise ValueError(f"checkpoint tensor {name!r} has shape {shown}, expected {want}")
-        var.set_value(jnp.asarray(t, pdt))
+        if expert is None:
+            var.set_value(jnp.asarray(t, pdt))
+        else:
+            if target not in stacked:
+                stacked[target] = np.zeros(var.get_value().shape, jnp.dtype(pdt))
+            stacked[target][expert] = np.asarray(jnp.asarray(t, pdt))
         seen.add(name)
     missing = [n for n in names if n not in seen]
     if missing:
         raise ValueError(f"checkpoint is missing tensor {missing[0]!r}"
                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    for target, arr in stacked.items():
+        flat[target].set_value(jnp.asarray(arr))
     state = nnx.from_flat_state(flat)
     return nnx.merge(graphdef, state)
 
@@ -152,9 +183,13 @@ def save_pretrained(model: Transformer, path: str) -> None:
     os.makedirs(path, exist_ok=True)
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
     tensors = {}
-    for name, (target, transpose) in hf_param_names(config).items():
-        arr = jax.device_get(flat[target][...])
-        arr = np.asarray(arr)
+    host = {}  # one device-to-host copy per variable (a stacked expert kernel serves E tensors)
+    for name, (target, transpose, expert) in hf_param_names(config).items():
+        if target not in host:
+            host[target] = np.asarray(jax.device_get(flat[target][...]))
+        arr = host[target]
+        if expert is not None:
+            arr = arr[expert]
         if transpose:
             arr = arr.T
         tensors[name] = np.ascontiguousarray(arr)

@@ -59,7 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr.models.transformer import Linear, Transformer, jnp_dtype
+from rlvr.models.transformer import Linear, MoE, Transformer, jnp_dtype
 
 ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
@@ -112,6 +112,17 @@ class LoRAConfig:
     @property
     def scale(self) -> float:
         return float(self.alpha) / self.rank
+
+
+def lora_targets(model_config) -> tuple:
+    """The projections a LoRA of this model may target: every one of TARGETS for the dense
+    families (Llama, Qwen2/3, Mistral, Gemma 2/3 share the Hugging Face names); for a
+    mixture-of-experts model the attention projections, plus the MLP ones when some layers
+    are dense (Qwen3-MoE `mlp_only_layers`) — experts and routers are never adapted."""
+    if not model_config.num_experts or any(not model_config.is_moe(i)
+                                           for i in range(model_config.num_layers)):
+        return TARGETS
+    return ATTENTION_TARGETS
 
 
 # ------------------------------------------------------------------------------- modules
@@ -204,10 +215,14 @@ class QuantizedKernel(nnx.Module):
 
 # ------------------------------------------------------------------------------- surgery
 def _projections(model: Transformer):
-    """(layer index, name, Linear) of every block projection, in a fixed order."""
+    """(layer index, name, Linear) of every block projection, in a fixed order. A
+    mixture-of-experts layer contributes its attention projections only (its experts and
+    router are not adapted)."""
     for i, block in enumerate(model.model.layers):
         for name in ATTENTION_TARGETS:
             yield i, name, getattr(block.self_attn, name)
+        if isinstance(block.mlp, MoE):
+            continue
         for name in MLP_TARGETS:
             yield i, name, getattr(block.mlp, name)
 
@@ -217,10 +232,14 @@ def _norms(model: Transformer):
     for i, block in enumerate(model.model.layers):
         yield f"model.layers.{i}.input_layernorm", block.input_layernorm
         yield f"model.layers.{i}.post_attention_layernorm", block.post_attention_layernorm
+        for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):  # Gemma
+            if getattr(block, name) is not None:
+                yield f"model.layers.{i}.{name}", getattr(block, name)
     yield "model.norm", model.model.norm
 
 
 NORM_MODULES = ("input_layernorm", "post_attention_layernorm", "norm")  # PEFT modules_to_save
+GEMMA_NORM_MODULES = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
 
 
 def _kernel_axes(linear: Linear) -> tuple:
@@ -345,6 +364,12 @@ def apply_lora(model: Transformer, config: LoRAConfig) -> LoRAPolicy:
         raise ValueError(f"apply_lora expects a Transformer, got {type(model).__name__}")
     if not isinstance(config, LoRAConfig):
         raise ValueError(f"apply_lora expects a LoRAConfig, got {type(config).__name__}")
+    allowed = lora_targets(model.config)
+    bad = [t for t in config.targets if t not in allowed]
+    if bad:
+        raise ValueError(f"LoRAConfig.targets {bad} do not exist in a {model.config.architecture} "
+                         f"model (its experts are not adapted); allowed targets: {allowed} "
+                         f"(config: model.lora.targets)")
     base_graphdef, _, base_rest = _split(model)
     _attach(model, config)
     graphdef, params, rest = _split(model)
@@ -442,7 +467,8 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
         "r": rank, "lora_alpha": alpha, "lora_dropout": dropout,
         "target_modules": sorted(targets), "bias": "none", "fan_in_fan_out": False,
         "use_rslora": False, "use_dora": False, "init_lora_weights": True,
-        "modules_to_save": list(NORM_MODULES) if norms else None, "inference_mode": True,
+        "modules_to_save": (list(NORM_MODULES) + [m for m in GEMMA_NORM_MODULES if any(
+            n.endswith(m) for n, _ in norms)]) if norms else None, "inference_mode": True,
     }
     with open(os.path.join(path, "adapter_config.json"), "w") as f:
         json.dump(peft_config, f, indent=2, sort_keys=True)
@@ -492,4 +518,4 @@ def load_adapters(model: Transformer, path: str) -> None:
 
 __all__ = ["LoRAConfig", "LoRAPolicy", "Adapter", "QuantizedKernel", "apply_lora", "merge",
            "has_adapters", "train_mode", "save_merged", "save_adapters", "load_adapters",
-           "param_counts", "tree_bytes", "TARGETS", "QUANTIZATIONS"]
+           "param_counts", "tree_bytes", "TARGETS", "QUANTIZATIONS", "lora_targets"]

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from rlvr.models.transformer import _check_inputs, jnp_dtype
+from rlvr.models.transformer import _check_inputs, jnp_dtype, softcap
 
 DEFAULT_CHUNK = 256
 MAX_BLOCK_LOGITS = 2**28  # float32 logits elements per block under the default chunk (1 GiB)
@@ -36,10 +36,10 @@ def default_chunk_size(batch: int, vocab: int, positions: int) -> int:
     return max(1, min(positions, DEFAULT_CHUNK, MAX_BLOCK_LOGITS // max(1, batch * vocab)))
 
 
-def _chunk_stats(h, w, targets, temperature, dtype):
+def _chunk_stats(h, w, targets, temperature, dtype, logit_softcap=None):
     """h [B, c, D], w [D, V], targets [B, c] -> (logprob [B, c], entropy [B, c]) in float32."""
     logits = jnp.dot(h.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
-    logits = logits / temperature
+    logits = softcap(logits, logit_softcap) / temperature
     logz = jax.nn.logsumexp(logits, axis=-1)
     picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
     p = jnp.exp(logits - logz[..., None])
@@ -48,7 +48,8 @@ def _chunk_stats(h, w, targets, temperature, dtype):
 
 
 def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature=1.0,
-                         chunk_size: Optional[int] = None, dtype=jnp.float32):
+                         chunk_size: Optional[int] = None, dtype=jnp.float32,
+                         logit_softcap: Optional[float] = None):
     """Pure core of `token_logprobs`.
 
     Args:
@@ -57,6 +58,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
       tokens: int [B, T]; attention_mask: bool [B, T].
       temperature: scalar dividing the logits.
       chunk_size: positions per logits block (default `default_chunk_size(B, V, T - 1)`).
+      logit_softcap: c: logits z -> c·tanh(z / c) before the temperature (Gemma 2); None off.
     Returns:
       (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
     """
@@ -78,7 +80,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
 
     @jax.checkpoint
     def body_fn(hc, tc):
-        return _chunk_stats(hc, lm_head, tc, temperature, dtype)
+        return _chunk_stats(hc, lm_head, tc, temperature, dtype, logit_softcap)
 
     if num == 1:
         lp, ent = body_fn(h[0], tg[0])
@@ -98,18 +100,26 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
 
 
 def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
-                   chunk_size: Optional[int] = None):
+                   chunk_size: Optional[int] = None, with_router_loss: bool = False):
     """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
 
     tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
     (default all True). Works under `jax.jit` / `jax.grad` with `nnx.split` / `nnx.merge`
-    (see `token_logprobs_from_state`).
+    (see `token_logprobs_from_state`). with_router_loss: also returns the mixture-of-experts
+    load-balancing loss of the same forward pass over the real tokens (a scalar, 0.0 for a
+    dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss).
     """
     tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
-    hidden = model.hidden_states(tokens, positions=positions, attention_mask=attention_mask)
-    return logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
-                                temperature=temperature, chunk_size=chunk_size,
-                                dtype=jnp_dtype(model.config.dtype))
+    if with_router_loss:
+        hidden, router_loss = model.router_aux_loss(tokens, positions=positions,
+                                                    attention_mask=attention_mask)
+    else:
+        hidden = model.hidden_states(tokens, positions=positions, attention_mask=attention_mask)
+    out = logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
+                               temperature=temperature, chunk_size=chunk_size,
+                               dtype=jnp_dtype(model.config.dtype),
+                               logit_softcap=model.config.final_logit_softcapping)
+    return (*out, router_loss) if with_router_loss else out
 
 
 def token_logprobs_from_state(graphdef, state, tokens, **kwargs):

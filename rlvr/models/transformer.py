@@ -1,12 +1,16 @@
-"""Decoder-only transformer (Llama / Qwen2 family) in flax.nnx (SPEC R1, R5.2; DESIGN.md models/).
+"""Decoder-only transformer in flax.nnx: every family of `rlvr.models.config.ARCHITECTURES`.
 
 RMSNorm, rotary position embeddings (theta and `default` / `linear` / `llama3` scaling),
 grouped-query attention through `jax.nn.dot_product_attention`, SwiGLU MLP, optional q/k/v
-biases (Qwen2), tied or untied LM head. Parameter names mirror Hugging Face's
-(`model.layers.3.self_attn.q_proj`), kernels are stored `[in, out]`.
+biases (Qwen2), tied or untied LM head. Configuration switches the family features on:
+per-head q/k RMSNorm (Qwen3, Gemma 3), Gemma's (1 + w) norms, sandwich norms, GeGLU, scaled
+embeddings, query scaling, attention and final logit soft-capping, sliding-window layers with
+their own RoPE base, and mixture-of-experts MLPs (`MoE`: top-k routing, dropless dispatch).
+Parameter names mirror Hugging Face's (`model.layers.3.self_attn.q_proj`), kernels are stored
+`[in, out]`.
 
 Every parameter carries `logical_axes` metadata (`vocab`, `embed`, `q_heads`, `kv_heads`, `mlp`,
-`norm`); `rlvr.parallel` maps those names to mesh axes. The KV cache's logical axes are
+`expert`, `norm`); `rlvr.parallel` maps those names to mesh axes. The KV cache's logical axes are
 `KV_CACHE_LOGICAL_AXES`.
 
 Masking convention: `attention_mask` [B, T] is True on real tokens. A query attends to keys at
@@ -26,6 +30,7 @@ from flax import nnx, struct
 from rlvr.models.config import ModelConfig
 
 KV_CACHE_LOGICAL_AXES = ("batch", "cache_length", "cache_kv_heads", "head_dim")
+_NEG = -0.7 * float(np.finfo(np.float32).max)
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -35,9 +40,14 @@ def jnp_dtype(name: str):
 
 
 # --------------------------------------------------------------------------- RoPE
-def rope_frequencies(config: ModelConfig) -> np.ndarray:
-    """Inverse frequencies [head_dim / 2] (float32), following HF's rope_type conventions."""
+def rope_frequencies(config: ModelConfig, local: bool = False) -> np.ndarray:
+    """Inverse frequencies [head_dim / 2] (float32), following HF's rope_type conventions.
+
+    local=True: the sliding layers' frequencies (base `local_rope_theta`, no scaling)."""
     d = config.head_dim
+    if local:
+        return (1.0 / (config.local_rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+                ).astype(np.float32)
     inv = 1.0 / (config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
     rtype = config.rope_type
     rs = config.rope_scaling or {}
@@ -72,11 +82,15 @@ def apply_rope(x: jnp.ndarray, cos: jnp.ndarray, sin: jnp.ndarray) -> jnp.ndarra
 
 
 # --------------------------------------------------------------------------- masks
-def causal_mask(attention_mask: jnp.ndarray) -> jnp.ndarray:
-    """bool [B, 1, T, T]: causal over the index, padding keys masked, diagonal always on."""
+def causal_mask(attention_mask: jnp.ndarray, window=None) -> jnp.ndarray:
+    """bool [B, 1, T, T]: causal over the index, padding keys masked, diagonal always on.
+
+    window W: a query at index i also only sees keys at index j > i - W (sliding window)."""
     t = attention_mask.shape[1]
     idx = jnp.arange(t)
     causal = idx[None, :] <= idx[:, None]
+    if window is not None:
+        causal = causal & (idx[None, :] > idx[:, None] - window)
     m = causal[None] & attention_mask[:, None, :].astype(bool)
     m = m | jnp.eye(t, dtype=bool)[None]
     return m[:, None]
@@ -103,24 +117,28 @@ def contiguous_layout(attention_mask: jnp.ndarray):
     return gather, scatter, jnp.maximum(count, 1), contiguous
 
 
-def cached_mask(kv_mask: jnp.ndarray, cache_index, t: int) -> jnp.ndarray:
+def cached_mask(kv_mask: jnp.ndarray, cache_index, t: int, window=None) -> jnp.ndarray:
     """bool [B, 1, t, S] for t queries written at cache slots cache_index .. cache_index + t - 1.
 
     kv_mask [B, S] is True on cache slots holding real tokens (including the new ones).
     cache_index: a scalar (every row writes at the same slots) or int [B] (row b's queries sit at
     slots cache_index[b] + j): query j of row b sees key slot k iff k <= its slot and
-    kv_mask[b, k], and always sees its own slot.
+    kv_mask[b, k], and always sees its own slot. window W: also k > its slot - W.
     """
     s = kv_mask.shape[1]
     k_slot = jnp.arange(s)
     if jnp.ndim(cache_index) == 1:
         q_slot = jnp.asarray(cache_index)[:, None] + jnp.arange(t)[None, :]  # [B, t]
         causal = k_slot[None, None, :] <= q_slot[:, :, None]
+        if window is not None:
+            causal = causal & (k_slot[None, None, :] > q_slot[:, :, None] - window)
         m = causal & kv_mask[:, None, :].astype(bool)
         m = m | (k_slot[None, None, :] == q_slot[:, :, None])
         return m[:, None]
     q_slot = cache_index + jnp.arange(t)
     causal = k_slot[None, :] <= q_slot[:, None]
+    if window is not None:
+        causal = causal & (k_slot[None, :] > q_slot[:, None] - window)
     m = causal[None] & kv_mask[:, None, :].astype(bool)
     m = m | (k_slot[None, :] == q_slot[:, None])[None]
     return m[:, None]
@@ -200,13 +218,17 @@ class Linear(nnx.Module):
 
 class RMSNorm(nnx.Module):
     """y = (scale (+ scale_delta)) · x / sqrt(mean(x²) + eps). `scale_delta` is an optional
-    zero-initialised trainable offset (`rlvr.models.lora` with `train_norms`), None otherwise."""
+    zero-initialised trainable offset (`rlvr.models.lora` with `train_norms`), None otherwise.
+    unit_offset=True (Gemma): y = (x / sqrt(mean(x²) + eps)) · (1 + scale) in float32, then
+    cast to dtype."""
 
-    def __init__(self, dim, *, eps, dtype, param_dtype):
-        self.scale = nnx.Param(jnp.ones((dim,), param_dtype), logical_axes=("norm",))
+    def __init__(self, dim, *, eps, dtype, param_dtype, unit_offset=False):
+        init = jnp.zeros if unit_offset else jnp.ones
+        self.scale = nnx.Param(init((dim,), param_dtype), logical_axes=("norm",))
         self.scale_delta = nnx.data(None)
         self.eps = eps
         self.dtype = dtype
+        self.unit_offset = unit_offset
 
     def __call__(self, x):
         x32 = x.astype(jnp.float32)
@@ -214,11 +236,45 @@ class RMSNorm(nnx.Module):
         scale = self.scale[...].astype(jnp.float32)
         if self.scale_delta is not None:
             scale = scale + self.scale_delta[...].astype(jnp.float32)
+        if self.unit_offset:
+            return (y * (1.0 + scale)).astype(self.dtype)
         return scale.astype(self.dtype) * y.astype(self.dtype)
 
 
+def softcap(x: jnp.ndarray, cap) -> jnp.ndarray:
+    """c · tanh(x / c) (identity when cap is None)."""
+    if cap is None:
+        return x
+    return cap * jnp.tanh(x / cap)
+
+
+def softcapped_attention(q, k, v, mask, *, scale: float, cap: float, window=None):
+    """Grouped-query attention with soft-capped scores (Gemma 2), written out in jnp.
+
+    q [B, T, N, H]; k, v [B, S, K, H] (N % K == 0, query head n uses kv head n // (N / K));
+    mask bool [B, 1, T, S], or int [B] per-row lengths (causal over the index, keys past the
+    length masked; `window` W then also masks keys at j <= i - W).
+    out[b, i, n] = Σ_j softmax_j(mask ? c·tanh(q·k_j · scale / c) : -inf) v_j, [B, T, N, H].
+    """
+    b, t, n, h = q.shape
+    s, kh = k.shape[1], k.shape[2]
+    if mask.ndim == 1:
+        qi, kj = jnp.arange(t)[:, None], jnp.arange(s)[None, :]
+        m = (kj <= qi)[None] & (kj[None] < mask[:, None, None])
+        if window is not None:
+            m = m & (kj > qi - window)[None]
+        mask = m[:, None]
+    qg = q.reshape(b, t, kh, n // kh, h)
+    scores = jnp.einsum("btkgh,bskh->bkgts", qg, k, preferred_element_type=jnp.float32)
+    scores = softcap(scores * scale, cap)
+    scores = jnp.where(mask[:, :, None], scores, _NEG)
+    p = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskh->btkgh", p, v)
+    return out.reshape(b, t, n, h)
+
+
 class Attention(nnx.Module):
-    def __init__(self, config: ModelConfig, *, rngs):
+    def __init__(self, config: ModelConfig, *, rngs, sliding: bool = False):
         c = config
         dt, pdt = jnp_dtype(c.dtype), jnp_dtype(c.param_dtype)
         kw = dict(dtype=dt, param_dtype=pdt, rngs=rngs)
@@ -230,28 +286,51 @@ class Attention(nnx.Module):
                              axes=("embed", "kv_heads"), use_bias=c.attention_bias, **kw)
         self.o_proj = Linear(c.num_heads * c.head_dim, c.hidden_size, axes=("q_heads", "embed"),
                              use_bias=False, **kw)
+        if c.qk_norm:
+            nk = dict(eps=c.rms_norm_eps, dtype=dt, param_dtype=pdt, unit_offset=c.norm_unit_offset)
+            self.q_norm = RMSNorm(c.head_dim, **nk)
+            self.k_norm = RMSNorm(c.head_dim, **nk)
+        else:
+            self.q_norm = self.k_norm = None
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
         self.impl = c.attention_impl
+        self.scale = float((c.query_pre_attn_scalar or c.head_dim) ** -0.5)
+        self.cap = c.attn_logit_softcapping
+        self.window = c.sliding_window if sliding else None
 
     def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         new_kv = None
         if cache_kv is not None:
             ck, cv = cache_kv
             ck, cv = write_cache(ck, k, cache_index), write_cache(cv, v, cache_index)
             k, v, new_kv = ck, cv, (ck, cv)
+        if self.cap is not None:
+            out = softcapped_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask,
+                                       scale=self.scale, cap=self.cap, window=self.window)
+            return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), new_kv
         kw = dict(mask=mask)
         if mask.ndim == 1:  # per-row lengths of a contiguous layout (`contiguous_layout`);
             # padding queries (past the length) see the real keys: finite, ignored by losses
             kw = dict(is_causal=True, key_value_seq_lengths=mask)
+            if self.window is not None:
+                kw["local_window_size"] = (self.window - 1, 0)
         out = jax.nn.dot_product_attention(
-            q, k.astype(q.dtype), v.astype(q.dtype), scale=self.head_dim ** -0.5,
+            q, k.astype(q.dtype), v.astype(q.dtype), scale=self.scale,
             implementation=None if self.impl == "xla" else self.impl, **kw)
         return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), new_kv
+
+
+def _act(name):
+    if name == "silu":
+        return jax.nn.silu
+    return lambda x: jax.nn.gelu(x, approximate=True)
 
 
 class MLP(nnx.Module):
@@ -262,30 +341,146 @@ class MLP(nnx.Module):
         self.gate_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"), **kw)
         self.up_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"), **kw)
         self.down_proj = Linear(c.intermediate_size, c.hidden_size, axes=("mlp", "embed"), **kw)
+        self.act = c.hidden_act
 
     def __call__(self, x):
-        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(_act(self.act)(self.gate_proj(x)) * self.up_proj(x))
 
 
-class Block(nnx.Module):
+def route(router_logits: jnp.ndarray, k: int, normalize: bool):
+    """Top-k routing: (weights [N, k] float32, experts int32 [N, k]).
+
+    p = softmax(router_logits [N, E]) in float32; experts = the k largest p; weights = their
+    p, divided by their sum when `normalize` (Qwen3-MoE `norm_topk_prob`, Mixtral)."""
+    p = jax.nn.softmax(router_logits.astype(jnp.float32), axis=-1)
+    w, idx = jax.lax.top_k(p, k)
+    if normalize:
+        w = w / jnp.sum(w, axis=-1, keepdims=True)
+    return w, idx.astype(jnp.int32)
+
+
+def moe_dispatch(x, weights, experts, w_gate, w_up, w_down, *, act: str, dtype):
+    """Dropless mixture-of-experts MLP: every token reaches each of its k experts.
+
+    x [N, D]; weights [N, k], experts int [N, k] (`route`); w_gate, w_up [E, D, F];
+    w_down [E, F, D]. The N·k (token, expert) pairs are sorted by expert and each expert's
+    contiguous group runs through `jax.lax.ragged_dot` (no capacity, no dropped tokens):
+        y[n] = Σ_j weights[n, j] · down_e(act(x[n] W_gate[e]) ⊙ (x[n] W_up[e])),
+        e = experts[n, j].
+    Returns [N, D] in `dtype`.
+    """
+    n, k = experts.shape
+    e = w_gate.shape[0]
+    flat = experts.reshape(-1)
+    order = jnp.argsort(flat, stable=True)
+    token = order // k
+    xs = jnp.take(x.astype(dtype), token, axis=0)
+    sizes = jnp.bincount(flat, length=e).astype(jnp.int32)
+
+    def rd(lhs, w):
+        return jax.lax.ragged_dot(lhs, w.astype(dtype), sizes, preferred_element_type=dtype)
+
+    h = _act(act)(rd(xs, w_gate)) * rd(xs, w_up)
+    y = rd(h, w_down)
+    y = y * jnp.take(weights.reshape(-1), order).astype(dtype)[:, None]
+    return jnp.zeros((n, x.shape[-1]), dtype).at[token].add(y)
+
+
+class MoE(nnx.Module):
+    """Mixture-of-experts MLP (Qwen3-MoE, Mixtral): router `gate` [D, E]; stacked expert
+    SwiGLU kernels `gate_proj`, `up_proj` [E, D, F] and `down_proj` [E, F, D] (expert axis
+    first, logical axis `expert`). `__call__(x [B, T, D]) -> (y [B, T, D], router logits
+    [B, T, E] float32)`."""
+
     def __init__(self, config: ModelConfig, *, rngs):
         c = config
         dt, pdt = jnp_dtype(c.dtype), jnp_dtype(c.param_dtype)
-        self.input_layernorm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, dtype=dt, param_dtype=pdt)
-        self.self_attn = Attention(c, rngs=rngs)
-        self.post_attention_layernorm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, dtype=dt,
-                                                param_dtype=pdt)
-        self.mlp = MLP(c, rngs=rngs)
+        d, f, e = c.hidden_size, c.moe_intermediate_size, c.num_experts
+        self.gate = Linear(d, e, axes=("embed", None), use_bias=False, dtype=dt, param_dtype=pdt,
+                           rngs=rngs)
+        self.gate_proj = _param(rngs, (e, d, f), ("expert", "embed", "mlp"), pdt, 0.02)
+        self.up_proj = _param(rngs, (e, d, f), ("expert", "embed", "mlp"), pdt, 0.02)
+        self.down_proj = _param(rngs, (e, f, d), ("expert", "mlp", "embed"), pdt, 0.02)
+        self.k, self.normalize, self.act, self.dtype = (c.num_experts_per_tok, c.norm_topk_prob,
+                                                        c.hidden_act, dt)
+
+    def __call__(self, x):
+        b, t, d = x.shape
+        flat = x.reshape(b * t, d)
+        logits = self.gate(flat)
+        w, idx = route(logits, self.k, self.normalize)
+        w = w.astype(logits.dtype)
+        y = moe_dispatch(flat, w, idx, self.gate_proj[...], self.up_proj[...],
+                         self.down_proj[...], act=self.act, dtype=self.dtype)
+        return y.reshape(b, t, d), logits.astype(jnp.float32).reshape(b, t, -1)
+
+
+def load_balancing_loss(router_logits: jnp.ndarray, attention_mask: jnp.ndarray, k: int):
+    """Switch-Transformer load-balancing loss over the MoE layers (as transformers computes it).
+
+    router_logits [L, B, T, E] (float32); attention_mask bool [B, T] (real tokens); k experts
+    per token. With p = softmax(logits), f[j, e] = mean over real tokens and layers of
+    [e is the token's j-th choice], P[e] = mean of p[e]:
+        loss = E · Σ_{j, e} f[j, e] · P[e]     (1 when routing is uniform and balanced).
+    """
+    e = router_logits.shape[-1]
+    p = jax.nn.softmax(router_logits.astype(jnp.float32), axis=-1)
+    _, idx = jax.lax.top_k(p, k)
+    onehot = jax.nn.one_hot(idx, e, dtype=jnp.float32)  # [L, B, T, k, E]
+    m = jnp.broadcast_to(attention_mask.astype(jnp.float32), p.shape[:-1])  # [L, B, T]
+    denom = jnp.maximum(jnp.sum(m), 1.0)
+    f = jnp.einsum("lbtke,lbt->ke", onehot, m) / denom
+    pe = jnp.einsum("lbte,lbt->e", p, m) / denom
+    return e * jnp.sum(f * pe[None, :])
+
+
+class Block(nnx.Module):
+    def __init__(self, config: ModelConfig, *, rngs, layer: int = 0):
+        c = config
+        dt, pdt = jnp_dtype(c.dtype), jnp_dtype(c.param_dtype)
+        nk = dict(eps=c.rms_norm_eps, dtype=dt, param_dtype=pdt, unit_offset=c.norm_unit_offset)
+        self.input_layernorm = RMSNorm(c.hidden_size, **nk)
+        self.self_attn = Attention(c, rngs=rngs, sliding=c.is_sliding(layer))
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, **nk)
+        if c.sandwich_norms:
+            self.pre_feedforward_layernorm = RMSNorm(c.hidden_size, **nk)
+            self.post_feedforward_layernorm = RMSNorm(c.hidden_size, **nk)
+        else:
+            self.pre_feedforward_layernorm = self.post_feedforward_layernorm = None
+        self.mlp = MoE(c, rngs=rngs) if c.is_moe(layer) else MLP(c, rngs=rngs)
+        self.sliding = c.is_sliding(layer)
 
     def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
-        a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache_kv, cache_index)
-        x = x + a
-        x = x + self.mlp(self.post_attention_layernorm(x))
+        """(x', new_kv) — also records a MoE layer's router logits (`forward_router`)."""
+        x, new_kv, _ = self.forward_router(x, cos, sin, mask, cache_kv, cache_index)
         return x, new_kv
+
+    def forward_router(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
+        """(x', new_kv, router logits [B, T, E] of a MoE layer or None)."""
+        a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache_kv, cache_index)
+        router = None
+        if self.pre_feedforward_layernorm is None:
+            x = x + a
+            h = self.post_attention_layernorm(x)
+        else:  # Gemma: post-norm on the attention output, norms before and after the MLP
+            x = x + self.post_attention_layernorm(a)
+            h = self.pre_feedforward_layernorm(x)
+        if isinstance(self.mlp, MoE):
+            h, router = self.mlp(h)
+        else:
+            h = self.mlp(h)
+        if self.post_feedforward_layernorm is not None:
+            h = self.post_feedforward_layernorm(h)
+        return x + h, new_kv, router
 
 
 def _block_apply(block, x, cos, sin, mask):
     return block(x, cos, sin, mask)[0]
+
+
+def _block_apply_router(block, x, cos, sin, mask):
+    x, _, router = block.forward_router(x, cos, sin, mask)
+    return x, router
 
 
 class Decoder(nnx.Module):
@@ -295,9 +490,14 @@ class Decoder(nnx.Module):
         c = config
         dt, pdt = jnp_dtype(c.dtype), jnp_dtype(c.param_dtype)
         self.embed_tokens = _param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pdt, 0.02)
-        self.layers = nnx.List([Block(c, rngs=rngs) for _ in range(c.num_layers)])
-        self.norm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, dtype=dt, param_dtype=pdt)
+        self.layers = nnx.List([Block(c, rngs=rngs, layer=i) for i in range(c.num_layers)])
+        self.norm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, dtype=dt, param_dtype=pdt,
+                            unit_offset=c.norm_unit_offset)
         self._inv_freq_tuple = tuple(float(f) for f in rope_frequencies(c))
+        self._local_inv_freq_tuple = (tuple(float(f) for f in rope_frequencies(c, local=True))
+                                      if c.local_rope_theta is not None else None)
+        self.embed_scale = math.sqrt(c.hidden_size) if c.scale_embeddings else None
+        self.window = c.sliding_window
         self.dtype = dt
         self.remat = remat
         layout = c.attention_layout
@@ -306,26 +506,57 @@ class Decoder(nnx.Module):
     def _embed(self, tokens, positions):
         inv = np.asarray(self._inv_freq_tuple, np.float32)
         x = jnp.take(self.embed_tokens[...], tokens, axis=0).astype(self.dtype)
+        if self.embed_scale is not None:
+            x = x * jnp.asarray(self.embed_scale, self.dtype)
         cos, sin = rope_cos_sin(positions, inv, self.dtype)
         return x, cos, sin
 
-    def __call__(self, tokens, positions, attention_mask):
+    def _local_rope(self, positions, cos, sin):
+        """(cos, sin) of the sliding layers (their own RoPE base when the config has one)."""
+        if self._local_inv_freq_tuple is None:
+            return cos, sin
+        return rope_cos_sin(positions, np.asarray(self._local_inv_freq_tuple, np.float32),
+                            self.dtype)
+
+    def __call__(self, tokens, positions, attention_mask, *, with_router_logits: bool = False):
+        """Final hidden states [B, T, D]; with_router_logits: (hidden, router logits
+        [L_moe, B, T, E] float32 of the MoE layers, or None for a dense model)."""
         if self.lengths_layout:
             gather, scatter, lengths, contiguous = contiguous_layout(attention_mask)
             tokens = jnp.take_along_axis(tokens, gather, axis=1)
             positions = jnp.take_along_axis(positions, gather, axis=1)
-            h = self._blocks(tokens, positions, lengths)
+            h, router = self._blocks(tokens, positions, lengths, lengths, with_router_logits)
             h = jnp.take_along_axis(h, scatter[:, :, None], axis=1)
-            return jnp.where(contiguous[:, None, None], h, jnp.nan)
-        return self._blocks(tokens, positions, causal_mask(attention_mask))
+            h = jnp.where(contiguous[:, None, None], h, jnp.nan)
+            if router is not None:
+                router = jnp.take_along_axis(router, scatter[None, :, :, None], axis=2)
+        else:
+            local = (causal_mask(attention_mask, self.window)
+                     if any(b.sliding for b in self.layers) else None)
+            h, router = self._blocks(tokens, positions, causal_mask(attention_mask), local,
+                                     with_router_logits)
+        return (h, router) if with_router_logits else h
 
-    def _blocks(self, tokens, positions, mask):
-        """Embedding, blocks and final norm; mask: [B, 1, T, T] or per-row lengths [B]."""
+    def _blocks(self, tokens, positions, mask, local_mask, with_router_logits=False):
+        """Embedding, blocks and final norm; mask (full layers) / local_mask (sliding layers):
+        [B, 1, T, T] or per-row lengths [B]. Returns (hidden, router logits or None)."""
         x, cos, sin = self._embed(tokens, positions)
-        apply = nnx.remat(_block_apply) if self.remat else _block_apply
+        lcos, lsin = (self._local_rope(positions, cos, sin)
+                      if any(b.sliding for b in self.layers) else (cos, sin))
+        routers = []
+        if with_router_logits:
+            apply = nnx.remat(_block_apply_router) if self.remat else _block_apply_router
+        else:
+            apply = nnx.remat(_block_apply) if self.remat else _block_apply
         for block in self.layers:
-            x = apply(block, x, cos, sin, mask)
-        return self.norm(x)
+            args = (lcos, lsin, local_mask) if block.sliding else (cos, sin, mask)
+            if with_router_logits:
+                x, router = apply(block, x, *args)
+                if router is not None:
+                    routers.append(router)
+            else:
+                x = apply(block, x, *args)
+        return self.norm(x), (jnp.stack(routers) if routers else None)
 
     def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index):
         """Runs T new tokens written at cache slots [cache_index, cache_index + T).
@@ -334,9 +565,13 @@ class Decoder(nnx.Module):
         """
         x, cos, sin = self._embed(tokens, positions)
         mask = cached_mask(kv_mask, cache_index, tokens.shape[1])
+        if any(b.sliding for b in self.layers):
+            local = cached_mask(kv_mask, cache_index, tokens.shape[1], self.window)
+            lcos, lsin = self._local_rope(positions, cos, sin)
         ks, vs = [], []
         for i, block in enumerate(self.layers):
-            x, (k, v) = block(x, cos, sin, mask, (cache.k[i], cache.v[i]), cache_index)
+            args = (lcos, lsin, local) if block.sliding else (cos, sin, mask)
+            x, (k, v) = block(x, *args, (cache.k[i], cache.v[i]), cache_index)
             ks.append(k)
             vs.append(v)
         return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs))
@@ -394,10 +629,20 @@ class Transformer(nnx.Module):
         return self.lm_head.kernel[...]
 
     def project(self, hidden: jnp.ndarray) -> jnp.ndarray:
-        """hidden [..., D] -> float32 logits [..., V]."""
+        """hidden [..., D] -> float32 logits [..., V] (soft-capped when the config says so)."""
         dt = jnp_dtype(self.config.dtype)
-        return jnp.dot(hidden.astype(dt), self.lm_head_kernel().astype(dt),
-                       preferred_element_type=jnp.float32)
+        return softcap(jnp.dot(hidden.astype(dt), self.lm_head_kernel().astype(dt),
+                               preferred_element_type=jnp.float32),
+                       self.config.final_logit_softcapping)
+
+    def router_aux_loss(self, tokens, *, positions=None, attention_mask=None):
+        """(hidden [B, T, D], load-balancing loss scalar) of a MoE model
+        (`load_balancing_loss` over its MoE layers; 0.0 for a dense model)."""
+        tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
+        hidden, router = self.model(tokens, positions, attention_mask, with_router_logits=True)
+        if router is None:
+            return hidden, jnp.zeros((), jnp.float32)
+        return hidden, load_balancing_loss(router, attention_mask, self.config.num_experts_per_tok)
 
     def __call__(self, tokens, *, positions=None, attention_mask=None) -> jnp.ndarray:
         return self.project(self.hidden_states(tokens, positions=positions,

@@ -1,9 +1,10 @@
-"""rlvr.parallel: (data, fsdp, tensor) meshes, logical-axis partition rules, multi-host init."""
+"""rlvr.parallel: (data, fsdp, tensor[, expert]) meshes, logical-axis partition rules,
+multi-host init."""
 
-from rlvr.parallel.mesh import (BATCH_AXES, LOGICAL_RULES, MESH_AXES, batch_sharding,
+from rlvr.parallel.mesh import (BATCH_AXES, LOGICAL_RULES, MESH_AXES, batch_axes, batch_sharding,
                                 initialize_distributed, kv_cache_sharding, logical_to_spec,
                                 make_mesh, param_shardings, param_specs, shard_model)
 
-__all__ = ["BATCH_AXES", "LOGICAL_RULES", "MESH_AXES", "batch_sharding", "initialize_distributed",
-           "kv_cache_sharding", "logical_to_spec", "make_mesh", "param_shardings", "param_specs",
-           "shard_model"]
+__all__ = ["BATCH_AXES", "LOGICAL_RULES", "MESH_AXES", "batch_axes", "batch_sharding",
+           "initialize_distributed", "kv_cache_sharding", "logical_to_spec", "make_mesh",
+           "param_shardings", "param_specs", "shard_model"]

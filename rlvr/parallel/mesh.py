@@ -1,11 +1,15 @@
 """Device meshes, logical-axis partition rules and sharding helpers (DESIGN.md parallel/).
 
 Mesh axes: `data` (pure data parallel), `fsdp` (data parallel with parameters sharded),
-`tensor` (Megatron-style tensor parallel). Every model parameter carries `logical_axes`
-metadata (see rlvr/models/transformer.py); `LOGICAL_RULES` maps each logical name to mesh
-axes. A dimension whose size is not divisible by its mesh axes stays replicated, so any
-model runs on any mesh. Meshes use `AxisType.Auto` (FACTS.md: the default Explicit type
-breaks indexing and shard_map on unsharded inputs).
+`tensor` (Megatron-style tensor parallel), and `expert` (expert parallel: a mixture-of-experts
+layer's stacked expert kernels are split over it, and the batch is split over it too, as a
+further data-parallel axis for the rest of the model). The `expert` axis is part of the mesh
+only when it is larger than 1, so dense runs keep their (data, fsdp, tensor) mesh.
+
+Every model parameter carries `logical_axes` metadata (see rlvr/models/transformer.py);
+`LOGICAL_RULES` maps each logical name to mesh axes. A dimension whose size is not divisible by
+its mesh axes stays replicated, so any model runs on any mesh. Meshes use `AxisType.Auto`
+(FACTS.md: the default Explicit type breaks indexing and shard_map on unsharded inputs).
 
 Scale path: one CPU → a mesh on one host → many hosts after `initialize_distributed`.
 """
@@ -21,8 +25,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from rlvr.models.transformer import KV_CACHE_LOGICAL_AXES
 
-MESH_AXES = ("data", "fsdp", "tensor")
-BATCH_AXES = ("data", "fsdp")
+MESH_AXES = ("data", "fsdp", "tensor", "expert")
+BATCH_AXES = ("data", "fsdp", "expert")
 
 # logical axis name -> mesh axis (or axes) it is sharded over; None = replicated.
 LOGICAL_RULES = {
@@ -32,6 +36,7 @@ LOGICAL_RULES = {
     "q_heads": "tensor",
     "kv_heads": "tensor",
     "mlp": "tensor",
+    "expert": "expert",
     "norm": None,
     "cache_length": None,
     "cache_kv_heads": "tensor",
@@ -40,17 +45,26 @@ LOGICAL_RULES = {
 }
 
 
-def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices=None) -> Mesh:
-    """A (data, fsdp, tensor) mesh over the first data*fsdp*tensor devices (Auto axis types)."""
-    for name, v in (("data", data), ("fsdp", fsdp), ("tensor", tensor)):
+def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices=None, *,
+              expert: int = 1) -> Mesh:
+    """A (data, fsdp, tensor) mesh, or (data, fsdp, tensor, expert) when expert > 1, over the
+    first data*fsdp*tensor*expert devices (Auto axis types)."""
+    for name, v in (("data", data), ("fsdp", fsdp), ("tensor", tensor), ("expert", expert)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"make_mesh: {name} must be an int >= 1, got {v!r}")
     devices = list(jax.devices() if devices is None else devices)
-    n = data * fsdp * tensor
+    n = data * fsdp * tensor * expert
     if n > len(devices):
-        raise ValueError(f"make_mesh: data*fsdp*tensor = {n} exceeds the {len(devices)} devices")
-    arr = np.array(devices[:n], dtype=object).reshape(data, fsdp, tensor)
-    return Mesh(arr, MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+        raise ValueError(f"make_mesh: data*fsdp*tensor*expert = {n} exceeds the {len(devices)} "
+                         f"devices")
+    sizes = (data, fsdp, tensor) + ((expert,) if expert > 1 else ())
+    arr = np.array(devices[:n], dtype=object).reshape(sizes)
+    return Mesh(arr, MESH_AXES[:len(sizes)], axis_types=(AxisType.Auto,) * len(sizes))
+
+
+def batch_axes(mesh: Mesh) -> tuple:
+    """The axes of `mesh` that split the batch: (data, fsdp) and expert when present."""
+    return tuple(a for a in BATCH_AXES if a in mesh.shape)
 
 
 def _axis_size(mesh: Mesh, axes) -> int:
@@ -119,8 +133,8 @@ def shard_model(model, mesh: Mesh, rules: Optional[dict] = None):
 
 
 def batch_sharding(mesh: Mesh, ndim: int = 2) -> NamedSharding:
-    """Sharding of a [B, ...] array: B over (data, fsdp), other dims replicated."""
-    return NamedSharding(mesh, P(BATCH_AXES, *([None] * (ndim - 1))))
+    """Sharding of a [B, ...] array: B over (data, fsdp[, expert]), other dims replicated."""
+    return NamedSharding(mesh, P(batch_axes(mesh), *([None] * (ndim - 1))))
 
 
 def kv_cache_sharding(mesh: Mesh, config=None, batch: Optional[int] = None) -> NamedSharding:

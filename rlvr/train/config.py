@@ -115,6 +115,7 @@ BOUNDS = {
     "logging.every": (1, True, None, True), "logging.samples_every": (0, True, None, True),
     "logging.samples_per_step": (1, True, None, True),
     "mesh.fsdp": (1, True, None, True), "mesh.tensor": (1, True, None, True),
+    "mesh.expert": (1, True, None, True),
     "mesh.num_processes": (1, True, None, True), "mesh.process_id": (0, True, None, True),
 }
 DTYPE_FIELDS = ("model.dtype", "model.param_dtype")

@@ -310,15 +310,18 @@ def build_mesh(c):
     """(mesh, replicated sharding); the batch must split evenly over its data shards."""
     from rlvr.parallel import make_mesh
 
+    from rlvr.parallel import batch_axes
+
     m = c.mesh
-    mesh = make_mesh(m.data if m.data > 0 else jax.device_count() // (m.fsdp * m.tensor), m.fsdp,
-                     m.tensor)
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    expert = m.get("expert", 1)
+    mesh = make_mesh(m.data if m.data > 0 else jax.device_count() // (m.fsdp * m.tensor * expert),
+                     m.fsdp, m.tensor, expert=expert)
+    shards = int(np.prod([mesh.shape[a] for a in batch_axes(mesh)]))
     rows = c.sampling.prompts_per_step * c.algorithm.group_size
     if rows % shards:
         raise ConfigError(f"the batch must split evenly over the mesh's {shards} data shards "
-                          f"(mesh.data × mesh.fsdp): prompts_per_step × group_size = {rows} rows; "
-                          f"change sampling.prompts_per_step or mesh.data")
+                          f"(mesh.data × mesh.fsdp × mesh.expert): prompts_per_step × group_size "
+                          f"= {rows} rows; change sampling.prompts_per_step or mesh.data")
     return mesh, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
