@@ -95,3 +95,33 @@ def sft_examples(trajs, tokenizer) -> list[chat.RenderedConversation]:
     loss only on the assistant-generated tokens."""
     return [chat.render_with_mask(tokenizer, list(t.messages), list(t.tools or ()) or None)
             for t in trajs]
+
+
+class SessionGenerator:
+    """A `generate` callable for `run_episode` backed by one `rlvr.rollout.session.KVSession`
+    row: each turn prefills only the tokens appended since the last turn (KV reuse) and samples
+    until the end-of-turn token or `params.max_new_tokens`. `prefill_tokens` records, per turn,
+    how many tokens were fed before decoding."""
+
+    def __init__(self, model, tokenizer, params, key, *, max_tokens: int):
+        import dataclasses as _dc
+
+        import jax
+
+        from rlvr.rollout.session import KVSession
+
+        eot = chat.end_of_turn_id(tokenizer)
+        if eot not in params.stop_token_ids:
+            params = _dc.replace(params, stop_token_ids=tuple(params.stop_token_ids) + (eot,))
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot
+        self.session = KVSession(model, max_tokens=max_tokens, pad_id=int(pad))
+        self.params, self.key, self.turn = params, key, 0
+        self.prefill_tokens: list[int] = []
+        self._jax = jax
+
+    def __call__(self, ids: list[int]) -> list[int]:
+        k = self._jax.random.fold_in(self.key, self.turn)
+        self.turn += 1
+        out = self.session.turn([0], [ids], k[None], self.params)
+        self.prefill_tokens.append(out.prefill_tokens)
+        return list(out.action_ids[0])
