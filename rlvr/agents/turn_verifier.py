@@ -101,3 +101,37 @@ def verify_call(pred: Optional[ToolCall], ref: ToolCall, toolset: ToolSet, *,
         return TurnVerdict("fail", 0.0, "predicted arguments violate the schema")
     ok = _equal(a, b, rtol, atol)
     return TurnVerdict("pass" if ok else "fail", float(ok), "" if ok else "arguments differ")
+
+
+def verify_turn(text: str, target: Mapping[str, Any], toolset: ToolSet, fmt: str, *,
+                mode: str = "functional", answer_predicate: Optional[Callable[[str, str], bool]]
+                = None, **kw) -> TurnVerdict:
+    """Verdict for one generated assistant turn `text` (format `fmt`) against a recorded target
+    message (a pivot's target). A target with tool calls passes iff the turn parses without
+    errors into the same number of calls, each passing `verify_call` against its counterpart
+    in order. A target without tool calls (a final reply) is checked by
+    `answer_predicate(text, target_content)`; without one the check cannot run (env_error)."""
+    from rlvr.agents import parsers  # noqa: PLC0415 (parsers imports tools, as this does)
+
+    turn = parsers.parse(text, fmt)
+    refs = [ToolCall((c.get("function", c))["name"], (c.get("function", c)).get("arguments") or {})
+            for c in (target.get("tool_calls") or ())]
+    if not refs:
+        if answer_predicate is None:
+            return TurnVerdict("env_error", 0.0, "reply turn without an answer predicate")
+        if turn.calls or turn.errors:
+            return TurnVerdict("fail", 0.0, "tool call where the reference replies")
+        try:
+            ok = bool(answer_predicate(turn.content, str(target.get("content") or "")))
+        except Exception as e:  # the user's check could not run: masked
+            return TurnVerdict("env_error", 0.0, f"answer predicate raised {type(e).__name__}: {e}")
+        return TurnVerdict("pass" if ok else "fail", float(ok), "" if ok else "predicate false")
+    if turn.errors:
+        return TurnVerdict("fail", 0.0, f"malformed tool call: {turn.errors[0].message}")
+    if len(turn.calls) != len(refs):
+        return TurnVerdict("fail", 0.0, f"{len(turn.calls)} calls, reference has {len(refs)}")
+    for p, r in zip(turn.calls, refs):
+        v = verify_call(p, r, toolset, mode=mode, **kw)
+        if v.status != "pass":
+            return v
+    return TurnVerdict("pass", 1.0)

@@ -90,3 +90,22 @@ def test_turn_verifier_check_that_cannot_run_is_env_error():
     assert verify_call(ref, ToolCall("fly", {}), TS).status == "env_error"
     with pytest.raises(ValueError, match="mode must be one of functional, exact"):
         verify_call(ref, ref, TS, mode="fuzzy")
+
+
+def test_verify_turn_scores_generated_text_against_a_pivot_target():
+    from rlvr.agents.turn_verifier import verify_turn
+    ps, _ = pivots(load_trajectories(SHIPPED)[:1], kv_tools.ENVIRONMENT)
+    call_pivot, reply_pivot = ps[0], ps[-1]
+    key = call_pivot.target["tool_calls"][0]["function"]["arguments"]["key"]
+    other = "h" if key != "h" else "g"
+    ts = kv_tools.TOOLSET
+    good = '<tool_call>{"arguments": {"key": "%s"}, "name": "get"}</tool_call>' % key
+    assert verify_turn(good, call_pivot.target, ts, "hermes").status == "pass"
+    bad = '<tool_call>{"name": "get", "arguments": {"key": "%s"}}</tool_call>' % other
+    assert verify_turn(bad, call_pivot.target, ts, "hermes").status == "fail"
+    assert verify_turn(good + good, call_pivot.target, ts, "hermes").status == "fail"
+    assert verify_turn("<tool_call>{x</tool_call>", call_pivot.target, ts, "hermes").status == "fail"
+    assert verify_turn("done", reply_pivot.target, ts, "hermes").status == "env_error"
+    same = lambda a, b: a.strip() == b.strip()
+    assert verify_turn(reply_pivot.target["content"], reply_pivot.target, ts, "hermes",
+                       answer_predicate=same).status == "pass"
