@@ -141,8 +141,10 @@ class ToolSet:
         return None
 
     def execute(self, state: dict, call: ToolCall) -> ToolOutcome:
-        """Runs `call` on `state` (mutated in place). Rejected calls leave `state` unchanged and
-        return an error outcome the agent sees."""
+        """Runs `call` on `state` (mutated in place). Calls rejected before running (unknown
+        tool, schema violation) leave `state` unchanged; those and a `ToolError` raised by the
+        function (after whatever state change the function made) return an error outcome the
+        agent sees."""
         rejected = self.check(call)
         if rejected is not None:
             return rejected

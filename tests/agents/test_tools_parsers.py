@@ -76,3 +76,29 @@ def test_malformed_calls_become_error_observations_not_drops():
     outs = parsers.execute_turn(kv_tools.TOOLSET, st, turn)
     assert [o.error_kind for o in outs] == ["schema", "parse"]
     assert all(o.content.startswith("error:") for o in outs)
+
+
+def test_shop_tool_environment_uses_the_checkout_transition():
+    from rlvr.agents import shop_tools
+    from rlvr.envs import shop
+
+    s0 = shop.initial_state({"a": 2, "b": 5}, [["a", 3], ["b", 1]], 8)
+    ts = shop_tools.TOOLSET
+
+    def run(calls):
+        st = shop_tools.reset(shop.make_task_snapshot(s0))
+        outs = [ts.execute(st, ToolCall(n, a)) for n, a in calls]
+        return st, outs
+
+    good = [("get_price", {"item": "a"}), ("get_price", {"item": "b"}),
+            ("add_to_cart", {"item": "a", "quantity": 3}),
+            ("add_to_cart", {"item": "b", "quantity": 1}), ("pay", {"amount": 11})]
+    st, outs = run(good)
+    assert outs[0].content == '{"item":"a","price":2}' and shop_tools.outcome(st)
+    assert [e["tool"] for e in st["events"]] == ["get", "get", "add", "add", "pay"]
+    st, _ = run(good[:2] + [("add_to_cart", {"item": "a", "quantity": 2})] + good[3:])
+    assert not shop_tools.outcome(st)                       # a wrong add is a minefield event
+    st, outs = run([("get_price", {"item": "c"}), ("pay", {"amount": 11}),
+                    ("pay", {"amount": 11})])
+    assert outs[0].error_kind == "tool_error" and outs[2].error_kind == "tool_error"
+    assert not shop_tools.outcome(st)
