@@ -74,6 +74,11 @@ def test_wheel_installs_the_configs_inside_the_package(installed):
         (ROOT / "configs" / "__init__.py").read_text()
 
 
+def test_wheel_ships_the_agent_template_and_trajectories(installed):
+    for rel in ("rlvr/agents/templates/qwen_tools.jinja", "rlvr/agents/data/kv_trajectories.jsonl"):
+        assert (installed / rel).read_text() == (ROOT / rel).read_text(), rel
+
+
 def test_source_distribution_installs_the_configs(tmp_path):
     """pip install of an sdist (a wheel built from it) ships rlvr.configs the same way."""
     sdist = build_sdist(copy_checkout(tmp_path / "src"), tmp_path / "dist")
