@@ -142,6 +142,9 @@ def _method_config(method: str):
         c.algorithm.name = "reinforce"
         c.algorithm.policy_loss = "trust_region"
         c.algorithm.baseline_momentum = 0.9
+        # no whitening: centring on the batch mean would cancel the running baseline exactly
+        # ((R − b) − mean(R − b) = R − mean(R)), turning the arm into a batch-mean baseline
+        c.algorithm.normalize_advantages = False
     return c
 
 
