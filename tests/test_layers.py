@@ -11,7 +11,7 @@ LAYERS = {
     "records": 0, "core": 0, "version": 0, "configs": 0,
     "models": 1, "learner": 1, "configs_lookup": 1,
     "rollout": 2, "envs": 2, "parallel": 2,
-    "verifiers": 3,
+    "verifiers": 3, "agents": 3,
     "tasks": 4,
     "algorithms": 5,
     "train": 6,
