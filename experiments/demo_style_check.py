@@ -1,4 +1,4 @@
-"""Warm-start success with canonical vs diverse demonstrations (seed 000 §2).
+"""Warm-start success with canonical vs diverse demonstrations (docs/algorithms.md §6).
 
 Diverse demonstrations (`kv_agent.demonstrations(style="diverse")`: per-episode seeded key order
 and answer form) carry more entropy per action than the canonical oracle, so the same SFT budget

@@ -1,4 +1,4 @@
-"""Functional per-turn reward (R2.8) vs exact match to the demonstration (PivotRL).
+"""Functional per-turn reward (docs/algorithms.md §6) vs exact match to the demonstration (PivotRL).
 
 Both arms run PivotRL with the same warm-start, probe and training budget; only the turn scorer
 differs (probe + training reward): `functional` accepts every action that is functionally

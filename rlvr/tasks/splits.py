@@ -1,4 +1,4 @@
-"""Train / eval / unseen splits for generated tasks (SPEC R6.6; seed 002 §4.4: "training may use
+"""Train / eval / unseen splits for generated tasks (docs/architecture.md §4, §3: "training may use
 controlled randomisation; evaluation reports both a fixed seed set and an unseen seed set").
 
 A generator's seed decides which instances it draws; the *split* decides which instances it may
@@ -80,7 +80,7 @@ def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None
     Args:
       n: how many instances.
       split: "train" | "eval" | "unseen".
-      draw: () -> instance, a random draw (from a seeded rng, so the result is deterministic).
+      draw: -> instance, a random draw (from a seeded rng, so the result is deterministic).
       key: instance -> str, its content key.
       max_attempts: draws allowed before giving up (default 200 * n + 1000).
       allow_fewer: return what was found instead of raising (still deterministic).
