@@ -42,7 +42,6 @@ updates were all skipped as non-finite, nor on a critic-only (warm-up) step.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -611,8 +610,3 @@ class Algorithm:
         state, m = self.update_policy(state, tb, k_policy)
         metrics.update(m)
         return self.finish(state, tb, metrics, key)
-
-
-def settings_summary(settings: AlgorithmSettings) -> dict[str, Any]:
-    return dataclasses.asdict(settings)
-

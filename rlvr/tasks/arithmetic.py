@@ -133,9 +133,5 @@ def verifier(max_chars: int = 1000) -> IntegerAnswerVerifier:
     return IntegerAnswerVerifier(max_chars=max_chars)
 
 
-def is_task(task: TaskSpec) -> bool:
-    return task.public_metadata.get("source") == NAME
-
-
 __all__ = ["ALPHABET", "ArithmeticDifficulty", "DIFFICULTIES", "generate", "demonstration",
            "verifier", "answer_of", "resolve_difficulty"]

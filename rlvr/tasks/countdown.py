@@ -173,9 +173,5 @@ def verifier(max_chars: int = 200) -> CountdownVerifier:
     return CountdownVerifier(max_chars=max_chars)
 
 
-def is_task(task: TaskSpec) -> bool:
-    return task.public_metadata.get("source") == NAME
-
-
 __all__ = ["ALPHABET", "CountdownDifficulty", "DIFFICULTIES", "generate", "demonstration",
            "verifier", "to_text", "resolve_difficulty"]
