@@ -1,17 +1,9 @@
 """Code verifier: candidate programs against public and hidden tests in the sandbox
 (docs/verifiers.md §3, §2).
 
-`task.reference_answer` (validated by `rlvr.records.code_tests.parse_code_reference` — also when a
-task file is loaded — errors raise `CodeTestsError` naming the field):
-
-    {
-      "entry_point": "add",              # function mode: call add(*args, **kwargs) per test
-      "public_tests": [{"args": [1, 2], "kwargs": {}, "expected": 3}, ...],
-      "hidden_tests": [{"args": [5, 5], "expected": 10}, ...],
-      "float_tol": 1e-9                  # optional: |a-b| ≤ tol·max(1,|b|) for floats
-    }
-    or, with "entry_point": null (stdio mode: the program is run once per test):
-      "public_tests": [{"stdin": "1 2\\n", "stdout": "3\\n"}, ...]
+`task.reference_answer` is the tests record whose format `rlvr.records.code_tests` documents
+(validated by `parse_code_reference` — also when a task file is loaded — errors raise
+`CodeTestsError` naming the field).
 
 A test may carry "weight" (default 1) for docs/architecture.md §4. Public and hidden tests run in *separate*
 sandbox processes (the hidden run starts after the public one has exited), and expected
