@@ -49,7 +49,7 @@ def analyse(ctx, recs, lrs):
     seeds = ctx.seeds
     cur = {a: {s: common.arm_curve(r) for s, r in by.items()} for a, by in recs.items()}
     nan = float("nan")
-    for s in seeds if "two_stage" in cur else:  # the second stage's costs come after the first's
+    for s in seeds if "two_stage" in cur else ():  # the second stage's costs come after the first's
         p = cur["pivotrl"][s]
         cur["two_stage"][s] = stats.shift(cur["two_stage"][s], p["tokens"][-1], p["prompt_tokens"][-1],
                                           p["wall_s"][-1])

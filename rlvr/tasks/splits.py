@@ -80,7 +80,7 @@ def draw_distinct(n: int, split: str, draw, key, max_attempts: int | None = None
     Args:
       n: how many instances.
       split: "train" | "eval" | "unseen".
-      draw: -> instance, a random draw (from a seeded rng, so the result is deterministic).
+      draw: () -> instance, a random draw (from a seeded rng, so the result is deterministic).
       key: instance -> str, its content key.
       max_attempts: draws allowed before giving up (default 200 * n + 1000).
       allow_fewer: return what was found instead of raising (still deterministic).
