@@ -446,7 +446,7 @@ def cispo_token_loss(
 
 def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean",
                length_normalizer=None):
-    """Critic regression loss, optionally clipped (docs/algorithms.md (A.5)-(A.7); docs/architecture.md §7 "Value Clipping", docs/algorithms.md (A.12)).
+    """Critic regression loss, optionally clipped (docs/algorithms.md (A.7), (A.12)).
 
     ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = clip(V_t, V^old_t − ε, V^old_t + ε) (the same
     as V^old_t + clip(V_t − V^old_t, −ε, ε) in exact arithmetic, but a value inside the range stays
