@@ -224,7 +224,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.progress = True         # tqdm progress bar on the console (shows the compiling and
                                     # evaluating phases; ends at the step where the run stops).
 
-    # ---------------------------------------------------------------- kl (docs/algorithms.md (A.13)-(A.15), (A.13))
+    # ---------------------------------------------------------------- kl (docs/algorithms.md (A.13)-(A.15))
     c.kl = ml_collections.ConfigDict()
     c.kl.mode = "none"              # none | reward (docs/algorithms.md (A.14) penalty) | loss (β·KL term in the loss).
     c.kl.estimator = "k3"           # k1 | k2 | k3 per-token estimators of KL(π_θ‖π_ref).

@@ -1,4 +1,4 @@
-"""PPO with a critic and GAE (docs/algorithms.md (A.5)-(A.7), (A.8)-(A.9), (A.5)).
+"""PPO with a critic and GAE (docs/algorithms.md (A.5), (A.7), (A.8)).
 
 Token rewards: the sequence reward on each row's last policy token, minus the per-token KL penalty
 when kl.mode == "reward" (docs/algorithms.md (A.14)). Values: V(s_t) for the action at token t, aligned by

@@ -1,4 +1,4 @@
-"""REINFORCE with a running baseline (docs/algorithms.md (A.3)-(A.4), (A.4), docs/architecture.md §7).
+"""REINFORCE with a running baseline (docs/algorithms.md (A.4), docs/architecture.md §7).
 
 Â_i = R_i − b with b an exponential moving average of *earlier* batches' mean reward (so b is
 independent of R_i), kept in `TrainState.extras["baseline"]` and checkpointed with it. With the

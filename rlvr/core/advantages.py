@@ -80,7 +80,7 @@ def grpo_advantages(rewards, valid=None, *, scale_by_std=True, eps=1e-6):
 
 
 def rloo_advantages(rewards, valid=None):
-    """RLOO leave-one-out advantages (docs/algorithms.md (A.3)-(A.4), (A.3)).
+    """RLOO leave-one-out advantages (docs/algorithms.md (A.3)).
 
     b_i = mean of the other valid rewards of the group, Â_i = R_i − b_i. Groups with fewer than
     two valid samples, and groups whose valid rewards are all equal, get exactly 0.
@@ -103,7 +103,7 @@ def rloo_advantages(rewards, valid=None):
 
 
 def reinforce_advantages(rewards, baseline, valid=None):
-    """REINFORCE advantages with an external (global or running) baseline (docs/algorithms.md (A.3)-(A.4), (A.4)).
+    """REINFORCE advantages with an external (global or running) baseline (docs/algorithms.md (A.4)).
 
     Â_i = R_i − b, where b is a scalar or anything broadcastable to `rewards` (e.g. a per-task
     running baseline). Keep b independent of R_i (a running baseline from *earlier* batches, see

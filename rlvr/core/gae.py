@@ -1,4 +1,4 @@
-"""Generalised Advantage Estimation with Skip-Observation (docs/algorithms.md (A.5)-(A.7), (A.6), (A.5)).
+"""Generalised Advantage Estimation with Skip-Observation (docs/algorithms.md (A.6), (A.5)).
 
 A row is a token stream [prompt, a_0, o_0, a_1, o_1, ...]; `loss_mask` is 1 on policy tokens
 only. Token rewards live on policy tokens (typically the terminal reward on the last policy token,
@@ -223,7 +223,7 @@ def gae(
     method="auto",
     block_size=None,
 ):
-    """(Skip-Observation) GAE advantages and returns (docs/algorithms.md (A.5)-(A.7), (A.6), (A.5)).
+    """(Skip-Observation) GAE advantages and returns (docs/algorithms.md (A.6), (A.5)).
 
     Args:
       rewards: float [B, T] token rewards, on policy tokens (aligned with RolloutBatch.tokens).

@@ -1,4 +1,4 @@
-"""KL(π_θ‖π_ref) estimators, KL reward penalty and KL-coefficient controllers (docs/algorithms.md (A.13)-(A.15), (A.13)).
+"""KL(π_θ‖π_ref) estimators, KL reward penalty and KL-coefficient controllers (docs/algorithms.md (A.13)-(A.15)).
 
 Per-token estimators of KL(π‖π_ref) from tokens sampled from π (Schulman, "Approximating KL
 divergence"), with log r = log π_ref − log π at the sampled token:
@@ -33,7 +33,7 @@ KL_KINDS = ("k1", "k2", "k3")
 
 
 def kl_estimate(logprobs, ref_logprobs, kind, loss_mask=None):
-    """Per-token estimate of KL(π_θ‖π_ref) on tokens sampled from π_θ (docs/algorithms.md (A.13)-(A.15), (A.13)).
+    """Per-token estimate of KL(π_θ‖π_ref) on tokens sampled from π_θ (docs/algorithms.md (A.13)).
 
     Args:
       logprobs: float [...] log π_θ of the sampled tokens.
@@ -62,7 +62,7 @@ def kl_estimate(logprobs, ref_logprobs, kind, loss_mask=None):
 
 
 def kl_penalty_rewards(rewards, logprobs, ref_logprobs, loss_mask, *, beta, kind="k1"):
-    """KL as a reward penalty, R_total = R_task − β D̂_KL (docs/algorithms.md (A.13)-(A.15), (A.14)).
+    """KL as a reward penalty, R_total = R_task − β D̂_KL (docs/algorithms.md (A.14)).
 
     Args:
       rewards: float [B, T] token rewards (penalty applied per policy token), or [B] sequence
@@ -95,7 +95,7 @@ def kl_penalty_rewards(rewards, logprobs, ref_logprobs, loss_mask, *, beta, kind
 
 @struct.dataclass
 class KLControllerState:
-    """KL coefficient controller state (a pytree; docs/algorithms.md (A.13)-(A.15), (A.15)).
+    """KL coefficient controller state (a pytree; docs/algorithms.md (A.15)).
 
     Attributes:
       coef: float32 scalar, the current β.
@@ -135,7 +135,7 @@ def init_kl_controller(init_coef, *, target=None, horizon=10000):
 
 
 def update_kl_controller(state: KLControllerState, observed_kl, n_steps):
-    """One controller update (docs/algorithms.md (A.13)-(A.15), (A.15)): β ← β·exp[(n_steps/horizon)(D̂ − D_target)].
+    """One controller update (docs/algorithms.md (A.15)): β ← β·exp[(n_steps/horizon)(D̂ − D_target)].
 
     Fixed controllers return `state` unchanged.
 

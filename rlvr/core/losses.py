@@ -152,7 +152,7 @@ def ppo_token_loss(
     length_normalizer=None,
     token_weights=None,
 ):
-    """PPO/GRPO clipped surrogate at token level (docs/algorithms.md (A.8)-(A.9), (A.11)-(A.12), (A.8)).
+    """PPO/GRPO clipped surrogate at token level (docs/algorithms.md (A.11)-(A.12), (A.8)).
 
     ρ_t = exp(logp_t − old_t); per-token loss ℓ_t = −min(ρ_t Â_t, clip(ρ_t, 1−ε_low, 1+ε_high) Â_t)
     (asymmetric ε allows "clip-higher"). With `dual_clip = c > 1`, tokens with Â_t < 0 use
@@ -219,7 +219,7 @@ def trust_region_token_loss(
     length_normalizer=None,
     token_weights=None,
 ):
-    """SAO's strict double-sided token trust region (docs/algorithms.md (A.8)-(A.9), (A.19), (A.9)).
+    """SAO's strict double-sided token trust region (docs/algorithms.md (A.19), (A.9)).
 
     ρ_t = exp(logp_t − old_t) against the *behaviour* log-probs saved at sampling time. Tokens
     whose ratio lies outside [1−ε_low, 1+ε_high] are masked out entirely — whatever the sign of

@@ -1,4 +1,4 @@
-"""rlvr.core.gae against independent numpy loops (docs/algorithms.md (A.5)-(A.7), (A.6))."""
+"""rlvr.core.gae against independent numpy loops (docs/algorithms.md (A.6))."""
 
 import functools
 import importlib
