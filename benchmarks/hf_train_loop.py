@@ -42,19 +42,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.model_shapes import FAMILY_SIZES  # noqa: E402
+from benchmarks.model_shapes import FAMILY_SIZES, QWEN2_SIZES  # noqa: E402
 from configs import gsm8k  # noqa: E402
 from rlvr.testing import build_checkpoint, build_tokenizer  # noqa: E402
 from rlvr.train import loop  # noqa: E402
 from rlvr.train.metrics import read_metrics  # noqa: E402
 
+_Q = QWEN2_SIZES["qwen2.5-0.5b"]
 SIZES = {  # checkpoint shape (Hugging Face Qwen2Config fields) and the run's settings
     "tiny": dict(shape={}, prompts=4, group=4, prompt_len=256, new_tokens=32, dtype="float32",
                  remat=False, minibatches=1, microbatches=1),
     "qwen2.5-0.5b": dict(
-        shape=dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                   num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                   model_vocab_size=151936),
+        shape=dict(hidden_size=_Q["hidden_size"], intermediate_size=_Q["intermediate_size"],
+                   num_hidden_layers=_Q["num_layers"], num_attention_heads=_Q["num_heads"],
+                   num_key_value_heads=_Q["num_kv_heads"], tie_word_embeddings=True,
+                   model_vocab_size=_Q["vocab_size"]),
         prompts=64, group=8, prompt_len=256, new_tokens=512, dtype="bfloat16", remat=True,
         minibatches=4, microbatches=4),
 }

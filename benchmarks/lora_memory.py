@@ -25,13 +25,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.model_shapes import QWEN2_SIZES  # noqa: E402
+
 SHAPES = {
-    "qwen2.5-0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_layers=24,
-                         num_heads=14, num_kv_heads=2, head_dim=64, tie_word_embeddings=True),
-    "qwen2.5-1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_layers=28,
-                         num_heads=12, num_kv_heads=2, head_dim=128, tie_word_embeddings=True),
+    **QWEN2_SIZES,
     "tiny": dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
-                 num_kv_heads=2, head_dim=16, tie_word_embeddings=True),
+                 num_kv_heads=2, head_dim=16, tie_word_embeddings=True, attention_bias=True,
+                 architecture="qwen2", max_position_embeddings=32768),
 }
 # arm -> (param dtype, LoRA quantize or None for full fine-tuning)
 ARMS = {"full f32 + KL": ("float32", None), "full bf16 + KL": ("bfloat16", None),
@@ -43,8 +43,7 @@ RANK = 16
 def model_config(shape: str, param_dtype: str, dtype: str = "bfloat16"):
     from rlvr.models import ModelConfig
 
-    return ModelConfig(**SHAPES[shape], attention_bias=True, architecture="qwen2",
-                       max_position_embeddings=32768, dtype=dtype, param_dtype=param_dtype)
+    return ModelConfig(**SHAPES[shape], dtype=dtype, param_dtype=param_dtype)
 
 
 def build(shape, arm, *, remat=False):

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.model_shapes import FAMILY_SIZES  # noqa: E402
+from benchmarks.model_shapes import FAMILY_SIZES, QWEN2_SIZES  # noqa: E402
 
 T_START = time.time()
 
@@ -42,11 +42,7 @@ SIZES = {
                  num_heads=4, num_kv_heads=2, head_dim=32),
     "small": dict(vocab_size=1024, hidden_size=256, intermediate_size=768, num_layers=4,
                   num_heads=8, num_kv_heads=4, head_dim=32),
-    # Qwen2-0.5B shape (random weights): 24 layers, d 896, 14 q / 2 kv heads, tied embeddings.
-    "qwen0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_layers=24,
-                     num_heads=14, num_kv_heads=2, head_dim=64, tie_word_embeddings=True,
-                     attention_bias=True, architecture="qwen2", rope_theta=1e6,
-                     max_position_embeddings=32768),
+    "qwen0.5b": QWEN2_SIZES["qwen2.5-0.5b"],  # Qwen2-0.5B shape (random weights)
     # Llama-3.2-1B shape: 16 layers, d 2048, 32 q / 8 kv heads, tied embeddings (1.24 B).
     "llama1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_layers=16,
                     num_heads=32, num_kv_heads=8, head_dim=64, tie_word_embeddings=True,

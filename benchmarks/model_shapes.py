@@ -2,6 +2,20 @@
 `rlvr.models.ModelConfig` fields: `benchmarks/model.py` and `benchmarks/hf_train_loop.py` take
 them by name (no imports beyond the standard library, so importing it changes no settings)."""
 
+# Qwen2 / Qwen2.5 shapes (random weights): q/k/v bias, tied embeddings.
+QWEN2_SIZES = {
+    # Qwen2(.5)-0.5B: 24 layers, d 896, 14 q / 2 kv heads of 64 (0.49 B).
+    "qwen2.5-0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_layers=24,
+                         num_heads=14, num_kv_heads=2, head_dim=64, tie_word_embeddings=True,
+                         attention_bias=True, architecture="qwen2", rope_theta=1e6,
+                         max_position_embeddings=32768),
+    # Qwen2.5-1.5B: 28 layers, d 1536, 12 q / 2 kv heads of 128 (1.5 B).
+    "qwen2.5-1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_layers=28,
+                         num_heads=12, num_kv_heads=2, head_dim=128, tie_word_embeddings=True,
+                         attention_bias=True, architecture="qwen2", rope_theta=1e6,
+                         max_position_embeddings=32768),
+}
+
 FAMILY_SIZES = {
     # Qwen3-0.6B: 28 layers, d 1024, 16 q / 8 kv heads of 128, q/k norms, tied (0.6 B).
     "qwen3-0.6b": dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_layers=28,

@@ -10,9 +10,9 @@ from rlvr.configs import base
 def get_config():
     c = base.get_config()
     c.task.names = ("kv_agent",)
-    c.task.kwargs.difficulty = "easy"     # kv_agent difficulty (experiments/results/difficulty.md).
+    c.task.kwargs.difficulty = "easy"     # kv_agent difficulty.
     c.task.kwargs.demo_style = "diverse"  # demonstrations: per-task seeded read order and answer
-                                          # form (seed 000 §2); experiments/results/demo_style.md.
+                                          # form (docs/algorithms.md §6).
     c.task.pool_size = 256                # fixed pool of training tasks.
     c.model.num_layers = 2
     c.model.d_model = 64

@@ -12,7 +12,7 @@ from rlvr.configs import agent_base
 def get_config():
     c = agent_base.get_config()     # task kit, tiny policy, SFT warm start, eval (shared)
     c.algorithm.name = "grpo"       # collector: groups of episodes (the kit is multi-turn)
-    c.algorithm.group_size = 4      # G full episodes per task (R3.1).
+    c.algorithm.group_size = 4      # G full episodes per task (docs/algorithms.md (A.2)).
     c.algorithm.clip_low = 0.2      # token-level PPO clip ε.
     c.algorithm.clip_high = 0.2
     c.algorithm.recompute_old_logprobs = False  # π_old = the sampler's behaviour log-probs.

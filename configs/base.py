@@ -1,4 +1,4 @@
-"""The one config schema of every rlvr run (SPEC R6.1, R7; seed 002 §5, §7, §9).
+"""The one config schema of every rlvr run (docs/architecture.md (B.1), §7, §3).
 
 Every experiment config does `config = base.get_config()` and then overrides fields. The returned
 ConfigDict is *locked*: assigning a key that does not exist here raises, so a typo in an experiment
@@ -22,7 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
 
     # Global seed: model init, task sampling, rollout sampling and minibatch shuffling all derive
-    # their keys from it, so the same config + seed gives the same run (DESIGN.md house rules).
+    # their keys from it, so the same config + seed gives the same run.
     c.seed = 0
 
     # ---------------------------------------------------------------- model (rlvr.models)
@@ -89,8 +89,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.task.pool_size = 0            # 0: fresh training tasks every step; N: a fixed pool of N
                                     # train tasks drawn once (needed by curricula and PivotRL,
                                     # whose candidate states are the pool's demonstration turns).
-    c.task.curriculum = "none"      # none | variance (eq.41 w ∝ [p(1-p)]^α) | learning_progress (eq.42).
-    c.task.curriculum_alpha = 1.0   # variance curriculum: α of eq.41.
+    c.task.curriculum = "none"      # none | variance (docs/algorithms.md (A.20) w ∝ [p(1-p)]^α) | learning_progress.
+    c.task.curriculum_alpha = 1.0   # variance curriculum: α of docs/algorithms.md (A.20).
     c.task.curriculum_ema = 0.5     # curriculum: EMA factor for the per-task success estimate p_x.
     c.task.curriculum_floor = 0.05  # curriculum: floor on weights so no task gets probability 0.
 
@@ -105,11 +105,11 @@ def get_config() -> ml_collections.ConfigDict:
                                     # | gspo (GSPO length-normalised sequence ratio; wants a small
                                     # clip range, e.g. clip_low=3e-4, clip_high=4e-4) | cispo
                                     # (MiniMax-M1: clipped stop-gradient IS weight × Â log π).
-    c.algorithm.scale_rewards = "group"  # grpo advantages: group (eq.74, divide by std) | none (no-std).
-    c.algorithm.adv_eps = 1e-6      # grpo advantages: δ of eq.74.
+    c.algorithm.scale_rewards = "group"  # grpo advantages: group (docs/algorithms.md (A.2), divide by std) | none (no-std).
+    c.algorithm.adv_eps = 1e-6      # grpo advantages: δ of docs/algorithms.md (A.2).
     c.algorithm.normalize_advantages = False  # whiten advantages over the batch's policy tokens.
-    c.algorithm.clip_low = 0.2      # ε_low: ratio lower bound 1-ε_low (eq.71; PivotRL's ε).
-    c.algorithm.clip_high = 0.2     # ε_high: ratio upper bound 1+ε_high (asymmetric clip, R3.5).
+    c.algorithm.clip_low = 0.2      # ε_low: ratio lower bound 1-ε_low (docs/algorithms.md (A.8); PivotRL's ε).
+    c.algorithm.clip_high = 0.2     # ε_high: ratio upper bound 1+ε_high (asymmetric clip, docs/algorithms.md (A.8)-(A.9)).
     c.algorithm.dual_clip = 0.0     # clip policy loss: dual clip c for negative advantages; 0 = off (> 1).
     c.algorithm.aggregation = "token-mean"  # token losses: token-mean | seq-mean-token-mean |
                                     # seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO:
@@ -131,25 +131,25 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.overlong_penalty = 1.0  # overlong shaping: the penalty at max length (≥ 0).
     c.algorithm.overlong_filter = False  # truncated rows give no loss (their reward still counts
                                     # in their group's advantages).
-    c.algorithm.entropy_coef = 0.0  # c_e of eq.72 (entropy bonus).
-    c.algorithm.baseline_momentum = 0.9  # reinforce advantages: running-baseline EMA factor (eq.76).
-    c.algorithm.gamma = 1.0         # critic: discount γ of GAE (eq.68).
-    c.algorithm.gae_lambda = 1.0    # critic: λ of GAE (eq.69).
-    c.algorithm.skip_observations = True  # critic: Skip-Observation GAE (R3.4); False = naive token GAE.
-    c.algorithm.value_coef = 0.5    # critic: c_v of eq.72 (weight of the value loss). The critic has
+    c.algorithm.entropy_coef = 0.0  # c_e of docs/algorithms.md (A.12) (entropy bonus).
+    c.algorithm.baseline_momentum = 0.9  # reinforce advantages: running-baseline EMA factor (docs/algorithms.md (A.4)).
+    c.algorithm.gamma = 1.0         # critic: discount γ of GAE (docs/algorithms.md (A.5)).
+    c.algorithm.gae_lambda = 1.0    # critic: λ of GAE (docs/algorithms.md (A.5)).
+    c.algorithm.skip_observations = True  # critic: Skip-Observation GAE (docs/algorithms.md (A.6)); False = naive token GAE.
+    c.algorithm.value_coef = 0.5    # critic: c_v of docs/algorithms.md (A.12) (weight of the value loss). The critic has
                                     # its own optimiser, so under Adam (scale-invariant) c_v acts
                                     # only through clipping and ε: tune critic_learning_rate.
     c.algorithm.value_clip = 0.2    # critic: value-loss clipping range; 0 = off.
     c.algorithm.critic_warmup_steps = 0  # critic: first N steps train only the critic (value
-                                    # pre-training on the warm policy's rollouts, R5.4).
+                                    # pre-training on the warm policy's rollouts, docs/algorithms.md §7).
     c.algorithm.critic_learning_rate = 1e-3  # critic: optimiser learning rate.
-    c.algorithm.critic_updates = 1  # critic: critic updates per policy update (SAO uses 2, R5.4).
-    c.algorithm.critic_freeze_attention = False  # critic: train only MLP projections + value head (R5.4).
+    c.algorithm.critic_updates = 1  # critic: critic updates per policy update (SAO uses 2, docs/algorithms.md §7).
+    c.algorithm.critic_freeze_attention = False  # critic: train only MLP projections + value head (docs/algorithms.md §7).
     c.algorithm.dynamic_sampling = False  # groups collector: drop groups whose rewards are all
                                     # equal and refill.
     c.algorithm.dynamic_sampling_max_rounds = 3  # dynamic sampling: extra rollout rounds allowed.
     c.algorithm.recompute_old_logprobs = True  # π_old = the learner's own scores before the update;
-                                    # False: the sampler's behaviour log-probs (SAO, R5.3).
+                                    # False: the sampler's behaviour log-probs (SAO, docs/algorithms.md (A.19)).
 
     # ---------------------------------------------------------------- rollout (rlvr.train.collectors)
     c.rollout = ml_collections.ConfigDict()
@@ -168,7 +168,7 @@ def get_config() -> ml_collections.ConfigDict:
                                     # same samples up to float rounding, cache of
                                     # model.max_seq_len slots per episode.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
-                                    # arrival (R5.1, R6.2): no group barrier between steps.
+                                    # arrival (docs/algorithms.md §7, docs/architecture.md §1): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).
     c.rollout.queue_size = 32       # asynchronous: most groups waiting (back-pressure beyond it).
     c.rollout.max_staleness = 2     # asynchronous: drop groups whose policy-version lag exceeds this.
@@ -176,15 +176,15 @@ def get_config() -> ml_collections.ConfigDict:
                                     # would arrive with lag > max_staleness (no stale work made).
     c.rollout.staleness_decay = 1.0  # asynchronous: sample weight decay**lag (1 = no down-weighting).
 
-    # ---------------------------------------------------------------- pivot (PivotRL, R4)
+    # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()
-    c.pivot.candidates = "demo"     # demo | demo+rollout (003 §3.1: also the policy's own turns).
+    c.pivot.candidates = "demo"     # demo | demo+rollout (docs/algorithms.md §6: also the policy's own turns).
     c.pivot.selection = "filter"    # filter (σ̂²>0 ∧ μ̂<λ) | variance (σ̂²>0 only) | all | random.
-    c.pivot.m = 4                   # filter / variance: probe samples per candidate from π_ref (R4.1).
+    c.pivot.m = 4                   # filter / variance: probe samples per candidate from π_ref (docs/algorithms.md (A.17)).
     c.pivot.lambda_diff = 0.75      # filter: keep iff σ̂² > 0 and μ̂ < λ_diff.
     c.pivot.random_fraction = 0.3   # random: fraction of candidates kept.
-    c.pivot.reward = "functional"   # turn verifier: functional (R2.8) | exact (match the demonstration).
-    c.pivot.hint = ""               # corrective hint appended to local prefixes only ("" = off, R4.3).
+    c.pivot.reward = "functional"   # turn verifier: functional (docs/algorithms.md §6) | exact (match the demonstration).
+    c.pivot.hint = ""               # corrective hint appended to local prefixes only ("" = off, docs/algorithms.md §6).
     c.pivot.hint_fraction = 0.5     # hint: fraction of each step's states hinted (the rest un-hinted).
     c.pivot.reprofile_every = 0     # re-probe the candidates every N steps with π_θ (0 = never).
 
@@ -224,23 +224,23 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.progress = True         # tqdm progress bar on the console (shows the compiling and
                                     # evaluating phases; ends at the step where the run stops).
 
-    # ---------------------------------------------------------------- kl (R3.7, eq.21-23)
+    # ---------------------------------------------------------------- kl (docs/algorithms.md (A.13)-(A.15))
     c.kl = ml_collections.ConfigDict()
-    c.kl.mode = "none"              # none | reward (eq.22 penalty) | loss (β·KL term in the loss).
+    c.kl.mode = "none"              # none | reward (docs/algorithms.md (A.14) penalty) | loss (β·KL term in the loss).
     c.kl.estimator = "k3"           # k1 | k2 | k3 per-token estimators of KL(π_θ‖π_ref).
     c.kl.coef = 0.0                 # β (initial value when adaptive; must be > 0 then).
-    c.kl.adaptive = False           # adapt β by eq.23.
-    c.kl.target = 0.01              # adaptive: D_target of eq.23.
-    c.kl.horizon = 10.0             # adaptive: η_β of eq.23 = 1 / horizon per step (larger = slower).
+    c.kl.adaptive = False           # adapt β by docs/algorithms.md (A.15).
+    c.kl.target = 0.01              # adaptive: D_target of docs/algorithms.md (A.15).
+    c.kl.horizon = 10.0             # adaptive: η_β of docs/algorithms.md (A.15) = 1 / horizon per step (larger = slower).
 
     # ---------------------------------------------------------------- reward (rlvr.verifiers.compose)
     c.reward = ml_collections.ConfigDict()
     c.reward.correct_weight = 1.0   # reward of a pass (decision weight; binary reward when 1 and
                                     # format_weight is 0).
-    c.reward.format_weight = 0.0    # weight of the verdict's "format" component (≪ correctness, R2.4).
+    c.reward.format_weight = 0.0    # weight of the verdict's "format" component (≪ correctness, docs/verifiers.md §2).
     c.reward.unknown_as = "fail"    # fail | mask: how an `unknown` decision enters training.
-    c.reward.clip = 0.0             # clip composed reward to [-clip, clip]; 0 = off (eq.65).
-    c.reward.cache = False          # reward cache keyed by task, output, versions, reward config (R2.7).
+    c.reward.clip = 0.0             # clip composed reward to [-clip, clip]; 0 = off (docs/architecture.md §4).
+    c.reward.cache = False          # reward cache keyed by task, output, versions, reward config (docs/verifiers.md §4).
     # Verification runs through rlvr.verifiers.pool.VerificationPool with this executor; each
     # enforces timeout_s: inline (one call at a time on a watchdog thread; a call past the limit
     # is abandoned and the next runs on a fresh thread — cheap, the default), thread (a thread
@@ -249,14 +249,14 @@ def get_config() -> ml_collections.ConfigDict:
     c.reward.executor = "inline"
     c.reward.num_workers = 2        # thread / process executors: pool workers (≥ 1).
     c.reward.timeout_s = 5.0        # per-call limit, every executor: past it → env_error, retried, masked.
-    c.reward.max_retries = 2        # env_error retries (by the pool) before the sample is masked (R2.1).
+    c.reward.max_retries = 2        # env_error retries (by the pool) before the sample is masked (docs/verifiers.md (V.1)).
 
-    # ---------------------------------------------------------------- eval (R7.1, R7.3)
+    # ---------------------------------------------------------------- eval (docs/algorithms.md (A.21), docs/architecture.md §7)
     c.eval = ml_collections.ConfigDict()
     c.eval.num_tasks = 64           # size of the fixed held-out set (0 = no evaluation).
     c.eval.every = 10               # held-out evaluation every N steps (0 = only at start and end).
     c.eval.samples_per_task = 4     # n samples (or episodes) per task (pass@k needs n ≥ k).
-    c.eval.pass_k = (1, 4)          # k values reported as pass@k (eq.93).
+    c.eval.pass_k = (1, 4)          # k values reported as pass@k (docs/algorithms.md (A.21)).
     c.eval.temperature = 1.0        # eval sampling temperature (sampled success).
     c.eval.greedy = False           # greedy decoding: one sample per task (success = pass@1);
                                     # samples_per_task, pass_k and temperature are then unused.
@@ -285,7 +285,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.logging.tensorboard = True    # also write TensorBoard events (tensorboardX).
     c.logging.plot = True           # write curves.png to the workdir at the end.
     c.logging.samples_every = 0     # every N steps write sampled records to samples.jsonl (0 = off).
-    c.logging.samples_per_step = 8  # samples: rows written (half the top-reward tail, R7.3; half random).
+    c.logging.samples_per_step = 8  # samples: rows written (half the top-reward tail, docs/architecture.md §7; half random).
 
     # ---------------------------------------------------------------- mesh (rlvr.parallel)
     c.mesh = ml_collections.ConfigDict()

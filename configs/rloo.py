@@ -1,4 +1,4 @@
-"""RLOO (leave-one-out baseline, eq.77-78) with the KL as a k1 reward penalty and adaptive β (eq.23).
+"""RLOO (leave-one-out baseline, docs/algorithms.md (A.3)) with the KL as a k1 reward penalty and adaptive β (docs/algorithms.md (A.15)).
 
     python launch.py --config=configs/rloo.py --workdir=/tmp/rlvr_rloo
 """

@@ -14,7 +14,7 @@ def get_config():
     c = base.get_config()
     c.task.names = ("shop",)
     c.task.kwargs.difficulty = "standard"  # 3-5 ordered items: 7-11 actions, the payment decides.
-    c.task.kwargs.demo_style = "diverse"   # seeded order patterns and payment forms (R2.8).
+    c.task.kwargs.demo_style = "diverse"   # seeded order patterns and payment forms (docs/algorithms.md §6).
     c.task.kwargs.latency_s = 0.01         # tool latency scale (s): Pareto(1.5) multiplier ≥ 1.
     c.task.kwargs.latency_alpha = 1.5
     c.task.kwargs.latency_cap = 30.0

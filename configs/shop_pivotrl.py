@@ -1,4 +1,4 @@
-"""PivotRL on the checkout task (SPEC R4; seed 000):
+"""PivotRL on the checkout task (docs/algorithms.md §6):
 `python launch.py --config=configs/shop_pivotrl.py --workdir=/tmp/shop_pivotrl`.
 
 Candidates: every demonstration turn of the task pool; probe m = 4 actions of π_ref each, keep

@@ -1,4 +1,4 @@
-"""SAO on the checkout task (SPEC R5; seed 003 §4-5):
+"""SAO on the checkout task (docs/algorithms.md §7):
 `python launch.py --config=configs/shop_sao.py --workdir=/tmp/shop_sao`.
 
 One episode per task (no group) from a rollout thread (32 per call) into a bounded queue, 32 per

@@ -1,5 +1,5 @@
 """PivotRL vs full-trajectory GRPO, pivot selection, functional vs exact reward, and PivotRL then
-end-to-end RL, on the checkout testbed (seed 000 targets).
+end-to-end RL, on the checkout testbed (docs/algorithms.md §6 targets).
 
     python experiments/study_pivot.py --seeds 3
     python experiments/study_pivot.py --quick --out /tmp/x

@@ -1,6 +1,6 @@
 """SAO vs group-synchronous GRPO in wall-clock under tool latency, and SAO's ablations
 (skip-observation vs naive GAE, critic updates 1 vs 2, value pre-training none / small / large,
-frozen vs trained critic attention, running-mean baseline instead of a critic) — seed 003 targets.
+frozen vs trained critic attention, running-mean baseline instead of a critic) — docs/algorithms.md §7 targets.
 
     python experiments/study_sao.py --seeds 3
     python experiments/study_sao.py --quick --out /tmp/x

@@ -1,4 +1,4 @@
-"""The learner: pure, jitted parameter updates with a pluggable loss (SPEC R6.1).
+"""The learner: pure, jitted parameter updates with a pluggable loss (docs/architecture.md (B.1)).
 
 `make_update(...)` returns a pure function
 

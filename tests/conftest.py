@@ -1,4 +1,4 @@
-"""Test-wide setup: CPU only, 8 simulated devices for mesh tests (see FACTS.md), compiles made
+"""Test-wide setup: CPU only, 8 simulated devices for mesh tests (see docs/architecture.md §8), compiles made
 cheap (LLVM -O0, one persistent compilation cache per session).
 
 The environment variables must be set before JAX is imported anywhere, so they live here.

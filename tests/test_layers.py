@@ -1,4 +1,4 @@
-"""Imports point one way (DESIGN.md layout): a package imports only packages of lower layers (and
+"""Imports point one way (docs/architecture.md §2): a package imports only packages of lower layers (and
 itself); no two packages import each other. Checked statically over every module of rlvr/."""
 
 import ast

@@ -135,7 +135,7 @@ def _method_config(method: str):
     c = importlib.import_module(f"configs.{module}").get_config()
     if method == "reinforce":
         # SAO's pipeline (single rollout, asynchronous, trust region, whitening) with the critic
-        # replaced by a running-mean baseline (eq.76).
+        # replaced by a running-mean baseline (docs/algorithms.md (A.4)).
         for k in ("gamma", "gae_lambda", "skip_observations", "critic_updates",
                   "critic_warmup_steps", "critic_learning_rate", "critic_freeze_attention"):
             c.algorithm[k] = importlib.import_module("configs.base").get_config().algorithm[k]

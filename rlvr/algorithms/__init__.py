@@ -1,5 +1,5 @@
 """rlvr.algorithms: GRPO, RLOO, REINFORCE, PPO, PivotRL and SAO as compositions of core pieces
-(DESIGN.md). An algorithm is its pure pieces (advantages, policy objective, critic loss); how its
+(docs/architecture.md §2). An algorithm is its pure pieces (advantages, policy objective, critic loss); how its
 batches are gathered is a collector (`rlvr.train.collectors`), and the learner is shared.
 
 `get_algorithm(name)` returns the class; `register_algorithm(name, cls)` adds one.

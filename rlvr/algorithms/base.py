@@ -1,28 +1,28 @@
-"""Algorithm = composition of core pieces, split into reusable stage functions (DESIGN.md algorithms/).
+"""Algorithm = composition of core pieces, split into reusable stage functions (docs/architecture.md §2).
 
 One RL update (`Algorithm.train_step`, pure; the loop jits it with shardings and donation):
 
   1. `make_train_batch`   RolloutBatch → dict of arrays (loss_mask folded with valid).
   2. `score`              no-grad forward passes: old log-probs (π_old, recomputed at the
                           sampling temperature or the sampler's saved behaviour log-probs), token
-                          entropy, reference log-probs when KL is on (R3.7). The policy's pass
+                          entropy, reference log-probs when KL is on (docs/algorithms.md (A.13)-(A.15)). The policy's pass
                           is skipped when a single optimiser step follows and nothing before it
                           reads π_old (`scores_before_update`): the loss's forward is at π_old.
-  3. `shape_rewards`      KL as reward penalty (eq.22) when kl.mode == "reward".
+  3. `shape_rewards`      KL as reward penalty (docs/algorithms.md (A.14)) when kl.mode == "reward".
   4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → "advantages".
   5. `update_critic`      (critic algorithms) value-loss learner steps.
   6. `update_policy`      the learner (`rlvr.learner.make_update`) on `policy_loss`.
-  7. `finish`             KL controller (eq.23), step / policy_version bump, R7.2 batch metrics.
+  7. `finish`             KL controller (docs/algorithms.md (A.15)), step / policy_version bump, docs/architecture.md §7 batch metrics.
 
 Subclasses override 4 (and 5). Between 4 and 5 the advantages are optionally whitened over the
 batch (`normalize_advantages`) and multiplied by per-sample weights (`RolloutBatch.sample_weights`,
 e.g. an asynchronous queue's staleness down-weighting).
 
 The policy loss (`policy_loss`, setting `policy_loss` or the class's `default_policy_loss`) is one
-of five objectives, each with the entropy bonus and the KL loss term of eq.72:
-  * "clip": token-level clipped surrogate (eq.71/75, asymmetric + dual clip, R3.5);
-  * "trust_region": SAO's strict double-sided token trust region (R3.5, R5.3);
-  * "sequence_clip": PivotRL's turn-level ratio over the whole action, no T-th root (R3.6);
+of five objectives, each with the entropy bonus and the KL loss term of docs/algorithms.md (A.12):
+  * "clip": token-level clipped surrogate (docs/algorithms.md (A.8)/75, asymmetric + dual clip, docs/algorithms.md (A.8)-(A.9));
+  * "trust_region": SAO's strict double-sided token trust region (docs/algorithms.md (A.8)-(A.9), (A.19));
+  * "sequence_clip": PivotRL's turn-level ratio over the whole action, no T-th root (docs/algorithms.md (A.10));
     its KL term is the per-action sum of token estimates, averaged over actions;
   * "gspo": GSPO's length-normalised sequence ratio; its entropy and KL terms are per-sequence
     token means, averaged over sequences;
@@ -35,14 +35,13 @@ from the loss mask after the advantages (so they still count in their group's ba
 Any other `loss_fn(model, microbatch, aux) -> (loss, metrics)` also works with the learner. Losses
 use minibatch-wide denominators (`exact_scale`), so gradient accumulation stays exact.
 
-The policy version (R1.2) advances only when the policy's parameters changed: not on a step whose
+The policy version (docs/architecture.md §3) advances only when the policy's parameters changed: not on a step whose
 updates were all skipped as non-finite, nor on a critic-only (warm-up) step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -285,7 +284,7 @@ class Algorithm:
 
         For such rows π_old is the behaviour policy (`behavior_logprobs` saved at sampling time),
         also with `recompute_old_logprobs`: recomputing at the learner's parameters would give
-        them ratio 1 and no off-policy correction (seed 002 eq.48, §5.4)."""
+        them ratio 1 and no off-policy correction (docs/algorithms.md (A.19))."""
         if "policy_version" not in tb:
             return None
         return jnp.asarray(tb["policy_version"]) < state.policy_version
@@ -326,7 +325,7 @@ class Algorithm:
         parameters: π_old is then the behaviour log-probs (`recompute_old_logprobs=False`) or the
         loss's own log-probs under stop-gradient (ratio exactly 1), and the loss reports
         `behavior_logprob_gap`. It runs with several optimiser steps, with the KL reward penalty
-        (eq.22 needs π_old before the advantages), and with the KL loss term on recomputed
+        (docs/algorithms.md (A.14) needs π_old before the advantages), and with the KL loss term on recomputed
         log-probs (its `kl/*` metrics read π_old).
         """
         s = self.settings
@@ -379,7 +378,7 @@ class Algorithm:
     # ------------------------------------------------------------------ stage 3
     def shape_rewards(self, state, tb: dict) -> tuple[dict, dict]:
         """DAPO's soft overlong punishment (`overlong_buffer` > 0) added to valid rows' rewards,
-        then the KL reward penalty (eq.22) on sequence rewards when kl.mode == 'reward'."""
+        then the KL reward penalty (docs/algorithms.md (A.14)) on sequence rewards when kl.mode == 'reward'."""
         s = self.settings
         tb = dict(tb)
         tb["task_rewards"] = tb["rewards"]
@@ -450,7 +449,7 @@ class Algorithm:
         return total + model.config.router_aux_loss_coef * router * share, metrics
 
     def policy_objective(self, logprobs, entropy, mb: dict, aux: dict):
-        """The policy objective (module docstring) + entropy bonus + KL loss term (eq.72), exact
+        """The policy objective (module docstring) + entropy bonus + KL loss term (docs/algorithms.md (A.12)), exact
         under accumulation. Pure in its arrays: logprobs, entropy [B, T]; mb holds loss_mask,
         valid, advantages, old_logprobs (absent: π_old = stop_gradient(logprobs), the single
         step after a skipped score pass), behavior_logprobs (then, for the
@@ -553,7 +552,7 @@ class Algorithm:
 
     # ------------------------------------------------------------------ stage 7
     def batch_metrics(self, tb: dict) -> dict:
-        """R7.2 metrics of the rollout batch (device-side part)."""
+        """docs/architecture.md §7 metrics of the rollout batch (device-side part)."""
         s = self.settings
         valid = tb["valid"]
         r = tb["task_rewards"]
@@ -611,8 +610,3 @@ class Algorithm:
         state, m = self.update_policy(state, tb, k_policy)
         metrics.update(m)
         return self.finish(state, tb, metrics, key)
-
-
-def settings_summary(settings: AlgorithmSettings) -> dict[str, Any]:
-    return dataclasses.asdict(settings)
-

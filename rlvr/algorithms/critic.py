@@ -1,5 +1,5 @@
 """Token-aligned critic values: the ONE place that decides which critic output judges which token
-(SPEC R3.3, R3.4; seed 002 eq.68-69, seed 003 §4 Skip-Observation GAE).
+(docs/algorithms.md (A.6), (A.5), §6 Skip-Observation GAE).
 
 Convention. A causal `ValueModel` returns at position t a value computed from tokens[:t+1],
 i.e. *after* reading token t. The action at token t is taken in state s_t = tokens[:t], so its

@@ -1,7 +1,7 @@
-"""GRPO: group-normalised (or no-std) advantages + token clipped surrogate (SPEC R3.1, R3.5; eq.73-75).
+"""GRPO: group-normalised (or no-std) advantages + token clipped surrogate (docs/algorithms.md (A.2), (A.8)-(A.9)).
 
 Asymmetric clip (clip_low / clip_high) and optional dual clip come from the shared policy loss
-(`Algorithm.policy_loss`); aggregation (R3.8) is a setting. All-equal groups get exactly 0.
+(`Algorithm.policy_loss`); aggregation (docs/algorithms.md (A.11)-(A.12)) is a setting. All-equal groups get exactly 0.
 """
 
 from __future__ import annotations

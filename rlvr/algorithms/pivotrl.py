@@ -1,6 +1,6 @@
-"""PivotRL's update: local GRPO on pivot states with the turn-level ratio (SPEC R3.6, R4.2).
+"""PivotRL's update: local GRPO on pivot states with the turn-level ratio (docs/algorithms.md (A.10), §6).
 
-Seed 000 §3.3. On each kept pivot state s, K fresh actions are sampled from π_old and scored by
+docs/algorithms.md §6 On each kept pivot state s, K fresh actions are sampled from π_old and scored by
 the functional verifier; their rewards are group-normalised within the state,
 Â_i = (R_i − R̄)/(σ_R + δ) (the GRPO estimator over groups of K), and the objective is
 

@@ -1,15 +1,15 @@
-"""PPO with a critic and GAE (SPEC R3.3, R3.5; eq.68-72).
+"""PPO with a critic and GAE (docs/algorithms.md (A.5), (A.7), (A.8)).
 
 Token rewards: the sequence reward on each row's last policy token, minus the per-token KL penalty
-when kl.mode == "reward" (eq.22). Values: V(s_t) for the action at token t, aligned by
+when kl.mode == "reward" (docs/algorithms.md (A.14)). Values: V(s_t) for the action at token t, aligned by
 `rlvr.algorithms.critic.token_values` (the critic output at position t−1), so the baseline never
 sees the action it judges. Advantages and returns from
-`rlvr.core.gae.gae` (Skip-Observation form: observation tokens are skipped, R3.4; the naive
+`rlvr.core.gae.gae` (Skip-Observation form: observation tokens are skipped, docs/algorithms.md (A.6); the naive
 token form with `skip_observations = False`).
 
 Critic: `critic_updates` learner passes per RL step on the clipped value loss (value_clip); the
 policy is frozen for the first `critic_warmup_steps` steps (critic warm-up). Explained variance of
-the rollout values against the returns is reported (R3.3).
+the rollout values against the returns is reported (docs/algorithms.md (A.5)-(A.7)).
 """
 
 from __future__ import annotations

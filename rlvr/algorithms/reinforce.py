@@ -1,9 +1,9 @@
-"""REINFORCE with a running baseline (SPEC R3.2; eq.76, 002 §7.3).
+"""REINFORCE with a running baseline (docs/algorithms.md (A.4), docs/architecture.md §7).
 
 Â_i = R_i − b with b an exponential moving average of *earlier* batches' mean reward (so b is
 independent of R_i), kept in `TrainState.extras["baseline"]` and checkpointed with it. With the
-default single epoch the clipped surrogate's ratio is 1 and its gradient is −Â ∇log π (eq.76);
-`aggregation="seq-mean-token-sum"` gives eq.76's Σ_t exactly.
+default single epoch the clipped surrogate's ratio is 1 and its gradient is −Â ∇log π (docs/algorithms.md (A.4));
+`aggregation="seq-mean-token-sum"` gives docs/algorithms.md (A.4)'s Σ_t exactly.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RLOO: leave-one-out baseline b_i = mean of the other G−1 rewards (SPEC R3.2; eq.77-78)."""
+"""RLOO: leave-one-out baseline b_i = mean of the other G−1 rewards (docs/algorithms.md (A.3))."""
 
 from __future__ import annotations
 

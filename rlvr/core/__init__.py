@@ -1,4 +1,4 @@
-"""rlvr.core: pure, jitted math every algorithm is built from (SPEC R3, R4.1, R6.4, R7.1, R8).
+"""rlvr.core: pure, jitted math every algorithm is built from (docs/algorithms.md, docs/algorithms.md (A.17), (A.20), (A.21), (A.22)).
 
 Every name below is also reachable through its module, and every module stays a module:
 `rlvr.core.gae` is the module and `rlvr.core.gae.gae(...)` the function (so is `rlvr.core.kl`,
@@ -8,7 +8,7 @@ Modules: advantages (GRPO, RLOO, REINFORCE), gae ((Skip-Observation) GAE), losse
 trust-region token loss, PivotRL sequence loss, GSPO, CISPO, value loss, aggregation, entropy),
 importance (TIS / MIS off-policy weights), shaping (DAPO overlong penalty and filter), kl
 (estimators, reward penalty, coefficient controllers), pivot (pivot selection), curriculum
-(task weights), metrics (pass@k, group outcome fractions, R8 probabilities).
+(task weights), metrics (pass@k, group outcome fractions, docs/algorithms.md (A.22) probabilities).
 """
 
 from rlvr.core.advantages import (

@@ -5,7 +5,6 @@ Nothing here is public API; import the public functions from their modules inste
 
 from __future__ import annotations
 
-import numbers
 
 import jax
 import jax.numpy as jnp
@@ -62,18 +61,6 @@ def check_range(fn: str, name: str, value, lo=None, hi=None, lo_open=False, hi_o
         rb = ")" if hi_open else "]"
         interval = f"{lb}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{rb}"
         raise ValueError(f"{fn}: `{name}` must lie in {interval}, got {v}")
-
-
-def is_python_number(x) -> bool:
-    return isinstance(x, numbers.Number) and not isinstance(x, bool)
-
-
-def as_float_mask(mask, like=None):
-    """A 0/1 float mask (float32 unless `like` has another float dtype)."""
-    dtype = jnp.result_type(like) if like is not None else jnp.float32
-    if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.float32
-    return jnp.asarray(mask).astype(dtype)
 
 
 def valid_or_ones(valid, shape):

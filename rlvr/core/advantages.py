@@ -1,9 +1,9 @@
-"""Sequence-level advantages from scalar rewards: GRPO, RLOO, REINFORCE (SPEC R3.1, R3.2).
+"""Sequence-level advantages from scalar rewards: GRPO, RLOO, REINFORCE (docs/algorithms.md (A.2), (A.3)-(A.4)).
 
 All functions are pure and jit/vmap/grad-safe. Rewards come in the group view
 `[num_groups, group_size]` (RolloutBatch.group_view); `valid` (bool, same shape) marks samples
-that take part — env_error / masked samples (R2.1) are excluded from every statistic and get
-advantage exactly 0. A group whose valid rewards are all equal gets exactly 0 (002 §9.4): the
+that take part — env_error / masked samples (docs/verifiers.md (V.1)) are excluded from every statistic and get
+advantage exactly 0. A group whose valid rewards are all equal gets exactly 0 (docs/architecture.md §7): the
 test is `max == min` over the valid rewards, not `std < eps`, so float rounding can never turn
 an all-equal group into noise.
 """
@@ -51,7 +51,7 @@ def _prep_group_rewards(fn, rewards, valid):
 
 
 def grpo_advantages(rewards, valid=None, *, scale_by_std=True, eps=1e-6):
-    """GRPO group-relative advantages (SPEC R3.1; seed 002 eq.73-74, 000 §3.3).
+    """GRPO group-relative advantages (docs/algorithms.md (A.2)).
 
     Â_i = (R_i − R̄) / (σ_R + eps) with R̄ and the *population* std σ_R taken over the valid
     samples of the group. `scale_by_std=False` gives Â_i = R_i − R̄ (the no-std, Dr. GRPO-style
@@ -62,7 +62,7 @@ def grpo_advantages(rewards, valid=None, *, scale_by_std=True, eps=1e-6):
       valid: optional bool [num_groups, group_size]; False samples are excluded from the
         group's mean and std and get advantage 0.
       scale_by_std: divide by σ_R + eps (True) or not (False).
-      eps: δ of eq.74, a divide-by-zero guard only.
+      eps: δ of docs/algorithms.md (A.2), a divide-by-zero guard only.
 
     Returns:
       float [num_groups, group_size]. Exactly 0 for invalid samples, for groups whose valid
@@ -80,7 +80,7 @@ def grpo_advantages(rewards, valid=None, *, scale_by_std=True, eps=1e-6):
 
 
 def rloo_advantages(rewards, valid=None):
-    """RLOO leave-one-out advantages (SPEC R3.2; seed 002 eq.77-78).
+    """RLOO leave-one-out advantages (docs/algorithms.md (A.3)).
 
     b_i = mean of the other valid rewards of the group, Â_i = R_i − b_i. Groups with fewer than
     two valid samples, and groups whose valid rewards are all equal, get exactly 0.
@@ -103,7 +103,7 @@ def rloo_advantages(rewards, valid=None):
 
 
 def reinforce_advantages(rewards, baseline, valid=None):
-    """REINFORCE advantages with an external (global or running) baseline (R3.2; 002 eq.76, eq.50).
+    """REINFORCE advantages with an external (global or running) baseline (docs/algorithms.md (A.4)).
 
     Â_i = R_i − b, where b is a scalar or anything broadcastable to `rewards` (e.g. a per-task
     running baseline). Keep b independent of R_i (a running baseline from *earlier* batches, see
@@ -135,7 +135,7 @@ def reinforce_advantages(rewards, baseline, valid=None):
 
 
 def update_running_baseline(baseline, rewards, valid=None, decay=0.9):
-    """Exponential-moving-average baseline for REINFORCE (R3.2, 002 §7.3 "运行基线").
+    """Exponential-moving-average baseline for REINFORCE (docs/algorithms.md (A.3)-(A.4)).
 
     b' = decay · b + (1 − decay) · mean(valid rewards). With no valid reward, b' = b.
 

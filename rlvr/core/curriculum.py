@@ -1,14 +1,14 @@
-"""Curriculum sampling weights over tasks (SPEC R6.4; seed 002 §4.2 eq.41-43).
+"""Curriculum sampling weights over tasks (docs/algorithms.md (A.20)).
 
 All functions map per-task statistics (recent success rates p_x) to sampling weights that sum to
 1. They are pure and jit-safe; the sampler (rlvr/tasks) draws tasks with them.
 
-- eq.41  w_x ∝ [p_x (1 − p_x)]^α — favours tasks of medium success rate (where group methods
+- docs/algorithms.md (A.20)  w_x ∝ [p_x (1 − p_x)]^α — favours tasks of medium success rate (where group methods
   get signal). A floor keeps all-solved / never-solved tasks sampled with a tiny weight, so their
-  success estimates can still move (002 §4.2: "课程标签不能永久冻结").
-- eq.42  Δp_x = p_x^(k) − p_x^(k−Δ) — learning progress; favour tasks still improving and not
+  success estimates can still move (difficulty labels must not freeze).
+- docs/algorithms.md (A.20)  Δp_x = p_x^(k) − p_x^(k−Δ) — learning progress; favour tasks still improving and not
   saturated.
-- eq.43  D_train = λ_e D_easy + λ_m D_medium + λ_h D_hard + λ_o D_OOD — fixed bucket proportions,
+- docs/algorithms.md (A.20)  D_train = λ_e D_easy + λ_m D_medium + λ_h D_hard + λ_o D_OOD — fixed bucket proportions,
   so easy tasks (against forgetting), hard ones and OOD monitors are never crowded out.
 """
 
@@ -40,7 +40,7 @@ def _prep_rates(fn, name, p):
 
 
 def variance_weights(success_rate, *, alpha=1.0, floor=1e-3):
-    """Task weights ∝ [p (1 − p)]^α (R6.4; 002 eq.41).
+    """Task weights ∝ [p (1 − p)]^α (docs/algorithms.md (A.20)).
 
     Args:
       success_rate: float [num_tasks], recent success rates p_x in [0, 1].
@@ -66,7 +66,7 @@ def variance_weights(success_rate, *, alpha=1.0, floor=1e-3):
 def learning_progress_weights(
     success_rate, previous_success_rate, *, absolute=False, saturation=1.0, floor=1e-3
 ):
-    """Task weights from learning progress Δp = p^(k) − p^(k−Δ) (R6.4; 002 eq.42).
+    """Task weights from learning progress Δp = p^(k) − p^(k−Δ) (docs/algorithms.md (A.20)).
 
     score_x = max(Δp_x, 0) (tasks still improving), or |Δp_x| with `absolute=True` (also
     revisit tasks being forgotten); tasks with p^(k) ≥ `saturation` get score 0 (saturated).
@@ -97,7 +97,7 @@ def learning_progress_weights(
 
 
 def difficulty_buckets(success_rate, *, thresholds=(0.2, 0.8), ood=None):
-    """Bucket ids for eq.43: 0 easy (p > hi), 1 medium (lo ≤ p ≤ hi), 2 hard (p < lo), 3 OOD.
+    """Bucket ids for docs/algorithms.md (A.20): 0 easy (p > hi), 1 medium (lo ≤ p ≤ hi), 2 hard (p < lo), 3 OOD.
 
     Args:
       success_rate: float [num_tasks].
@@ -130,7 +130,7 @@ def mixture_weights(
     ood=None,
     within=None,
 ):
-    """Per-task weights realising a fixed easy/medium/hard/OOD mixture (R6.4; 002 eq.43).
+    """Per-task weights realising a fixed easy/medium/hard/OOD mixture (docs/algorithms.md (A.20)).
 
     Bucket b receives total mass λ_b (`proportions`, order easy, medium, hard, OOD); buckets with
     no task give their mass to the others in proportion (λ renormalised over non-empty buckets).

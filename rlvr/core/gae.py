@@ -1,8 +1,8 @@
-"""Generalised Advantage Estimation with Skip-Observation (SPEC R3.3, R3.4; 002 eq.68-69, 003 §4.2).
+"""Generalised Advantage Estimation with Skip-Observation (docs/algorithms.md (A.6), (A.5)).
 
 A row is a token stream [prompt, a_0, o_0, a_1, o_1, ...]; `loss_mask` is 1 on policy tokens
 only. Token rewards live on policy tokens (typically the terminal reward on the last policy token,
-plus optional per-token penalties such as KL, eq.22).
+plus optional per-token penalties such as KL, docs/algorithms.md (A.14)).
 
 Skip-Observation GAE (`skip_observations=True`) equals: delete every token with loss_mask 0,
 run textbook GAE on the remaining policy tokens (the value after the last policy token is
@@ -112,7 +112,7 @@ def _gae_scan(rewards, values, m, bootstrap, gamma, lam):
 
 
 def _affine_combine(e1, e2):
-    # Same combine as the forward scan of x_t = a_t x_{t-1} + b_t (FACTS.md: associative_scan with
+    # Same combine as the forward scan of x_t = a_t x_{t-1} + b_t (docs/architecture.md §8: associative_scan with
     # reverse=True takes the forward combine unchanged).
     a1, b1 = e1
     a2, b2 = e2
@@ -223,7 +223,7 @@ def gae(
     method="auto",
     block_size=None,
 ):
-    """(Skip-Observation) GAE advantages and returns (SPEC R3.3, R3.4; 002 eq.68-69, 003 §4.2).
+    """(Skip-Observation) GAE advantages and returns (docs/algorithms.md (A.6), (A.5)).
 
     Args:
       rewards: float [B, T] token rewards, on policy tokens (aligned with RolloutBatch.tokens).

@@ -1,13 +1,13 @@
-"""KL(π_θ‖π_ref) estimators, KL reward penalty and KL-coefficient controllers (SPEC R3.7; 002 eq.20-23).
+"""KL(π_θ‖π_ref) estimators, KL reward penalty and KL-coefficient controllers (docs/algorithms.md (A.13)-(A.15)).
 
 Per-token estimators of KL(π‖π_ref) from tokens sampled from π (Schulman, "Approximating KL
 divergence"), with log r = log π_ref − log π at the sampled token:
-  k1 = −log r            (unbiased, high variance, can be negative; eq.21's per-token term)
+  k1 = −log r            (unbiased, high variance, can be negative; docs/algorithms.md (A.13)'s per-token term)
   k2 = ½ (log r)²        (biased, low variance, ≥ 0)
   k3 = (r − 1) − log r   (unbiased, low variance, ≥ 0)
-Summed over the policy tokens of a sequence they estimate the sequence KL of eq.21.
+Summed over the policy tokens of a sequence they estimate the sequence KL of docs/algorithms.md (A.13).
 
-The coefficient β is either fixed or adapted by eq.23,
+The coefficient β is either fixed or adapted by docs/algorithms.md (A.15),
   β_{k+1} = β_k · exp[η_β (D̂_KL,k − D_target)],  η_β = n_steps / horizon,
 kept in a small pytree (`KLControllerState`) updated by a pure function.
 """
@@ -33,7 +33,7 @@ KL_KINDS = ("k1", "k2", "k3")
 
 
 def kl_estimate(logprobs, ref_logprobs, kind, loss_mask=None):
-    """Per-token estimate of KL(π_θ‖π_ref) on tokens sampled from π_θ (SPEC R3.7; 002 eq.21).
+    """Per-token estimate of KL(π_θ‖π_ref) on tokens sampled from π_θ (docs/algorithms.md (A.13)).
 
     Args:
       logprobs: float [...] log π_θ of the sampled tokens.
@@ -62,11 +62,11 @@ def kl_estimate(logprobs, ref_logprobs, kind, loss_mask=None):
 
 
 def kl_penalty_rewards(rewards, logprobs, ref_logprobs, loss_mask, *, beta, kind="k1"):
-    """KL as a reward penalty, R_total = R_task − β D̂_KL (SPEC R3.7; 002 eq.22).
+    """KL as a reward penalty, R_total = R_task − β D̂_KL (docs/algorithms.md (A.14)).
 
     Args:
       rewards: float [B, T] token rewards (penalty applied per policy token), or [B] sequence
-        rewards (penalty = β Σ_t m_t kl_t, the sequence estimate of eq.21).
+        rewards (penalty = β Σ_t m_t kl_t, the sequence estimate of docs/algorithms.md (A.13)).
       logprobs, ref_logprobs, loss_mask: [B, T].
       beta: KL coefficient β ≥ 0 (e.g. KLControllerState.coef).
       kind: estimator, see `kl_estimate`.
@@ -95,7 +95,7 @@ def kl_penalty_rewards(rewards, logprobs, ref_logprobs, loss_mask, *, beta, kind
 
 @struct.dataclass
 class KLControllerState:
-    """KL coefficient controller state (a pytree; R3.7, 002 eq.23).
+    """KL coefficient controller state (a pytree; docs/algorithms.md (A.15)).
 
     Attributes:
       coef: float32 scalar, the current β.
@@ -111,7 +111,7 @@ class KLControllerState:
 
 
 def init_kl_controller(init_coef, *, target=None, horizon=10000):
-    """A fixed (target=None) or adaptive (eq.23) KL-coefficient controller.
+    """A fixed (target=None) or adaptive (docs/algorithms.md (A.15)) KL-coefficient controller.
 
     Args:
       init_coef: β_0 ≥ 0.
@@ -135,7 +135,7 @@ def init_kl_controller(init_coef, *, target=None, horizon=10000):
 
 
 def update_kl_controller(state: KLControllerState, observed_kl, n_steps):
-    """One controller update (R3.7; 002 eq.23): β ← β·exp[(n_steps/horizon)(D̂ − D_target)].
+    """One controller update (docs/algorithms.md (A.15)): β ← β·exp[(n_steps/horizon)(D̂ − D_target)].
 
     Fixed controllers return `state` unchanged.
 

@@ -1,4 +1,4 @@
-"""Policy and value losses, loss aggregation, entropy, explained variance (SPEC R3.3, R3.5, R3.6, R3.8).
+"""Policy and value losses, loss aggregation, entropy, explained variance (docs/algorithms.md (A.5)-(A.7), (A.8)-(A.9), (A.10), (A.11)-(A.12)).
 
 Per-token inputs are aligned `[B, T]` arrays (RolloutBatch convention): `logprobs[b, t]` is the
 learner's log π_θ(tokens[b, t] | tokens[b, :t]), `old_logprobs` the same under π_old (the
@@ -9,10 +9,10 @@ Every loss returns `(loss, metrics)`: `loss` is a scalar to *minimise*; `metrics
 scalar arrays with stable keys. Token-level metrics are token means over the loss mask,
 independent of the aggregation mode.
 
-Aggregation (R3.8, 002 §5.3 eq.51) lives in one place, `aggregate`:
-  "token-mean":          Σ_{b,t} m x / Σ_{b,t} m — long sequences weigh more (eq.51 style).
+Aggregation (docs/algorithms.md (A.11)-(A.12), docs/architecture.md §3) lives in one place, `aggregate`:
+  "token-mean":          Σ_{b,t} m x / Σ_{b,t} m — long sequences weigh more.
   "seq-mean-token-mean": mean over non-empty rows of (Σ_t m x / Σ_t m) — every sequence weighs
-                         the same (eq.75's 1/|y_i| then 1/G).
+                         the same (docs/algorithms.md (A.8)'s 1/|y_i| then 1/G).
   "seq-mean-token-sum":  mean over non-empty rows of Σ_t m x.
   "seq-mean-token-sum-norm": mean over non-empty rows of Σ_t m x / L with a constant L
                          (`length_normalizer`, e.g. the generation's max length): Dr. GRPO's
@@ -54,7 +54,7 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-
 
 
 def aggregate(per_token, loss_mask, mode, length_normalizer=None):
-    """Reduces a per-token quantity to a scalar under an explicit aggregation (R3.8, 002 §5.3).
+    """Reduces a per-token quantity to a scalar under an explicit aggregation (docs/algorithms.md (A.11)-(A.12), docs/architecture.md §3).
 
     Args:
       per_token: float [B, T].
@@ -152,7 +152,7 @@ def ppo_token_loss(
     length_normalizer=None,
     token_weights=None,
 ):
-    """PPO/GRPO clipped surrogate at token level (SPEC R3.5, R3.8; 002 eq.71, eq.75).
+    """PPO/GRPO clipped surrogate at token level (docs/algorithms.md (A.11)-(A.12), (A.8)).
 
     ρ_t = exp(logp_t − old_t); per-token loss ℓ_t = −min(ρ_t Â_t, clip(ρ_t, 1−ε_low, 1+ε_high) Â_t)
     (asymmetric ε allows "clip-higher"). With `dual_clip = c > 1`, tokens with Â_t < 0 use
@@ -219,7 +219,7 @@ def trust_region_token_loss(
     length_normalizer=None,
     token_weights=None,
 ):
-    """SAO's strict double-sided token trust region (SPEC R3.5, R5.3; 003 §4.3).
+    """SAO's strict double-sided token trust region (docs/algorithms.md (A.19), (A.9)).
 
     ρ_t = exp(logp_t − old_t) against the *behaviour* log-probs saved at sampling time. Tokens
     whose ratio lies outside [1−ε_low, 1+ε_high] are masked out entirely — whatever the sign of
@@ -319,12 +319,12 @@ def sequence_clip_loss(
     logprobs, old_logprobs, advantages, loss_mask, *, clip_eps, clip_high=None, valid=None,
     max_log_ratio=20.0, seq_weights=None
 ):
-    """PivotRL turn-level clipped objective (SPEC R3.6, R4.4; seed 000 §3.3).
+    """PivotRL turn-level clipped objective (docs/algorithms.md (A.10), (A.18), §6).
 
     r_i = π_θ(a_i|s)/π_old(a_i|s) = exp(Σ_t m_t (logp_t − old_t)) over the whole action — the
     product of token probabilities, *no* 1/T_i root (that is `gspo_sequence_loss`).
     J = (1/K) Σ_i min(r_i Â_i, clip(r_i, 1−ε, 1+ε) Â_i) over valid samples; loss = −J.
-    The reference-KL term of eq.(000 §3.3) is added separately (rlvr.core.kl).
+    The reference-KL term of docs/algorithms.md (A.10) is added separately (rlvr.core.kl).
 
     Args:
       logprobs, old_logprobs: float [K, T], one action per row.
@@ -364,7 +364,7 @@ def gspo_sequence_loss(
     max_log_ratio=20.0,
     seq_weights=None,
 ):
-    """GSPO sequence loss with the geometric-mean ratio (a separate option; SPEC R3.6 note).
+    """GSPO sequence loss with the geometric-mean ratio (a separate option; docs/algorithms.md (A.10) note).
 
     s_i = exp((1/|y_i|) Σ_t m_t (logp_t − old_t)) — the length-normalised (geometric mean) ratio;
     J = mean_i min(s_i Â_i, clip(s_i, 1−ε_low, 1+ε_high) Â_i); loss = −J. Defaults follow the
@@ -446,7 +446,7 @@ def cispo_token_loss(
 
 def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggregation="token-mean",
                length_normalizer=None):
-    """Critic regression loss, optionally clipped (SPEC R3.3; 002 §7.1 "Value Clipping", eq.72).
+    """Critic regression loss, optionally clipped (docs/algorithms.md (A.7), (A.12)).
 
     ℓ_t = ½ (V_t − R_t)²; with clip_eps: V^clip_t = clip(V_t, V^old_t − ε, V^old_t + ε) (the same
     as V^old_t + clip(V_t − V^old_t, −ε, ε) in exact arithmetic, but a value inside the range stays
@@ -496,7 +496,7 @@ def value_loss(values, old_values, returns, loss_mask, *, clip_eps=None, aggrega
 
 
 def entropy_from_logits(logits):
-    """Entropy of softmax(logits) over the last axis (SPEC R3.8 entropy bonus, 002 eq.72).
+    """Entropy of softmax(logits) over the last axis (docs/algorithms.md (A.11)-(A.12) entropy bonus, docs/algorithms.md (A.12)).
 
     H = −Σ_v p_v log p_v, computed from log_softmax; -inf logits (masked vocabulary) contribute 0
     and give no NaN in value or gradient.
@@ -518,7 +518,7 @@ def entropy_from_logits(logits):
 
 
 def explained_variance(values, returns, mask):
-    """Explained variance 1 − Var[R − V] / Var[R] over masked tokens (SPEC R3.3, 002 §7.1).
+    """Explained variance 1 − Var[R − V] / Var[R] over masked tokens (docs/algorithms.md (A.5)-(A.7), docs/architecture.md §7).
 
     Args:
       values, returns: float [...] (same shape); mask: same shape, 0/1 or bool.

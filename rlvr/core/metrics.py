@@ -1,11 +1,11 @@
-"""Evaluation and training-monitoring numbers (SPEC R7.1, R7.2, R8; seed 002 eq.39-40, 58-59, 93).
+"""Evaluation and training-monitoring numbers (docs/algorithms.md (A.21), docs/architecture.md §7, docs/algorithms.md (A.22)).
 
-- `pass_at_k`: the unbiased estimator 1 − C(n−c, k)/C(n, k) (eq.93), computed as
+- `pass_at_k`: the unbiased estimator 1 − C(n−c, k)/C(n, k) (docs/algorithms.md (A.21)), computed as
   1 − Π_{j=0}^{k−1} (1 − c/(n−j)) in log space (log1p / expm1): O(k) work, stable for large n,
   no factorials, vectorised over n and c.
-- `group_outcome_fractions`: all-correct / all-wrong / mixed group fractions (R7.2, 002 §9.3-9.4).
-- Closed-form probabilities for R8: all-wrong (1−p)^G (eq.39), all-correct p^G (eq.40),
-  chained success p^K (eq.58), at-least-one success 1 − (1−p)^G (eq.59).
+- `group_outcome_fractions`: all-correct / all-wrong / mixed group fractions (docs/architecture.md §7).
+- Closed-form probabilities for docs/algorithms.md (A.22): all-wrong (1−p)^G, all-correct p^G,
+  chained success p^K (docs/algorithms.md (A.22)), at-least-one success 1 − (1−p)^G.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = [
 
 
 def pass_at_k(n, c, k: int):
-    """Unbiased pass@k estimator (SPEC R7.1; 002 eq.93), vectorised over problems.
+    """Unbiased pass@k estimator (docs/algorithms.md (A.21)), vectorised over problems.
 
     pass@k = 1 − C(n−c, k)/C(n, k) = 1 − Π_{j=0}^{k−1} (1 − c/(n−j)); 1 when n − c < k.
 
@@ -66,7 +66,7 @@ def pass_at_k(n, c, k: int):
 
 
 def group_outcome_fractions(rewards, valid=None, success_threshold=0.5):
-    """All-correct / all-wrong / mixed group fractions (SPEC R7.2; 002 §9.3-9.4, eq.39-40).
+    """All-correct / all-wrong / mixed group fractions (docs/architecture.md §7; docs/algorithms.md (A.22)).
 
     A valid sample succeeds iff reward ≥ success_threshold. Groups with no valid sample count
     as "empty" and are left out of the three fractions' denominator.
@@ -113,24 +113,24 @@ def _prob_args(fn, p, g, gname):
 
 
 def prob_all_wrong(p, G):
-    """(1 − p)^G: probability that a group of G samples has no success (002 eq.39)."""
+    """(1 − p)^G: probability that a group of G samples has no success (docs/algorithms.md (A.22))."""
     p, g = _prob_args("prob_all_wrong", p, G, "G")
     return jnp.power(1 - p, g)
 
 
 def prob_all_correct(p, G):
-    """p^G: probability that all G samples of a group succeed (002 eq.40)."""
+    """p^G: probability that all G samples of a group succeed (docs/algorithms.md (A.22))."""
     p, g = _prob_args("prob_all_correct", p, G, "G")
     return jnp.power(p, g)
 
 
 def prob_any_success(p, G):
-    """1 − (1 − p)^G: probability of at least one success among G samples (002 eq.59)."""
+    """1 − (1 − p)^G: probability of at least one success among G samples (docs/algorithms.md (A.22))."""
     p, g = _prob_args("prob_any_success", p, G, "G")
     return -jnp.expm1(g * jnp.log1p(-p))
 
 
 def prob_chain_success(p, K):
-    """p^K: success probability of K chained steps each succeeding w.p. p (002 eq.58)."""
+    """p^K: success probability of K chained steps each succeeding w.p. p (docs/algorithms.md (A.22))."""
     p, k = _prob_args("prob_chain_success", p, K, "K")
     return jnp.power(p, k)

@@ -1,10 +1,10 @@
-"""PivotRL pivot selection (SPEC R4.1, R4.4; seed 000 §3.1-3.2).
+"""PivotRL pivot selection (docs/algorithms.md (A.17), (A.18), §6).
 
 For each candidate state s, m > 1 actions are sampled from π_ref and scored; with
 μ̂ = (1/m) Σ R_i and the population variance σ̂² = (1/m) Σ (R_i − μ̂)², the state is kept iff
 σ̂² > 0 (the probes contain both successes and failures) and μ̂ < λ_diff (hard enough).
 For binary rewards σ̂² = μ̂(1 − μ̂). Probe rewards only select states; they are never training
-labels (R4.2).
+labels (docs/algorithms.md §6).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["pivot_filter"]
 
 
 def pivot_filter(probe_rewards, *, lambda_diff, valid=None):
-    """Selects pivot states from probe rewards (R4.1; 000 §3.1).
+    """Selects pivot states from probe rewards (docs/algorithms.md (A.17), §6).
 
     Args:
       probe_rewards: float [num_states, m] rewards of m probe actions per state, m > 1.

@@ -1,4 +1,4 @@
-"""rlvr.envs: the `Environment` protocol and multi-turn tool environments (SPEC R2.5, R6.3, R6.6).
+"""rlvr.envs: the `Environment` protocol and multi-turn tool environments (docs/verifiers.md §2, docs/architecture.md §4).
 
 `make_env(name_or_task, **kwargs)` builds an environment by registry name, or for a task from its
 `environment_snapshot["env"]`.

@@ -1,12 +1,12 @@
 """The `Environment` protocol: multi-turn tool environments with authoritative, restorable state.
 
-SPEC R2.5, R4.3, R6.3, R6.6; seed 002 eq.34-37 (a_t = (tool, args), (s_{t+1}, o_{t+1}) =
-EnvStep(s_t, a_t)), eq.84 (goal / invariant / minefield over the state trajectory), eq.90
-(reset integrity: H(s_0 after reset) = H(s_0 expected)); seed 003 §7.2 (a local continuation from
+docs/verifiers.md §2, docs/algorithms.md §6, docs/architecture.md §4, §2 (a_t = (tool, args), (s_{t+1}, o_{t+1}) =
+EnvStep(s_t, a_t)), docs/verifiers.md §2 (goal / invariant / minefield over the state trajectory), docs/architecture.md §4
+(reset integrity: H(s_0 after reset) = H(s_0 expected)); docs/algorithms.md §6 (a local continuation from
 a pivot must see the pivot's exact executable state).
 
 Contract of every environment:
-  * `reset(task, seed=...)` loads `task.environment_snapshot`, checks eq.90 against the snapshot's
+  * `reset(task, seed=...)` loads `task.environment_snapshot`, checks docs/architecture.md §4 against the snapshot's
     recorded sha256 (raising `ResetIntegrityError` naming both hashes) and returns the initial
     observation text.
   * `step(action)` returns a `StepResult`; `event` is the authoritative record of what changed
@@ -33,7 +33,7 @@ from rlvr.records.task import TaskSpec
 
 
 class ResetIntegrityError(RuntimeError):
-    """Raised when the state after reset does not hash to the task's expected hash (eq.90)."""
+    """Raised when the state after reset does not hash to the task's expected hash (docs/architecture.md §4)."""
 
 
 class SnapshotError(ValueError):
@@ -46,7 +46,7 @@ def canonical_json(obj: Any) -> str:
 
 
 def hash_state(state: Mapping[str, Any]) -> str:
-    """sha256 hex digest of the canonical JSON of `state` (seed 002 eq.90's H)."""
+    """sha256 hex digest of the canonical JSON of `state` (docs/architecture.md §4)."""
     return hashlib.sha256(canonical_json(state).encode("ascii")).hexdigest()
 
 
@@ -57,7 +57,7 @@ def derive_seed(*parts: Any) -> int:
 
 
 def group_seeds(base_seed: int, group_size: int, *, common: bool = True) -> list[int]:
-    """Environment seeds for the `group_size` candidates of one group (SPEC R6.6, seed 002 §4.4).
+    """Environment seeds for the `group_size` candidates of one group (docs/architecture.md §4, §3).
 
     common=True gives common random numbers: every candidate of the group sees the same
     environment randomness (the same seed), so reward differences inside the group come from the
@@ -76,7 +76,7 @@ def retry_seed(seed: int, attempt: int) -> int:
     """Seed for the `attempt`-th retry of an env_error trial (attempt 0 is the original seed).
 
     A retry with the same seed would replay the same simulated fault; a retried trial therefore
-    draws fresh environment randomness (the retry budget is fixed before the run, seed 002 §9.2).
+    draws fresh environment randomness (the retry budget is fixed before the run, docs/verifiers.md §1).
     """
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
@@ -88,13 +88,13 @@ class StepResult:
     """What one `Environment.step` returns.
 
     Attributes:
-      observation: environment text appended to the token stream (never policy loss, R1.1).
+      observation: environment text appended to the token stream (never policy loss, docs/architecture.md §3).
       done: True when the episode is over (answer submitted, turn limit, or env fault).
       info: extra host-side facts, e.g. {"turn": 3, "stop_reason": "max_turns"}.
       event: the authoritative state-change record of this step (also appended to the state's
-        event log); verifiers judge events and state, not the observation text (R2.5).
+        event log); verifiers judge events and state, not the observation text (docs/verifiers.md §2).
       error: set only for environment faults (tool service failure, ...) → trial env_error
-        (R2.1); policy mistakes (malformed actions) are observations, not errors.
+        (docs/verifiers.md (V.1)); policy mistakes (malformed actions) are observations, not errors.
     """
 
     observation: str
@@ -158,7 +158,7 @@ class EnvSnapshot:
 @dataclasses.dataclass(frozen=True)
 class Turn:
     """One assistant turn of an episode: the action, the observation it produced, and the exact
-    environment state the action was taken in (the PivotRL candidate state, seed 000 §2)."""
+    environment state the action was taken in (the PivotRL candidate state, docs/algorithms.md §6)."""
 
     action: str
     observation: str
@@ -169,7 +169,7 @@ class Environment(abc.ABC):
     """Protocol of a multi-turn tool environment (see module docstring).
 
     Subclasses set `name` and `version`, implement `reset`, `step`, `state` and `_load`; the base
-    class gives `state_hash`, `snapshot`, `restore` and the eq.90 reset check.
+    class gives `state_hash`, `snapshot`, `restore` and the docs/architecture.md §4 reset check.
     """
 
     name: str = "environment"
@@ -184,7 +184,7 @@ class Environment(abc.ABC):
 
     @abc.abstractmethod
     def reset(self, task: TaskSpec, *, seed: int) -> str:
-        """Load the task's initial state, check eq.90, return the initial observation text."""
+        """Load the task's initial state, check docs/architecture.md §4, return the initial observation text."""
 
     @abc.abstractmethod
     def step(self, action: str) -> StepResult:
@@ -199,7 +199,7 @@ class Environment(abc.ABC):
         """Replace the internal state and seed (used by restore)."""
 
     def state_hash(self) -> str:
-        """sha256 of the canonical authoritative state (eq.90's H)."""
+        """sha256 of the canonical authoritative state (docs/architecture.md §4's H)."""
         return hash_state(self.state())
 
     def snapshot(self) -> EnvSnapshot:
@@ -221,7 +221,7 @@ class Environment(abc.ABC):
             )
 
     def _check_reset_integrity(self, expected_hash: str) -> None:
-        """eq.90: raise ResetIntegrityError unless H(s_0 after reset) == H(s_0 expected)."""
+        """docs/architecture.md §4: raise ResetIntegrityError unless H(s_0 after reset) == H(s_0 expected)."""
         actual = self.state_hash()
         if actual != expected_hash:
             raise ResetIntegrityError(

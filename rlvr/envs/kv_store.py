@@ -1,4 +1,4 @@
-"""`KVStoreEnv`: a multi-turn key-value tool environment with hidden registers (SPEC R2.5, R2.8).
+"""`KVStoreEnv`: a multi-turn key-value tool environment with hidden registers (docs/verifiers.md §2, docs/algorithms.md §6).
 
 The environment holds hidden registers (keys a-h, single-digit values). The prompt asks for a
 signed sum of some of them, e.g. ``"f+a-c?\\n"``. The policy must query the registers with tools,
@@ -11,21 +11,21 @@ one action per line, and submit the value:
   ``ans <expr>``            ``ok``              submission recorded, episode ends
   ``del k``                 ``ok``              register deleted: a **minefield** event
   anything else             ``!bad``            nothing but the turn counter (policy failure)
-  (simulated tool fault)    ``!fault``          episode aborted, trial env_error (R2.1)
+  (simulated tool fault)    ``!fault``          episode aborted, trial env_error (docs/verifiers.md (V.1))
   ========================  ==================  ==============================================
 
 ``<expr>`` is an integer or a sum/difference of integers (``17``, ``5+3+9``, ``9-3``), evaluated
 safely by walking its `ast` (no ``eval``). Every text is newline-terminated and uses only
 characters of `ALPHABET`, so a tiny character-level policy can model the whole stream. ``ans``
 answers ``ok`` whether or not the value is right: the tool's "success" is not proof of the goal,
-only the authoritative state is (seed 002 §3.4).
+only the authoritative state is (docs/verifiers.md §2).
 
-Every step produces an event (seed 002 eq.34-35), applied to the state by the pure function
+Every step produces an event (docs/architecture.md §2), applied to the state by the pure function
 `apply_event`; the state carries the event log, so a verifier can replay it from the initial
-snapshot and check the transition (V_transition, eq.36) as well as goal / invariant / minefield
-predicates (eq.84). The only randomness is the simulated fault stream: fault at turn t iff
+snapshot and check the transition (V_transition, docs/verifiers.md §2) as well as goal / invariant / minefield
+predicates (docs/verifiers.md §2). The only randomness is the simulated fault stream: fault at turn t iff
 u(seed, t) < fault_prob, a counter-based draw, so a restored snapshot replays the same faults and
-common seeds give common random numbers across a group (R6.6).
+common seeds give common random numbers across a group (docs/architecture.md §4).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def initial_state(registers: Mapping[str, int], query, max_turns: int) -> dict:
 
 def make_task_snapshot(state: Mapping[str, Any]) -> dict:
     """The `TaskSpec.environment_snapshot` record for an initial state: name, version, state and
-    its sha256 (the expected hash of eq.90)."""
+    its sha256 (the expected hash of docs/architecture.md §4)."""
     return {"env": ENV_NAME, "env_version": ENV_VERSION, "state": copy.deepcopy(dict(state)),
             "sha256": hash_state(state)}
 
@@ -222,7 +222,7 @@ def make_event(state: Mapping[str, Any], action: str, *, fault: bool) -> dict:
 
 
 def apply_event(state: Mapping[str, Any], event: Mapping[str, Any]) -> dict:
-    """s_{t+1} = transition(s_t, event) (pure: returns a new state; seed 002 eq.35)."""
+    """s_{t+1} = transition(s_t, event) (pure: returns a new state; docs/architecture.md §2)."""
     if state["done"]:
         raise RuntimeError("apply_event: the episode is already done")
     s = copy.deepcopy(dict(state))
@@ -284,7 +284,7 @@ class KVStoreEnv(Environment):
     Args:
       fault_prob: probability that a step hits a simulated tool-service failure (observation
         "!fault", `StepResult.error` set, episode aborted, trial env_error). Drawn from the
-        seed given to `reset` and the turn index (common random numbers, R6.6).
+        seed given to `reset` and the turn index (common random numbers, docs/architecture.md §4).
     """
 
     name = ENV_NAME

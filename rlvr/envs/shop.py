@@ -1,7 +1,7 @@
 """`ShopEnv`: a multi-turn checkout tool environment with hidden prices and tool latency.
 
-SPEC R2.5, R2.8, R6.3, R6.6; seed 000 §2 (turn states, functional acceptance), seed 003 §4.1
-(tool calls of varying duration: a group barrier waits for the slowest), §7.2 (a continuation
+docs/verifiers.md §2, docs/algorithms.md §6, docs/architecture.md §4 (turn states, functional acceptance), docs/algorithms.md §7
+(tool calls of varying duration: a group barrier waits for the slowest), docs/algorithms.md §6 (a continuation
 from a pivot sees the pivot's exact state).
 
 A task is an order of n items with quantities, e.g. the prompt ``"b2 d1 g3\\n"`` (2 of b, 1 of
@@ -22,15 +22,15 @@ from the prompt, skip what was done); the payment is *decisive*: its value must 
 Σ qty × price over the order, computed from prices seen only in earlier observations, and a
 wrong value fails the episode. ``<expr>`` is an integer or a sum of integers (``44``,
 ``14+27+3``), evaluated by `rlvr.envs.kv_store.eval_expr` (no ``eval``). ``pay`` answers ``ok``
-whatever the value: only the authoritative state proves the goal (seed 002 §3.4).
+whatever the value: only the authoritative state proves the goal (docs/verifiers.md §2).
 
 An ``add`` that is not exactly one requested line (an item not ordered, a wrong quantity, an item
 already in the cart) is a **minefield** event: the customer's cart is wrong and the episode fails.
 
-Tool latency (seed 003 §4.1): each call takes L = latency_s · min(latency_cap, u^(-1/α)) seconds,
+Tool latency (docs/algorithms.md §7): each call takes L = latency_s · min(latency_cap, u^(-1/α)) seconds,
 a Pareto(α) draw scaled by `latency_s` (0 = no latency), with u a counter-based uniform of
 (seed, turn, action) — seeded, so a restored snapshot and a group sharing the environment seed
-(common random numbers, R6.6) replay the same latencies for the same calls. The call returns its
+(common random numbers, docs/architecture.md §4) replay the same latencies for the same calls. The call returns its
 observation at once but the environment is *busy* until the call's deadline: the next `step`,
 `state`, `snapshot` or `state_hash` waits (sleeps on the host) until then. The agent loop steps
 every active episode of a batch one after another and then reads their snapshots, so the calls of
@@ -38,8 +38,8 @@ one turn run concurrently, as against a tool server, and a batch turn takes as l
 slowest call — the barrier whose cost single-rollout asynchronous training avoids.
 
 Every step produces an event applied by the pure `apply_event`; the state carries the event log,
-so a verifier can replay it from the initial snapshot (V_transition, eq.36) and check goal,
-invariant and minefield predicates (eq.84). Every text uses only characters of `ALPHABET`.
+so a verifier can replay it from the initial snapshot (V_transition, docs/verifiers.md §2) and check goal,
+invariant and minefield predicates (docs/verifiers.md §2). Every text uses only characters of `ALPHABET`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def initial_state(prices: Mapping[str, int], order, max_turns: int) -> dict:
 
 def make_task_snapshot(state: Mapping[str, Any]) -> dict:
     """The `TaskSpec.environment_snapshot` record of an initial state (name, version, state and
-    its sha256, the expected hash of eq.90)."""
+    its sha256, the expected hash of docs/architecture.md §4)."""
     return {"env": ENV_NAME, "env_version": ENV_VERSION, "state": copy.deepcopy(dict(state)),
             "sha256": hash_state(state)}
 
@@ -208,7 +208,7 @@ def make_event(state: Mapping[str, Any], action: str) -> dict:
 
 
 def apply_event(state: Mapping[str, Any], event: Mapping[str, Any]) -> dict:
-    """s_{t+1} = transition(s_t, event) (pure: returns a new state; seed 002 eq.35)."""
+    """s_{t+1} = transition(s_t, event) (pure: returns a new state; docs/architecture.md §2)."""
     if state["done"]:
         raise RuntimeError("apply_event: the episode is already done")
     s = copy.deepcopy(dict(state))

@@ -1,6 +1,6 @@
 """rlvr.models: decoder in flax.nnx for the Llama, Qwen2/3, Mistral, Gemma 2/3, Qwen3-MoE and
-Mixtral families, value model, HF import/export, token scoring and tokenizers (SPEC R1, R5.2,
-R5.4; DESIGN.md models/)."""
+Mixtral families, value model, HF import/export, token scoring and tokenizers (docs/architecture.md §3, docs/algorithms.md §7,
+docs/algorithms.md §7; docs/architecture.md §2)."""
 
 from rlvr.models.config import ModelConfig
 from rlvr.models.transformer import KVCache, Transformer

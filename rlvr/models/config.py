@@ -1,4 +1,4 @@
-"""`ModelConfig`: the shape and numerics of a decoder-only transformer (SPEC R1, R5.2).
+"""`ModelConfig`: the shape and numerics of a decoder-only transformer (docs/architecture.md §3, docs/algorithms.md §7).
 
 One frozen dataclass describes every supported family (`ARCHITECTURES`): Llama (3.x RoPE
 scaling), Qwen2, Qwen3 (q/k norms), Mistral (sliding window), Gemma 2 / Gemma 3 text (sandwich

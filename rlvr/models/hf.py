@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint import / export (SPEC R1, R5.2; transformers 5 ships no Flax models).
+"""Hugging Face checkpoint import / export (docs/architecture.md §3, docs/algorithms.md §7; transformers 5 ships no Flax models).
 
 Every family of `rlvr.models.config.ARCHITECTURES` uses the tensor names of its transformers
 class; a mixture-of-experts layer's per-expert tensors (`mlp.experts.3.gate_proj.weight`,

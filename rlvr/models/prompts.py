@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Sequence
 
 _SENTINEL = "RLVRSENTINELANSWER"
 
@@ -107,9 +106,6 @@ class PromptRenderer:
                                                       add_generation_prompt=True)
         ids = list(self.tokenizer.encode(self.user_text(prompt)))
         return ([self.tokenizer.bos_id] if self.add_bos else []) + ids
-
-    def encode_many(self, prompts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(p) for p in prompts]
 
     def describe(self) -> dict:
         """JSON description (written next to an exported model)."""

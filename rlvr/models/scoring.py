@@ -1,4 +1,4 @@
-"""Token scoring for the learner: log-probs of the taken tokens and per-token entropy (R1.2, R5.3).
+"""Token scoring for the learner: log-probs of the taken tokens and per-token entropy (docs/architecture.md §3, docs/algorithms.md (A.19)).
 
 Alignment (rlvr-wide, see rlvr/records/batch.py): `logprobs[:, t] = log p(tokens[:, t] |
 tokens[:, :t])`, and `entropy[:, t]` is the entropy of that same next-token distribution.

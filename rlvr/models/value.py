@@ -1,10 +1,10 @@
-"""Value model (critic) for PPO / SAO: the policy trunk plus a scalar head per token (SPEC R5.2, R5.4).
+"""Value model (critic) for PPO / SAO: the policy trunk plus a scalar head per token (docs/algorithms.md §7).
 
 `values[:, t]` is V(s_t) where s_t is the prefix tokens[:, :t+1] (the state after token t),
-the alignment Skip-Observation GAE (R3.4) expects. `ValueModel.from_policy` copies the
-trunk of a policy (value pre-training starts from the policy, seed 003 §5);
+the alignment Skip-Observation GAE (docs/algorithms.md (A.6)) expects. `ValueModel.from_policy` copies the
+trunk of a policy (value pre-training starts from the policy, docs/algorithms.md §7);
 `trainable_filter(freeze_attention=True)` selects only the MLP projections and the value head,
-the setting SAO trains the critic with (R5.4: attention frozen, only MLP / MoE projections).
+the setting SAO trains the critic with (docs/algorithms.md §7: attention frozen, only MLP / MoE projections).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ValueModel(nnx.Module):
 def trainable_filter(freeze_attention: bool):
     """nnx filter of the critic's trainable parameters.
 
-    freeze_attention=False: every `nnx.Param`. True (R5.4): only the MLP projections
+    freeze_attention=False: every `nnx.Param`. True (docs/algorithms.md §7): only the MLP projections
     (`gate_proj`, `up_proj`, `down_proj` under `mlp`) and the value head; embeddings, norms
     and attention stay fixed.
     """

@@ -1,4 +1,4 @@
-"""Device meshes, logical-axis partition rules and sharding helpers (DESIGN.md parallel/).
+"""Device meshes, logical-axis partition rules and sharding helpers (docs/architecture.md §6).
 
 Mesh axes: `data` (pure data parallel), `fsdp` (data parallel with parameters sharded),
 `tensor` (Megatron-style tensor parallel), and `expert` (expert parallel: a mixture-of-experts
@@ -9,7 +9,7 @@ only when it is larger than 1, so dense runs keep their (data, fsdp, tensor) mes
 Every model parameter carries `logical_axes` metadata (see rlvr/models/transformer.py);
 `LOGICAL_RULES` maps each logical name to mesh axes. A dimension whose size is not divisible by
 its mesh axes stays replicated, so any model runs on any mesh. Meshes use `AxisType.Auto`
-(FACTS.md: the default Explicit type breaks indexing and shard_map on unsharded inputs).
+(docs/architecture.md §8: the default Explicit type breaks indexing and shard_map on unsharded inputs).
 
 Scale path: one CPU → a mesh on one host → many hosts after `initialize_distributed`.
 """
@@ -155,7 +155,7 @@ def initialize_distributed(coordinator: str, num_processes: int, process_id: int
     """Multi-host start: plain `jax.distributed.initialize` (call before any other JAX use).
 
     cpu_collectives=True selects gloo so CPU-only processes can run cross-process
-    collectives (FACTS.md).
+    collectives (docs/architecture.md §8).
     """
     if num_processes < 1 or not 0 <= process_id < num_processes:
         raise ValueError(f"initialize_distributed: process_id {process_id} not in "

@@ -1,9 +1,9 @@
-"""rlvr.records: the records that cross layer boundaries (DESIGN.md "Types that cross boundaries").
+"""rlvr.records: the records that cross layer boundaries (docs/architecture.md §3).
 
-  task     `TaskSpec` — one verifiable task, the SPEC R6.5 record (JSON in, validated on load).
-  verdict  `Verdict` — what a verifier says about one output (R2.1), `env_error`, timeout classes.
-  batch    `RolloutBatch` — the device-side batch of rollouts (R1.1); `SampleMeta` — the host-side
-           record of one sample (R1.2).
+  task     `TaskSpec` — one verifiable task, the docs/architecture.md §3 record (JSON in, validated on load).
+  verdict  `Verdict` — what a verifier says about one output (docs/verifiers.md (V.1)), `env_error`, timeout classes.
+  batch    `RolloutBatch` — the device-side batch of rollouts (docs/architecture.md §3); `SampleMeta` — the host-side
+           record of one sample (docs/architecture.md §3).
   state    `TrainState` — everything the learner carries between steps.
 
 This package imports nothing else of rlvr, so every layer (core, models, rollout, envs,

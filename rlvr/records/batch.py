@@ -1,8 +1,8 @@
-"""`RolloutBatch`: the device-side record of a batch of rollouts (DESIGN.md, SPEC R1).
+"""`RolloutBatch`: the device-side record of a batch of rollouts (docs/architecture.md §2, §3).
 
 A rollout is one token stream: prompt, then policy actions interleaved with environment
 observations (multi-turn). `loss_mask` is 1 exactly on policy-generated tokens; prompt,
-observation and padding tokens get 0 and never receive policy loss or advantage (R1.1).
+observation and padding tokens get 0 and never receive policy loss or advantage (docs/architecture.md §3).
 
 Alignment convention (used everywhere in rlvr): every per-token array is aligned with `tokens`.
 `behavior_logprobs[b, t]` is log π_behaviour(tokens[b, t] | tokens[b, :t]), the log-prob the
@@ -13,7 +13,7 @@ Groups are laid out group-major: samples `g * group_size ... (g + 1) * group_siz
 group `g`, so `rewards.reshape(num_groups, group_size)` is the group view.
 
 Host-side per-sample metadata (versions, stop reason, sampling params, verdict evidence) lives in
-`SampleMeta`, one per row, beside the batch (R1.2).
+`SampleMeta`, one per row, beside the batch (docs/architecture.md §3).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class RolloutBatch:
     Attributes:
       tokens: int32 [B, T] token ids (prompt, actions, observations, padding).
       attention_mask: bool [B, T]; True on real (non-padding) tokens.
-      loss_mask: float32 [B, T]; 1 on policy-generated tokens only (R1.1).
-      behavior_logprobs: float32 [B, T]; log-probs saved at sampling time (R1.2, R5.3).
+      loss_mask: float32 [B, T]; 1 on policy-generated tokens only (docs/architecture.md §3).
+      behavior_logprobs: float32 [B, T]; log-probs saved at sampling time (docs/architecture.md §3, docs/algorithms.md (A.19)).
       rewards: float32 [B]; scalar sequence reward (sum of composed components).
       valid: bool [B]; False for samples masked out (env_error after retries, unknown-as-mask).
       truncated: bool [B]; True when generation hit a length/turn limit.
@@ -211,7 +211,7 @@ class RolloutBatch:
 
 @dataclasses.dataclass(frozen=True)
 class SampleMeta:
-    """Host-side record of one sample (SPEC R1.2, seed 002 §5.1, §8.1).
+    """Host-side record of one sample (docs/architecture.md §3).
 
     Everything needed to audit or reproduce a reward: which task, which versions of policy,
     verifier and environment, which reward config (by hash), how it was sampled, why it stopped,

@@ -1,5 +1,5 @@
-"""The tests record of a code task: `TaskSpec.reference_answer` for task_type "code" (SPEC R2.3,
-R6.5). Validated when a task file is loaded (`rlvr.records.task.validate_record`) and again by
+"""The tests record of a code task: `TaskSpec.reference_answer` for task_type "code" (docs/verifiers.md §3,
+docs/architecture.md §3). Validated when a task file is loaded (`rlvr.records.task.validate_record`) and again by
 the CodeVerifier (`rlvr.verifiers.code`), which runs the tests:
 
     {

@@ -1,4 +1,4 @@
-"""`TrainState`: everything the learner carries between steps (DESIGN.md types; SPEC R6.1).
+"""`TrainState`: everything the learner carries between steps (docs/architecture.md §3, (B.1)).
 
 A flax.struct pytree, so it is jit/donate/shard friendly and orbax saves it as one tree. Model
 structure (the nnx GraphDef) is *not* in the state: the learner holds it statically and merges
@@ -23,12 +23,12 @@ class TrainState:
       opt_state: optax state for `params`.
       step: int32 scalar, optimiser-independent count of learner updates (RL steps).
       rng: uint32[2] raw PRNG key (checkpointable); split for shuffling / sampling.
-      policy_version: int32 scalar, bumped each time new params are published to rollout (R1.2).
-      ref_params: optional nnx.State of the frozen reference policy (KL, R3.7); None with a LoRA
+      policy_version: int32 scalar, bumped each time new params are published to rollout (docs/architecture.md §3).
+      ref_params: optional nnx.State of the frozen reference policy (KL, docs/algorithms.md (A.13)-(A.15)); None with a LoRA
         policy, whose reference is its base with the adapters off (rlvr.models.lora).
       critic_params: optional nnx.State of the critic (PPO / SAO).
       critic_opt_state: optional optax state for `critic_params`.
-      kl_controller: optional rlvr.core.kl.KLControllerState (β, fixed or adapted by eq.23).
+      kl_controller: optional rlvr.core.kl.KLControllerState (β, fixed or adapted by docs/algorithms.md (A.15)).
       extras: dict of algorithm state arrays (e.g. REINFORCE running baseline); may be empty.
     """
 

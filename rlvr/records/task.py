@@ -1,4 +1,4 @@
-"""`TaskSpec`: one verifiable task (SPEC R6.5, seed 002 §4.1).
+"""`TaskSpec`: one verifiable task (docs/architecture.md §3).
 
 The record separates what the policy may see (`prompt`, `public_metadata`) from what only the
 verifier may see (`reference_answer`, `hidden_verifier_id`), and pins everything a reward depends
@@ -17,7 +17,7 @@ from rlvr.records.code_tests import CodeTestsError, parse_code_reference
 
 TASK_TYPES = ("math", "code", "structured", "agent", "text")
 
-# JSON field order (R6.5, seed 002 §4.1); the first three are required in a JSON record.
+# JSON field order (docs/architecture.md §3); the first three are required in a JSON record.
 FIELDS = (
     "task_id",
     "prompt",
@@ -66,7 +66,7 @@ def _json_problem(value: Any, path: str) -> Optional[str]:
 
 
 def validate_record(record: Any) -> list[tuple[str, str]]:
-    """Checks one decoded JSON record against the TaskSpec schema (R6.5).
+    """Checks one decoded JSON record against the TaskSpec schema (docs/architecture.md §3).
 
     Returns every problem as (field, message); an empty list means the record is valid.
     Unknown fields are errors (a typo such as "reference_anwser" must not silently vanish).
@@ -125,11 +125,11 @@ class TaskSpec:
       task_type: one of TASK_TYPES; selects the verifier family.
       reference_answer: gold answer / tests / goal spec; never shown to the policy.
       public_metadata: information the policy may see (difficulty, tool list, ...).
-      hidden_verifier_id: id of a held-out verifier (hidden tests) used for evaluation (R7.3).
+      hidden_verifier_id: id of a held-out verifier (hidden tests) used for evaluation (docs/architecture.md §7).
       environment_snapshot: serialisable initial environment state for agent tasks (or None).
       resource_limits: e.g. {"time_s": 2, "memory_mb": 256}.
       reward_config: name → value settings for reward composition of this task.
-      random_seed: seed for any stochasticity of the environment (common random numbers, R6.6).
+      random_seed: seed for any stochasticity of the environment (common random numbers, docs/architecture.md §4).
     """
 
     task_id: str
@@ -156,7 +156,7 @@ class TaskSpec:
             raise ValueError(f"TaskSpec.random_seed must be an int, got {self.random_seed!r}")
 
     def to_json(self) -> dict[str, Any]:
-        """The record as plain JSON data (all R6.5 fields, in FIELDS order).
+        """The record as plain JSON data (all docs/architecture.md §3 fields, in FIELDS order).
 
         Raises TaskSpecError naming the field when a value is not JSON data (a tuple is written
         as a list; NaN/inf, sets and objects are refused rather than silently mangled).

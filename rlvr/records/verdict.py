@@ -1,4 +1,4 @@
-"""`Verdict`: what a verifier says about one output (SPEC R2.1, seed 002 eq.2, §5.2).
+"""`Verdict`: what a verifier says about one output (docs/verifiers.md (V.1)).
 
 A verdict separates two questions that a plain reward conflates:
   * `decision` — did the *policy* succeed? pass / fail / unknown (the verifier could not decide,
@@ -81,7 +81,7 @@ class Verdict:
         return dataclasses.replace(self, evidence={**self.evidence, **extra})
 
 
-# Timeout taxonomy (SPEC R6.3, seed 002 §9.2). "candidate_program" is the policy's fault (a
+# Timeout taxonomy (docs/architecture.md §4, docs/verifiers.md §1). "candidate_program" is the policy's fault (a
 # fail); every other class is a fault of the system (an env_error, retried then masked).
 TIMEOUT_CLASSES = (
     "generation",
@@ -95,7 +95,7 @@ TIMEOUT_CLASSES = (
 
 def env_error(reason: str, *, verifier_version: str = "0", timeout_class: str | None = None,
               **evidence: Any) -> Verdict:
-    """An env_error verdict (the trial says nothing about the policy; R2.1).
+    """An env_error verdict (the trial says nothing about the policy; docs/verifiers.md (V.1)).
 
     `timeout_class`, when given, must be one of TIMEOUT_CLASSES and is recorded in the evidence.
     """

@@ -1,13 +1,13 @@
 """Multi-turn agent loop: policy actions and environment observations in one token stream.
 
-SPEC R1.1, R1.2 (seed 002 §5.1, §8.1; seed 003 §1, §4.2). An episode is
+docs/architecture.md §3 (docs/algorithms.md §7). An episode is
 
     prompt · a_0 · o_1 · a_1 · o_2 · ... · a_{H-1} · o_H
 
 as ONE token stream. `loss_mask` is 1 on action tokens a_i only (the policy's tokens, including
 the action terminator), 0 on the prompt and on every observation o_i; `turn_ids[t] = i` on the
-tokens of action a_i and -1 elsewhere, so Skip-Observation GAE (R3.4) and turn-level losses
-(R3.6) can find the action boundaries. `behavior_logprobs` are the sampler's log-probs of the
+tokens of action a_i and -1 elsewhere, so Skip-Observation GAE (docs/algorithms.md (A.6)) and turn-level losses
+(docs/algorithms.md (A.10)) can find the action boundaries. `behavior_logprobs` are the sampler's log-probs of the
 action tokens, aligned with `tokens` (see rlvr/records/batch.py).
 
 Batched: every turn, all still-active episodes step together — one sampler call with prompt =
@@ -18,13 +18,13 @@ compiles a bounded set of batch shapes as episodes finish. With `kv_reuse` each 
 KV cache across turns (`rlvr.rollout.session.KVSession`) and only the tokens appended since its
 last action are prefilled. Environments step on the host, never inside jit.
 
-Bounds and stop reasons (R1.2): the environment ends the episode (`eos`: natural end, also when
+Bounds and stop reasons (docs/architecture.md §3): the environment ends the episode (`eos`: natural end, also when
 the policy emits EOS), `max_turns`, `max_length` (an action that hits the per-action token cap
 without a terminator, or a history with no room left for one more action within `max_tokens`), `timeout` (wall time),
 `env_error` (the environment reported a fault: the sample is marked invalid, never reward 0).
 
 Before each action the loop records the environment snapshot, its state hash and the prefix
-length: these are the pivot candidates of PivotRL (R4.3, seed 003 §3.1, §7.2) — a continuation
+length: these are the pivot candidates of PivotRL (docs/algorithms.md §6) — a continuation
 restored from them sees exactly the state the original episode saw.
 """
 
@@ -240,7 +240,7 @@ class EpisodeStart:
       task: the TaskSpec.
       prefix_tokens: token ids of the history so far (prompt [+ earlier turns]).
       snapshot: environment snapshot to restore (None: `env.reset(task, seed)`).
-      state_hash: expected `env.state_hash()` after restore (checked; R6.3 eq.90, 003 §7.2).
+      state_hash: expected `env.state_hash()` after restore (checked; docs/architecture.md §4, docs/algorithms.md §6).
       turn_index: index of the next action (turn_ids continue from it).
       seed: environment seed for reset.
     """
@@ -257,7 +257,7 @@ def restore_env(env, snapshot, expected_hash: Optional[str]) -> str:
     """Restores `env` to `snapshot` and checks the state hash equals `expected_hash`.
 
     Raises RuntimeError naming both hashes if the restored state differs (a continuation from a
-    pivot must see exactly the original state, seed 003 §7.2). Returns the hash.
+    pivot must see exactly the original state, docs/algorithms.md §6). Returns the hash.
     """
     env.restore(snapshot)
     h = env.state_hash()

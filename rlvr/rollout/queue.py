@@ -1,19 +1,19 @@
-"""Bounded, version-aware sample queue between rollout and learner (SPEC R5.1, R5.3, R6.2).
+"""Bounded, version-aware sample queue between rollout and learner (docs/algorithms.md §7, (A.19), docs/architecture.md §1).
 
-SAO (seed 003 §4.1) trains each finished rollout on arrival: a rollout thread `put`s samples,
-the learner `get`s them in arrival order. The queue gives the three controls seed 002 §5.4 and
-§9.1 ask of an asynchronous pipeline:
+SAO (docs/algorithms.md §7) trains each finished rollout on arrival: a rollout thread `put`s samples,
+the learner `get`s them in arrival order. The queue gives the three controls
+docs/architecture.md §1 asks of an asynchronous pipeline:
 
   * back-pressure: `put` blocks while `maxsize` samples wait, so a fast producer cannot let the
     queue grow without bound (and go stale);
   * a staleness bound on the policy-version lag `lag = current_version - sample.policy_version`
-    (the sample's behaviour policy vs the learner's current policy, eq.48): a sample with
+    (the sample's behaviour policy vs the learner's current policy, docs/algorithms.md (A.19)): a sample with
     `lag > max_staleness` is never handed to the learner — it is dropped and counted;
   * optional down-weighting inside the bound: `weight = staleness_decay ** lag` (1.0 = off),
     counted when < 1.
 
 Metrics (`stats()`): queue depth, puts, gets, dropped_stale, downweighted, mean lag of yielded
-samples, and the producer/consumer wait times (the time split of R6.2).
+samples, and the producer/consumer wait times (the time split of docs/architecture.md §1).
 
 Host-side only (threads); nothing here runs inside jit.
 """
@@ -33,7 +33,7 @@ class QueuedSample:
 
     Attributes:
       payload: whatever the producer put (e.g. one episode's arrays + SampleMeta).
-      policy_version: the version of the policy that generated it (R1.2).
+      policy_version: the version of the policy that generated it (docs/architecture.md §3).
       lag: learner version at `get` minus `policy_version` (>= 0, <= max_staleness).
       weight: `staleness_decay ** lag`; the learner multiplies this sample's loss by it.
       enqueued_at: `time.monotonic()` at `put` (sample age = now - enqueued_at).

@@ -1,4 +1,4 @@
-"""Jitted batched sampler with a KV cache (SPEC R1.1, R1.2, R5.3).
+"""Jitted batched sampler with a KV cache (docs/architecture.md §3, docs/algorithms.md (A.19)).
 
 `sample(model, prompt_tokens, prompt_mask, key, params, pad_id=...)` generates up to
 `params.max_new_tokens` tokens for every row of a padded prompt batch in one jitted function:
@@ -9,7 +9,7 @@ Prompts may be left- or right-padded (`prompt_mask` True on real tokens; real to
 contiguous); they are normalised to left padding, so `SampleOutput.tokens` is
 `[B, P + N]`: the prompt left-padded to P, then the completion (pad_id after the stop token).
 
-Log-probs (R1.2, R5.3): `behavior_logprobs[:, t]` is the log-prob of token t under the
+Log-probs (docs/architecture.md §3, docs/algorithms.md (A.19)): `behavior_logprobs[:, t]` is the log-prob of token t under the
 distribution actually sampled from — logits / temperature, then top-k, then top-p, renormalised.
 With top-k / top-p off, `rlvr.models.scoring.token_logprobs(..., temperature=τ)` on the output
 reproduces them. Greedy decoding is a deterministic argmax; its recorded log-prob is the

@@ -1,6 +1,6 @@
-"""rlvr.tasks: verifiable task records and where they come from (SPEC R6.4-R6.6, seed 002 §4).
+"""rlvr.tasks: verifiable task records and where they come from (docs/architecture.md §3).
 
-  spec        TaskSpec (R6.5 fields), to_json / from_json with field-level validation
+  spec        TaskSpec (docs/architecture.md §3 fields), to_json / from_json with field-level validation
   loader      load_jsonl (one TaskFileError listing every bad line + field), write_jsonl
   splits      train / eval / unseen instance splits that never overlap (content-hash buckets)
   arithmetic  procedural "12+7*3=" → "33" tasks, difficulty knobs, ALPHABET, demonstration

@@ -1,4 +1,4 @@
-"""Procedural arithmetic tasks: prompt "12+7*3=", completion "33" (SPEC R6.4-R6.6, seed 002 §4).
+"""Procedural arithmetic tasks: prompt "12+7*3=", completion "33" (docs/architecture.md §3).
 
 Integer operands, binary operators from {+, -, *} with the usual precedence (no parentheses, no
 division, so every answer is an integer), answer = the canonical decimal integer, checked by
@@ -6,7 +6,7 @@ division, so every answer is an integer), answer = the canonical decimal integer
 `ALPHABET`, so a tiny character-level model can learn them on a CPU.
 
 Difficulty knobs (`ArithmeticDifficulty`): number of operands, digits per operand, operator set.
-Presets "easy" / "medium" / "hard" give the fixed mixture of seed eq.43.
+Presets "easy" / "medium" / "hard" give the fixed mixture of seed docs/algorithms.md (A.20).
 Splits (train / eval / unseen) never share an instance: see `rlvr.tasks.splits`.
 """
 
@@ -131,10 +131,6 @@ def demonstration(task: TaskSpec) -> str:
 
 def verifier(max_chars: int = 1000) -> IntegerAnswerVerifier:
     return IntegerAnswerVerifier(max_chars=max_chars)
-
-
-def is_task(task: TaskSpec) -> bool:
-    return task.public_metadata.get("source") == NAME
 
 
 __all__ = ["ALPHABET", "ArithmeticDifficulty", "DIFFICULTIES", "generate", "demonstration",

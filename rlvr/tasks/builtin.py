@@ -9,7 +9,7 @@
   * math_builtin.jsonl: MATH-format records {"problem", "solution" ending in \\boxed{}, "split",
     "type"} from reasoning-gym's basic_arithmetic, simple_equations, fraction_simplification,
     lcm and gcd generators, with a one-line worked solution, 24 train + 8 eval each.
-  * code_builtin.jsonl: 32 Python function tasks written here (R6.5 records, task_type "code"),
+  * code_builtin.jsonl: 32 Python function tasks written here (docs/architecture.md §3 records, task_type "code"),
     each with 2 public and 4 hidden tests; 24 train, 8 eval. `CODE_TASKS` keeps a reference
     solution per task (tests check that it passes in the sandbox; never shipped to the policy).
   * structured_builtin.jsonl: 32 JSON-extraction tasks (task_type "structured") from three

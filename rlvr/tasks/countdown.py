@@ -1,4 +1,4 @@
-"""Procedural countdown tasks: prompt "3,7,25:68=", completion "25*3-7" (SPEC R6.4-R6.6).
+"""Procedural countdown tasks: prompt "3,7,25:68=", completion "25*3-7" (docs/architecture.md §3).
 
 Given numbers and a target, write one expression that uses each given number at most once
 (operators from the task's set, parentheses allowed) and evaluates exactly to the target;
@@ -171,10 +171,6 @@ def demonstration(task: TaskSpec) -> str:
 
 def verifier(max_chars: int = 200) -> CountdownVerifier:
     return CountdownVerifier(max_chars=max_chars)
-
-
-def is_task(task: TaskSpec) -> bool:
-    return task.public_metadata.get("source") == NAME
 
 
 __all__ = ["ALPHABET", "CountdownDifficulty", "DIFFICULTIES", "generate", "demonstration",

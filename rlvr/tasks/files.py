@@ -1,4 +1,4 @@
-"""Task kits from dataset files: GSM8K, MATH, code and JSON-schema tasks (SPEC R6.5).
+"""Task kits from dataset files: GSM8K, MATH, code and JSON-schema tasks (docs/architecture.md §3).
 
 Task names (`config.task.names`):
 
@@ -6,19 +6,19 @@ Task names (`config.task.names`):
                       (GSM8K's format). Verifier: MathVerifier on the number.
     math:PATH         records {"problem", "solution"}; the solution's last \\boxed{} is the
                       answer (MATH's format). Verifier: MathVerifier.
-    code:PATH         R6.5 records (`rlvr.records.task`) with task_type "code" and the tests of
+    code:PATH         docs/architecture.md §3 records (`rlvr.records.task`) with task_type "code" and the tests of
                       `rlvr.records.code_tests` as reference_answer. Verifier: CodeVerifier
                       (public + hidden tests in the bubblewrap sandbox).
-    structured:PATH   R6.5 records with task_type "structured" (reference_answer: schema /
+    structured:PATH   docs/architecture.md §3 records with task_type "structured" (reference_answer: schema /
                       expected / constraints). Verifier: StructuredVerifier.
-    jsonl:PATH        R6.5 records of any task_type, routed per task (rlvr.tasks.registry).
+    jsonl:PATH        docs/architecture.md §3 records of any task_type, routed per task (rlvr.tasks.registry).
 
 PATH is a `.jsonl` file (one JSON object per line) or, for gsm8k / math, a `.parquet` file (the
 format of Hugging Face dataset downloads, read with pyarrow). PATH `builtin` names the small set
 shipped in `rlvr/tasks/data/` for that family (regenerate: `python -m rlvr.tasks.builtin`).
 
 Splits are explicit. A record's split is its `split` field (gsm8k / math: a top-level field;
-R6.5 records: `public_metadata.split`), one of "train", "eval", "unseen"; a record without one
+docs/architecture.md §3 records: `public_metadata.split`), one of "train", "eval", "unseen"; a record without one
 is "train". `config.task.eval_path=PATH2` (the kit argument `eval_path`) adds a second file of
 the same format whose records are all "eval" (a record there naming another split is an
 error): the usual layout of a downloaded dataset, e.g. `gsm8k:/data/gsm8k/train.parquet` +
@@ -263,7 +263,7 @@ def math_task(record: Any) -> tuple[Optional[TaskSpec], list]:
 
 
 def r65_task(task_type: Optional[str]) -> Callable[[Any], tuple[Optional[TaskSpec], list]]:
-    """Converter of R6.5 records; with `task_type`, every record must have that type."""
+    """Converter of docs/architecture.md §3 records; with `task_type`, every record must have that type."""
 
     def convert(record):
         problems = validate_record(record)
@@ -427,7 +427,7 @@ CONVERTERS = {"gsm8k": (gsm8k_task, lambda r: gsm8k_demonstration(r["answer"])),
 def math_verifiers():
     """(train verifier, strict hidden verifier) for math files: the hidden check accepts only
     one \\boxed{} answer (no plain-number or "answer:" fallbacks), so eval/gap shows how much
-    success rests on the lenient answer extraction (R7.3)."""
+    success rests on the lenient answer extraction (docs/architecture.md §7)."""
     from rlvr.verifiers.math import MathVerifier
 
     return MathVerifier(), MathVerifier(boxed_policy="reject_multiple", allow_plain_number=False)

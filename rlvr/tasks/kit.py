@@ -1,4 +1,4 @@
-"""Task kits: one registered bundle per task family (DESIGN.md "task kits").
+"""Task kits: one registered bundle per task family (docs/architecture.md §2).
 
 A `TaskKit` is everything the training loop needs to know about a task family, and nothing the
 loop hard-codes:
@@ -6,10 +6,10 @@ loop hard-codes:
   * `source`: where tasks come from (`sample(n, seed)` for training, held-out sets for eval);
   * `verifier`: the outcome verifier, `verify(task, output) -> Verdict`. For a single-turn task
     the output is the completion text; for a multi-turn task it is `episode_output(env)`, the
-    canonical JSON of the environment's authoritative final state (never the transcript, R2.5);
+    canonical JSON of the environment's authoritative final state (never the transcript, docs/verifiers.md §2);
   * `env_factory`: a fresh `Environment` per episode (multi-turn kits only);
   * `turn_verifiers`: per-turn verifiers by name (PivotRL's functional reward R(s, a) = 1[a ∈
-    M(s)], R2.8, and the exact-match ablation), each a `Verifier` over a *turn task*
+    M(s)], docs/algorithms.md §6, and the exact-match ablation), each a `Verifier` over a *turn task*
     (`turn_task`): the parent task with `environment_snapshot` = the `EnvSnapshot` before the
     action and `reference_answer` = the demonstration's action;
   * `demonstration(task)`: the oracle completion text (single-turn) or the list of `Turn`s of the
@@ -17,7 +17,7 @@ loop hard-codes:
   * `render_episode(task, turns)`: the exact text the agent loop tokenises (prompt, then action +
     observation per turn), so a demonstration prefix equals what a rollout would see;
   * `alphabet`: the characters of every prompt, action and observation (char-level tokenizers);
-  * `hidden_verifier`: an optional held-out verifier for the train-vs-hidden gap (R7.3).
+  * `hidden_verifier`: an optional held-out verifier for the train-vs-hidden gap (docs/architecture.md §7).
 
 Adding a task family is writing a kit builder and registering it (`register_kit`); nothing under
 `rlvr/train` changes. `build_kit(names, weights, kwargs)` is what the loop calls with
@@ -128,7 +128,7 @@ def get_kit(name: str, **kwargs: Any) -> TaskKit:
 
 def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mapping[str, Any] = None
               ) -> TaskKit:
-    """The kit of `config.task`: one name, or a weighted mixture of single-turn kits (eq.43).
+    """The kit of `config.task`: one name, or a weighted mixture of single-turn kits (docs/algorithms.md (A.20)).
 
     `kwargs` go to every named kit's builder (a mixture's kits must accept them all).
     """

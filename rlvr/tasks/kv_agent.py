@@ -1,4 +1,4 @@
-"""The multi-turn verifiable agent task on `KVStoreEnv` (SPEC R2.5, R2.8, R4.3, R6.5, R6.6).
+"""The multi-turn verifiable agent task on `KVStoreEnv` (docs/verifiers.md §2, docs/algorithms.md §6, docs/architecture.md §3, §4).
 
 A task asks for a signed sum of hidden registers (``"f+a-c?\\n"``); the policy reads registers
 with ``get k`` and submits with ``ans <expr>``. Tasks are procedural, with difficulty knobs (how
@@ -9,13 +9,13 @@ gets, whether differences appear) and seed splits:
     and query decides; generation rejects tasks of another split), separate seed streams;
   * "unseen": queries over key *sets* (of size ≥ 2) that train and eval never use (the key sets
     that `split_of` puts in its "unseen" buckets) — an OOD split for generalisation to new key
-    combinations (seed 002 §4.4, fixed and unseen seed sets).
+    combinations (docs/architecture.md §3, fixed and unseen seed sets).
 
 The text layout (what the agent loop tokenises) is `render_episode`: the prompt, then for each
 turn the action text followed by the observation text, all newline-terminated.
 
 `demonstrations(task)` runs the oracle and records each turn's action, observation and the exact
-environment snapshot before the action: the PivotRL candidate states (seed 000 §2, 003 §7.2).
+environment snapshot before the action: the PivotRL candidate states (docs/algorithms.md §6).
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
     """`n` KV agent tasks of a split (deterministic in (split, seed, difficulty)).
 
     Returns TaskSpecs with task_type "agent", prompt the query text, reference_answer the goal
-    value, environment_snapshot the initial registers (with its eq.90 hash), resource_limits
-    {"max_turns"}, and random_seed the environment seed (common across a group, R6.6).
+    value, environment_snapshot the initial registers (with its docs/architecture.md §4 hash), resource_limits
+    {"max_turns"}, and random_seed the environment seed (common across a group, docs/architecture.md §4).
     """
     check_split(split)
     if not isinstance(n, int) or n < 0:
@@ -187,7 +187,7 @@ def demonstrations(task: TaskSpec, *, answer_form: str = "value",
 
     style "canonical": the oracle reads the query keys in prompt order, then submits (``ans 17``,
     or with answer_form="expr" the signed sum of the values read, ``ans 5+3+9``).
-    style "diverse" (seed 000 §2, R2.8: real demonstrations vary in form while functionally
+    style "diverse" (docs/algorithms.md §6: real demonstrations vary in form while functionally
     equivalent): per episode, a seeded RNG (`demo_rng(task)`) draws the order of the ``get``
     actions among the needed keys and the answer form — the value (``ans 17``) or the signed sum
     of the values read with its terms in any order (``ans 9+5+3``); `answer_form` is ignored.

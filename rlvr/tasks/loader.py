@@ -1,4 +1,4 @@
-"""JSONL task files: one TaskSpec record per line (SPEC R6.5, seed 002 §4.1).
+"""JSONL task files: one TaskSpec record per line (docs/architecture.md §3).
 
 `load_jsonl` validates every record and, if anything is wrong, raises ONE `TaskFileError` that
 lists every bad line with its 1-based line number and field. Nothing is silently dropped:

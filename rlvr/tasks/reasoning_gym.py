@@ -1,4 +1,4 @@
-"""reasoning-gym generators as TaskSpecs (SPEC R6.5, R6.6; seed 002 §4).
+"""reasoning-gym generators as TaskSpecs (docs/architecture.md §3, §4).
 
 `generate("chain_sum", n, split=..., seed=..., **config)` draws entries from
 `reasoning_gym.create_dataset(generator, size=, seed=, **config)` and wraps each as a TaskSpec:

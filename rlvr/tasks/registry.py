@@ -1,4 +1,4 @@
-"""Task sources by name, and weighted mixtures of them (SPEC R6.1 task sampling, R6.4 eq.43).
+"""Task sources by name, and weighted mixtures of them (docs/architecture.md (B.1) task sampling, docs/algorithms.md (A.20)).
 
     src = get_task_source("arithmetic", difficulty="medium")
     batch = src.sample(64, seed=step)          # training tasks (train split)
@@ -68,7 +68,7 @@ class RoutingVerifier:
     """Dispatches each task to a verifier by `public_metadata["source"]`, else by task_type.
 
     Routes are fixed at construction, so `version` (which names every route's verifier version)
-    is a stable reward-cache key (R2.7): it changes whenever any routed verifier changes. Each
+    is a stable reward-cache key (docs/verifiers.md §4): it changes whenever any routed verifier changes. Each
     verdict carries the version of the verifier that produced it. A task with no route raises
     ValueError naming its source (a configuration error, not a policy failure).
     """
@@ -256,7 +256,7 @@ class JsonlSource:
 
 
 class MixtureSource:
-    """A weighted mixture of task sources (seed eq.43: λ_e D_easy + λ_m D_medium + ...).
+    """A weighted mixture of task sources (seed docs/algorithms.md (A.20): λ_e D_easy + λ_m D_medium + ...).
 
     `sample(n, seed)` draws per-source counts from a multinomial with the normalised weights,
     samples each source and shuffles; `eval_set(split, n)` splits n by largest remainder.
@@ -339,7 +339,7 @@ def get_task_source(name: str, **kwargs: Any):
 
 
 def heldout_tasks(source, n: int, seed: int, split: str = "eval") -> list[TaskSpec]:
-    """The fixed held-out set (R7.1): `n` tasks drawn i.i.d. from the training distribution,
+    """The fixed held-out set (docs/algorithms.md (A.21)): `n` tasks drawn i.i.d. from the training distribution,
     restricted to `split` (never a training instance, rlvr.tasks.splits).
 
     `source.eval_set(split, n)` returns n *distinct* instances; when the distribution mixes a

@@ -2,7 +2,7 @@
 
 The procedural files are exactly the generators' output for the settings in `GENERATED`, so a
 test can check they never drift; rebuild them with `python -m rlvr.tasks.shipped`.
-`examples.jsonl` is hand-written: it shows every R6.5 field in use.
+`examples.jsonl` is hand-written: it shows every docs/architecture.md §3 field in use.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The multi-turn checkout task on `ShopEnv`: long episodes, one decisive turn, tool latency.
 
-SPEC R2.5, R2.8, R4.3, R6.5, R6.6; seed 000 (PivotRL: most turns of a demonstration are easy,
-a few decide the outcome), seed 003 §4.1 (tool calls of varying duration).
+docs/verifiers.md §2, docs/algorithms.md §6, docs/architecture.md §3, §4 (PivotRL: most turns of a demonstration are easy,
+a few decide the outcome), docs/algorithms.md §7 (tool calls of varying duration).
 
 A task is an order such as ``"b2 d1 g3\\n"``; the policy reads the hidden prices (``get b``),
 fills the cart (``add b2``) and pays the total (``pay 44``): 2n + 1 actions for n items, 7-11
@@ -15,7 +15,7 @@ only in earlier observations and is where episodes fail (`decisive_turn`).
     environment snapshot before each action (PivotRL candidate states). Style "diverse"
     (default): a per-task seeded pattern — all reads then all adds, or read-add pairs (items in
     prompt order) — and a payment written as the total (``pay 21``) or as the line subtotals in
-    prompt order (``pay 7+5+9``): functionally equivalent forms (R2.8). With quantities 1 (the
+    prompt order (``pay 7+5+9``): functionally equivalent forms (docs/algorithms.md §6). With quantities 1 (the
     "standard" difficulty) the subtotal form copies the prices read, the total needs their sum:
     a policy that sometimes picks the total is sometimes wrong at the decisive turn. Style
     "canonical": reads first, ``pay <total>``;
@@ -109,9 +109,9 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
     """`n` distinct checkout tasks of a split (deterministic in (split, seed, difficulty)).
 
     TaskSpecs with task_type "agent", prompt the order text, reference_answer the total,
-    environment_snapshot the initial state (with its eq.90 hash), resource_limits
+    environment_snapshot the initial state (with its docs/architecture.md §4 hash), resource_limits
     {"max_turns"}, public_metadata (n_items, decisive turn index among the oracle's, ...) and
-    random_seed the environment seed (common across a group, R6.6).
+    random_seed the environment seed (common across a group, docs/architecture.md §4).
     """
     check_split(split)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:

@@ -1,4 +1,4 @@
-"""Train / eval / unseen splits for generated tasks (SPEC R6.6; seed 002 §4.4: "training may use
+"""Train / eval / unseen splits for generated tasks (docs/architecture.md §4, §3: "training may use
 controlled randomisation; evaluation reports both a fixed seed set and an unseen seed set").
 
 A generator's seed decides which instances it draws; the *split* decides which instances it may

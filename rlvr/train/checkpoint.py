@@ -1,4 +1,4 @@
-"""Orbax checkpoints that resume a run bit-for-bit and survive faults (DESIGN.md train/).
+"""Orbax checkpoints that resume a run bit-for-bit and survive faults (docs/architecture.md §5).
 
 A checkpoint is an orbax `Composite` of
   * `state`: the `TrainState` pytree (params, optimiser, reference, critic, step, PRNG,

@@ -1,16 +1,16 @@
-"""Collectors: how a training batch is gathered (DESIGN.md "one loop, many collectors").
+"""Collectors: how a training batch is gathered (docs/architecture.md §2).
 
 The loop asks a collector for `Collected` — a `RolloutBatch` of whole groups (group-major:
-`group_size` rows per task or state), one `SampleMeta` per row (R1.2), the rollout cost it
+`group_size` rows per task or state), one `SampleMeta` per row (docs/architecture.md §3), the rollout cost it
 took and host statistics — and hands the batch to the learner. Collectors differ in how rows
 are produced, never in what they return:
 
   * `GroupCollector`: tasks from a `TaskSampler` (fresh or a fixed pool, optional curriculum,
-    R6.4) × `group_size` samples each, produced by an *engine*; optional dynamic sampling (drop
+    docs/algorithms.md (A.20)) × `group_size` samples each, produced by an *engine*; optional dynamic sampling (drop
     all-equal groups and refill within a round budget).
   * `rlvr.train.pivots.PivotCollector`: PivotRL's probed turn states × K local samples.
   * `AsyncCollector`: a rollout thread around any collector, a bounded queue with a staleness
-    bound and back-pressure (R5.1, R6.2); each row records the policy version that sampled it.
+    bound and back-pressure (docs/algorithms.md §7, docs/architecture.md §1); each row records the policy version that sampled it.
 
 Engines turn (tasks, group size, keys) into judged rows:
   * `TextEngine`: single-turn — prompt → completion → outcome verifier;
@@ -135,7 +135,7 @@ def make_samples(tasks: Sequence[TaskSpec], outputs: Sequence[str], judgement, *
                  stop_reasons: Sequence[str], policy_versions, sampling: SamplingParams,
                  environment_version: str, prompts: Sequence[str], num_turns=None,
                  extra: Optional[Sequence[dict]] = None) -> tuple:
-    """One SampleMeta per row (R1.2) from the judged rows."""
+    """One SampleMeta per row (docs/architecture.md §3) from the judged rows."""
     n = len(outputs)
     versions = np.broadcast_to(np.asarray(policy_versions, np.int64), (n,))
     turns = np.ones(n, int) if num_turns is None else np.asarray(num_turns)
@@ -154,7 +154,7 @@ def make_samples(tasks: Sequence[TaskSpec], outputs: Sequence[str], judgement, *
 # ----------------------------------------------------------------------------- task sampling
 class TaskSampler:
     """Training tasks per step: fresh draws from the source, or draws from a fixed pool,
-    optionally weighted by a curriculum over the pool (R6.4: eq.41 variance, eq.42 learning
+    optionally weighted by a curriculum over the pool (docs/algorithms.md (A.20): variance learning
     progress). Deterministic in (seed, step); the curriculum statistics are `state_dict()`.
     """
 
@@ -532,7 +532,7 @@ class AsyncCollector(Collector):
 
     The thread repeatedly collects `producer_batch` groups with the latest published policy and
     puts each group into the queue tagged with that policy's version; `collect` takes
-    `prompts_per_step` groups in arrival order (R5.1: each sample trains on arrival, no group
+    `prompts_per_step` groups in arrival order (docs/algorithms.md §7: each sample trains on arrival, no group
     barrier). Groups whose version lag exceeds `max_staleness` are dropped by the queue; the rest
     get weight `staleness_decay ** lag` (`RolloutBatch.sample_weights`). With `backpressure` the
     thread waits while a batch it would start now could arrive staler than `max_staleness`

@@ -1,4 +1,4 @@
-"""Held-out evaluation (SPEC R7.1, R7.3; seed 002 §10.1, §10.3).
+"""Held-out evaluation (docs/algorithms.md (A.21), docs/architecture.md §7).
 
 An `Evaluator` samples `samples_per_task` rows per task of a fixed held-out set with the same
 engine the collectors use (single-turn completions or multi-turn episodes), judges them through
@@ -9,10 +9,10 @@ the same reward path, and reports:
                         half-width of a 95 % interval clustered by task (normal approximation
                         over the per-task pass rates);
   eval/valid_rate       fraction of samples whose trial was valid;
-  eval/pass@k           unbiased pass@k (eq.93) over each task's valid samples (tasks with fewer
+  eval/pass@k           unbiased pass@k (docs/algorithms.md (A.21)) over each task's valid samples (tasks with fewer
                         than k valid samples left out);
   eval/reward, eval/tokens, eval/truncation_rate, eval/unknown_rate, eval/env_error_rate,
-  eval/turns (multi-turn), eval/hidden_success and eval/gap = success − hidden success (eq.97)
+  eval/turns (multi-turn), eval/hidden_success and eval/gap = success − hidden success (docs/architecture.md §7)
                         where a hidden check exists.
 
 The held-out key is fixed (`eval.seed`), so successive evaluations of one run differ only by
@@ -32,7 +32,7 @@ from rlvr.rollout.sampler import SamplingParams, per_sample_keys
 
 
 def exact_hidden_check(task: TaskSpec, output: str) -> float:
-    """Fallback hidden check for single-turn tasks (R7.3): strict exact match of the stripped
+    """Fallback hidden check for single-turn tasks (docs/architecture.md §7): strict exact match of the stripped
     output to the reference answer (NaN when the task has none)."""
     if task.reference_answer is None:
         return float("nan")

@@ -1,4 +1,4 @@
-"""The one reward path: outputs → `Verdict`s → rewards (SPEC R2.1, R2.6, R2.7; seed 002 §5.2, §9.2).
+"""The one reward path: outputs → `Verdict`s → rewards (docs/verifiers.md (V.1), docs/architecture.md §4, docs/verifiers.md §4, §1).
 
 Every decision the training system pays for — a single-turn completion, a multi-turn episode's
 final state, a PivotRL turn (probe or local sample) — goes through `Judge.judge(tasks, outputs)`:
@@ -10,7 +10,7 @@ final state, a PivotRL turn (probe or local sample) — goes through `Judge.judg
      env_error that survived its retries is masked (valid False), never paid as reward 0;
      `unknown` follows `reward.unknown_as`; a task's own `reward_config` overrides the run's
      fields where it sets them;
-  3. optionally the reward cache (R2.7, `reward.cache`), keyed by task, output, environment
+  3. optionally the reward cache (docs/verifiers.md §4, `reward.cache`), keyed by task, output, environment
      version, verifier version and reward-config hash.
 
 `counters()` returns the pool's retries, timeouts and worker restarts since the last call.
@@ -48,7 +48,7 @@ class Judgement:
     """Verdicts and composed rewards of a batch of outputs (aligned).
 
     verdicts: one per output; rewards: float32 [B] (0 where masked); valid: bool [B];
-    reward_config_hashes: the RewardConfig hash each reward was composed with (R1.2).
+    reward_config_hashes: the RewardConfig hash each reward was composed with (docs/architecture.md §3).
     """
 
     verdicts: tuple

@@ -1,4 +1,4 @@
-"""The training loop — the only one (SPEC R6.1, R7; seed 002 eq.53, §5, §7, §9).
+"""The training loop — the only one (docs/architecture.md (B.1), §7).
 
     setup → warm start (SFT) → restore → for each step:
         collected = collector.collect(params, step, version)    # host: sample, act, verify
@@ -16,7 +16,7 @@ statistics, kept pivots — and the warm-start evaluation), so relaunching the s
 continues with exactly the metrics it would have had (asynchronous collection excepted: its
 arrival order depends on timing).
 
-Per step, `metrics.jsonl` (and TensorBoard) get the algorithm's R7.2 metrics, the host sample
+Per step, `metrics.jsonl` (and TensorBoard) get the algorithm's docs/architecture.md §7 metrics, the host sample
 metrics (`rlvr.train.samples.sample_metrics`), the verification pool's retries / timeouts /
 restarts, the time split (generate / verify / learn), throughput, cumulative rollout cost
 (`cost/*`: policy calls, sampled tokens, prompt tokens conditioned on, prefill tokens; probes

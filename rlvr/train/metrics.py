@@ -1,4 +1,4 @@
-"""`MetricWriter`: the one place metrics leave the process (SPEC R7.2; DESIGN.md train/).
+"""`MetricWriter`: the one place metrics leave the process (docs/architecture.md §7, §5).
 
 Each call to `write(step, metrics)` appends one JSON line `{"step": s, "time": t, **metrics}` to
 `<workdir>/metrics.jsonl` and, when enabled, the same scalars to TensorBoard event files

@@ -11,7 +11,7 @@ Both load the policy the run in `workdir` would continue from: the latest checkp
 writes
   * `<workdir>/eval.json`: what was evaluated (checkpoint step or starting policy, mode, task
     count) and the metrics: eval/success with eval/success_ci95 (95 % interval, clustered by
-    task), eval/pass@k (unbiased, eq.93), eval/tokens, eval/truncation_rate, eval/unknown_rate,
+    task), eval/pass@k (unbiased, docs/algorithms.md (A.21)), eval/tokens, eval/truncation_rate, eval/unknown_rate,
     eval/env_error_rate, eval/valid_rate, eval/hidden_success and eval/gap where the kit has a
     hidden check; and `by_verifier`: per verifier (by version) n, success, unknown and
     env_error rates;

@@ -1,21 +1,21 @@
-"""PivotRL's collector: candidate turn states → π_ref probe → filter → K local samples (SPEC R4).
+"""PivotRL's collector: candidate turn states → π_ref probe → filter → K local samples (docs/algorithms.md §6).
 
-Seed 000 §2-3 and seed 003 §3:
+docs/algorithms.md §6:
   1. Candidates: every assistant turn of the pool tasks' demonstrations (000) and optionally
-     turns of the policy's own rollouts (003 §3.1). A candidate is the full history before one
+     turns of the policy's own rollouts (docs/algorithms.md §6). A candidate is the full history before one
      model call (prefix tokens) + the environment's exact state there (snapshot, hash), judged
      as a *turn task* (`rlvr.tasks.kit.turn_task`).
   2. Probe: m > 1 actions from the frozen reference policy π_ref per candidate, scored by the
-     kit's turn verifier (functional R(s, a) = 1[a ∈ M(s)], R2.8, or the exact-match ablation)
+     kit's turn verifier (functional R(s, a) = 1[a ∈ M(s)], docs/algorithms.md §6, or the exact-match ablation)
      through the one reward path (`Judge`: env_error retried, then masked); μ̂ = mean, σ̂² =
      population variance over the valid probes; keep s iff σ̂² > 0 and μ̂ < λ_diff
-     (`rlvr.core.pivot.pivot_filter`, R4.1). Probe samples are never training labels (R4.2).
+     (`rlvr.core.pivot.pivot_filter`, docs/algorithms.md (A.17)). Probe samples are never training labels (docs/algorithms.md §6).
   3. Each step: `prompts_per_step` kept states × K fresh actions of the current policy, rescored
      (a group of K rows per state); the update (group-normalised advantages, turn-level ratio,
      KL to π_ref) is `rlvr.algorithms.pivotrl.PivotRL`.
   4. Optional corrective hint appended to the local prefix only (loss_mask 0, never a target),
-     mixed with un-hinted states (R4.3, 003 §3.4); optional re-profiling of the kept set every N
-     steps with the current policy (000 §5). The kept set and statistics go to `pivots.json`.
+     mixed with un-hinted states (docs/algorithms.md §6); optional re-profiling of the kept set every N
+     steps with the current policy (docs/algorithms.md §6). The kept set and statistics go to `pivots.json`.
 Rollout cost (probes included) is charged to the step that spent it.
 """
 
@@ -46,8 +46,8 @@ class PivotCandidate:
       turn_index: index of the action taken at s in its episode.
       prefix_tokens: token ids of the full history before the action (prompt + earlier turns).
       snapshot: EnvSnapshot of the environment state before the action.
-      state_hash: the environment's state hash at s (checked when restoring, 003 §7.2).
-      source: "demo" (000) or "rollout" (the policy's own trajectories, 003 §3.1).
+      state_hash: the environment's state hash at s (checked when restoring, docs/algorithms.md §6).
+      source: "demo" (docs/algorithms.md §6) or "rollout" (the policy's own trajectories).
       reference_action: the action the source trajectory took (used only by the exact-match
         ablation verifier; never a training label).
     """
@@ -80,7 +80,7 @@ def encode_with_bos(tokenizer, text: str) -> list[int]:
 
 def demo_candidates(tasks: Sequence[Any], *, tokenizer, demonstrations: Callable,
                     render_episode: Callable) -> list[PivotCandidate]:
-    """Every assistant turn of every task's demonstration is a candidate (000 §2).
+    """Every assistant turn of every task's demonstration is a candidate (docs/algorithms.md §6).
 
     `demonstrations(task) -> list[Turn(action, observation, state_before)]` and
     `render_episode(task, turns) -> str` (the agent loop's exact text layout) come from the task
@@ -114,7 +114,7 @@ def rollout_candidates(episodes: Sequence[Any]) -> list[PivotCandidate]:
 # ---------------------------------------------------------------------------------- probing
 @dataclasses.dataclass(frozen=True)
 class PivotSet:
-    """The probed candidates with their statistics and the kept subset (R4.1).
+    """The probed candidates with their statistics and the kept subset (docs/algorithms.md (A.17)).
 
     Attributes:
       candidates: all probed candidates (N).
@@ -176,7 +176,7 @@ def _write_json(path: str, data: dict) -> None:
 
 def probe_pivots(candidates: Sequence[PivotCandidate], run: Callable, key: jax.Array, *, m: int,
                  lambda_diff: float, chunk: int = 256) -> PivotSet:
-    """Probes each candidate with m actions of the reference policy and filters (R4.1).
+    """Probes each candidate with m actions of the reference policy and filters (docs/algorithms.md (A.17)).
 
     Args:
       candidates: N pivot candidates.
@@ -219,7 +219,7 @@ def select_random(candidates: Sequence[PivotCandidate], n: int, seed: int) -> li
 
 
 def hinted_rows(n_states: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """bool [n_states]: which states get the corrective hint this step (R4.3 mixing): exactly
+    """bool [n_states]: which states get the corrective hint this step (docs/algorithms.md §6 mixing): exactly
     round(fraction · n_states), chosen at random; the rest stay un-hinted."""
     k = int(round(fraction * n_states))
     out = np.zeros(n_states, bool)
@@ -340,7 +340,7 @@ class PivotCollector(Collector):
                       (self.process_index + 1) * (n // self.num_processes))
         prefixes, tasks = [], []
         for c, h in list(zip(states, hinted))[local]:
-            pre = list(c.prefix_tokens) + (hint_ids if h else [])  # hint: prefix only, R4.3
+            pre = list(c.prefix_tokens) + (hint_ids if h else [])  # hint: prefix only, docs/algorithms.md §6
             prefixes += [pre] * k
             tasks += [c.turn_task] * k
         fold = step if isinstance(step, int) else stream_seed(step) % 2**31  # async: "async/<n>"

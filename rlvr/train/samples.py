@@ -1,17 +1,17 @@
-"""Host-side per-sample monitoring: the R7.2 metrics of a batch's `SampleMeta`s and the
-`samples.jsonl` audit log (SPEC R1.2, R7.2, R7.3; seed 002 §7.4, §9.3, §10.3).
+"""Host-side per-sample monitoring: the docs/architecture.md §7 metrics of a batch's `SampleMeta`s and the
+`samples.jsonl` audit log (docs/architecture.md §3, §7).
 
 `sample_metrics(collected)` is the same set for every algorithm and collector:
   verify/pass_rate, verify/unknown_rate, verify/env_error_rate, verify/masked_count,
   verify/masked_frac; sampling/unique_ratio (distinct outputs per group); stop/<reason>_frac
   (eos, max_length, max_turns, timeout, env_error, ...); sample/turns (mean actions per sample);
   reward/component_<name>_mean and reward/corr_<name> (each verdict component's correlation with
-  the reward); reward/hidden_mean (the hidden check, R7.3, where one exists).
+  the reward); reward/hidden_mean (the hidden check, docs/architecture.md §7, where one exists).
 Group outcome fractions, reward and advantage statistics and lengths come from the learner
 step (`Algorithm.batch_metrics`).
 
 `write_samples(path, step, collected, n, seed)` appends n records — half the highest-reward
-samples (the tail a reward-hacking audit reads first, R7.3), half drawn at random — each the
+samples (the tail a reward-hacking audit reads first, docs/architecture.md §7), half drawn at random — each the
 full `SampleMeta` (prompt, output, verdict evidence, reward, versions) plus the step.
 
 Every JSONL log of samples (`samples.jsonl` here, `eval_samples.jsonl` of `--mode=eval`) is
@@ -36,7 +36,7 @@ GLOBAL_SUM = ("verify/masked_count",)
 
 
 def sample_metrics(collected, hidden: Optional[Callable] = None) -> dict:
-    """R7.2 host metrics of one collected batch (module docstring)."""
+    """docs/architecture.md §7 host metrics of one collected batch (module docstring)."""
     s = collected.samples
     g = collected.group_size
     valid = np.array([x.valid for x in s])

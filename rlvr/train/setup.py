@@ -327,7 +327,7 @@ def build_mesh(c):
 
 def critic_from_policy(c, policy, mesh):
     """(graphdef, parameters on the mesh, rest) of a critic whose trunk copies `policy`'s
-    (value pre-training starts from the policy, seed 003 §5). All its parameters, frozen ones
+    (value pre-training starts from the policy, docs/algorithms.md §7). All its parameters, frozen ones
     included, are the TrainState's `critic_params`; the learner trains the
     `algorithm.critic_freeze_attention` subset."""
     from rlvr.parallel import param_shardings
@@ -469,7 +469,7 @@ def build_run(config, workdir: str) -> Run:
     collector = build_collector(c, kit, tokenizer, engine, judges[0], sampling, workdir,
                                 process_index, num_processes)
 
-    # hidden check (R7.3): the kit's own; else, for kits whose outputs are the bare answer
+    # hidden check (docs/architecture.md §7): the kit's own; else, for kits whose outputs are the bare answer
     # (character-level procedural kits), exact match with the reference
     hidden = kit.hidden_verifier
     hidden_fn = ((lambda task, out: float(hidden.verify(task, out).passed)) if hidden is not None

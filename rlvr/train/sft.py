@@ -1,9 +1,9 @@
-"""Supervised warm start from a task kit's demonstrations (seed 002 §1: SFT initialises format
+"""Supervised warm start from a task kit's demonstrations (: SFT initialises format
 and ability before RL).
 
 A demonstration is one token stream with a loss mask (`demo_stream`):
   * single-turn: `[bos] + prompt + completion + [eos]`, loss on the completion and eos;
-  * multi-turn: `[bos] + prompt + (action + observation)*`, loss on the action tokens only (R1.1:
+  * multi-turn: `[bos] + prompt + (action + observation)*`, loss on the action tokens only (docs/architecture.md §3:
     observations are the environment's, never the policy's).
 The loss is the token-mean NLL on the masked tokens, exact under gradient accumulation (the
 learner's minibatch-wide denominators), through the same learner (`make_update`) as RL.

@@ -1,15 +1,15 @@
-"""Agent verifier over an environment's authoritative state trajectory (SPEC R2.5, seed 002
-§3.4 eq.34-37, §8.2 eq.83-84).
+"""Agent verifier over an environment's authoritative state trajectory (docs/verifiers.md §2,
+docs/architecture.md §2).
 
-    V_agent = V_policy ∧ V_transition ∧ V_goal ∧ V_response                       (eq.36)
-    Goal(s_T) = 1,  Invariant(s_t) = 1 ∀t,  Minefield(s_t) = 0 ∀t                 (eq.84)
+    V_agent = V_policy ∧ V_transition ∧ V_goal ∧ V_response                       (docs/verifiers.md §2)
+    Goal(s_T) = 1,  Invariant(s_t) = 1 ∀t,  Minefield(s_t) = 0 ∀t                 (docs/verifiers.md §2)
 
 Inputs are the environment's own states s_0 … s_T (dicts, read from the backend, never from
 what a tool *said*), the events (tool calls with their returned messages; events[t] led from
 s_t to s_{t+1} when len(events) == len(states) − 1) and the final response. A tool returning
 "success" proves nothing: the goal is read from s_T. A hard invariant violation or a minefield
 event fails the episode whatever the final state — final success does not cancel a wrong
-payment on the way (§3.4).
+payment on the way.
 
 Predicates are plain callables (module-level functions if the verifier must be pickled into a
 process pool). A predicate that raises is read as the unsafe outcome (goal not met, invariant
@@ -131,7 +131,7 @@ def predicates_from_reference(ref: Any) -> AgentPredicates:
 
 
 class AgentVerifier(Verifier):
-    """Verifies an agent episode from authoritative states (R2.5).
+    """Verifies an agent episode from authoritative states (docs/verifiers.md §2).
 
     Args:
       predicates: AgentPredicates, or a function task → AgentPredicates for task-specific ones.

@@ -1,4 +1,4 @@
-"""`IntegerAnswerVerifier`: exact integer answers (SPEC R2.1, R2.2; seed 002 §3.1).
+"""`IntegerAnswerVerifier`: exact integer answers (docs/verifiers.md (V.1), §2).
 
 The completion passes iff, after stripping surrounding whitespace, it is *exactly* the canonical
 decimal form of the reference integer: optional "-", ASCII digits, no leading zeros, no "+",

@@ -1,13 +1,13 @@
-"""The one verifier interface (SPEC R2.1, seed 002 eq.2 and eq.14).
+"""The one verifier interface (docs/verifiers.md (V.1)).
 
 A verifier maps (task, output) to a `Verdict`. Two rules every implementation keeps:
 
   * a bad *output* never raises: it is a `fail` (or `unknown` when the verifier cannot decide);
   * a fault of the verifier's own machinery (sandbox could not start, helper process died, a
     service is down) is a `trial="env_error"` verdict, never a fail: it says nothing about the
-    policy and is retried, then masked (R2.1, seed 002 §5.2, §9.2).
+    policy and is retried, then masked (docs/verifiers.md (V.1), §1).
 
-`version` is part of every verdict and of the reward-cache key (R2.7, eq.89): bump it whenever a
+`version` is part of every verdict and of the reward-cache key (docs/verifiers.md §4): bump it whenever a
 change could flip a decision.
 """
 
@@ -56,7 +56,7 @@ class Verifier(abc.ABC):
         return verdict
 
     def binary_verdict(self, correct: bool, fmt: bool, **evidence: Any) -> Verdict:
-        """pass iff `correct`; components {"correct", "format"} kept apart (R2.4), evidence as given."""
+        """pass iff `correct`; components {"correct", "format"} kept apart (docs/verifiers.md §2), evidence as given."""
         return Verdict(
             decision="pass" if correct else "fail",
             components={"correct": float(correct), "format": float(fmt)},

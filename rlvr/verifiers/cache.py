@@ -1,5 +1,5 @@
 """Reward cache keyed by H(task, output, environment version, verifier version, reward config)
-(SPEC R2.7, seed 002 eq.89).
+(docs/verifiers.md §4).
 
 Never keyed by the output alone: the same program can pass under one test set or environment
 snapshot and fail under another. The task enters the key through *all* of its fields (tests,
@@ -42,7 +42,7 @@ def task_fingerprint(task: TaskSpec) -> str:
 
 def cache_key(task: TaskSpec, output: str, *, env_version: str, verifier_version: str,
               reward_config_hash: str) -> str:
-    """K = H(x, y, environment version, verifier version, reward config) (eq.89)."""
+    """K = H(x, y, environment version, verifier version, reward config) (docs/verifiers.md §4)."""
     for name, v in (("env_version", env_version), ("verifier_version", verifier_version),
                     ("reward_config_hash", reward_config_hash)):
         if not isinstance(v, str):

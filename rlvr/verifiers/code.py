@@ -1,19 +1,11 @@
 """Code verifier: candidate programs against public and hidden tests in the sandbox
-(SPEC R2.3, seed 002 §3.2 eq.29-30, §9.2).
+(docs/verifiers.md §3, §2).
 
-`task.reference_answer` (validated by `rlvr.records.code_tests.parse_code_reference` — also when a
-task file is loaded — errors raise `CodeTestsError` naming the field):
+`task.reference_answer` is the tests record whose format `rlvr.records.code_tests` documents
+(validated by `parse_code_reference` — also when a task file is loaded — errors raise
+`CodeTestsError` naming the field).
 
-    {
-      "entry_point": "add",              # function mode: call add(*args, **kwargs) per test
-      "public_tests": [{"args": [1, 2], "kwargs": {}, "expected": 3}, ...],
-      "hidden_tests": [{"args": [5, 5], "expected": 10}, ...],
-      "float_tol": 1e-9                  # optional: |a-b| ≤ tol·max(1,|b|) for floats
-    }
-    or, with "entry_point": null (stdio mode: the program is run once per test):
-      "public_tests": [{"stdin": "1 2\\n", "stdout": "3\\n"}, ...]
-
-A test may carry "weight" (default 1) for eq.16. Public and hidden tests run in *separate*
+A test may carry "weight" (default 1) for docs/architecture.md §4. Public and hidden tests run in *separate*
 sandbox processes (the hidden run starts after the public one has exited), and expected
 outputs never enter a sandbox: the harness sends back the candidate's values, the verifier
 compares them with the copy of the tests it reads back after the hash check.
@@ -24,9 +16,9 @@ sandbox refuses was tried. A run that hits a limit (wall clock, CPU, output or r
 does not end cleanly (crash, exit, signal, memory blow-up) fails its split whatever results it
 sent first (the split's component is 0), and no hidden run follows a public one that did: a
 *fail* (the policy's fault); a
-sandbox fault is an env_error (R2.1). Components (eq.30, raw, composed later by
-compose.RewardConfig; `default_reward_config()` gives the eq.30 weights):
-    compile ∈ {0,1}, public ∈ [0,1], hidden ∈ [0,1] (weighted pass fractions, eq.16),
+sandbox fault is an env_error (docs/verifiers.md (V.1)). Components (docs/verifiers.md §2, raw, composed later by
+compose.RewardConfig; `default_reward_config()` gives the docs/verifiers.md §2 weights):
+    compile ∈ {0,1}, public ∈ [0,1], hidden ∈ [0,1] (weighted pass fractions, docs/architecture.md §4),
     time_cost = CPU seconds / cpu limit, memory_cost = peak RSS / memory limit (both ≤ 1),
     side_effect_cost = number of refused actions (sockets, refused system calls …) + 1 if the
     tests were tampered with.
@@ -78,7 +70,7 @@ def stdout_equal(got: str, expected: str) -> bool:
 
 
 class CodeVerifier(Verifier):
-    """Runs a program against public and hidden tests in the sandbox (R2.3).
+    """Runs a program against public and hidden tests in the sandbox (docs/verifiers.md §3).
 
     Args:
       limits: SandboxLimits for each sandboxed run; a task's `resource_limits` may lower
@@ -113,8 +105,8 @@ class CodeVerifier(Verifier):
 
     @staticmethod
     def default_reward_config() -> RewardConfig:
-        """eq.30: w_c = 0.1, w_p = 0.2, w_h = 0.7, λ_t = λ_m = 0.05, λ_s = 0.5 (side effects
-        saturated at 1, eq.65), gated on compile."""
+        """docs/verifiers.md §2: w_c = 0.1, w_p = 0.2, w_h = 0.7, λ_t = λ_m = 0.05, λ_s = 0.5 (side effects
+        saturated at 1, docs/architecture.md §4), gated on compile."""
         return RewardConfig(kind="weighted",
                             weights={"compile": 0.1, "public": 0.2, "hidden": 0.7,
                                      "time_cost": -0.05, "memory_cost": -0.05,

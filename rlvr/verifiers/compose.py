@@ -1,24 +1,24 @@
-"""Reward composition: verdict → (reward, valid) (SPEC R2.6, R2.1; seed 002 §2, §6.2-6.4).
+"""Reward composition: verdict → (reward, valid) (docs/architecture.md §4, docs/verifiers.md (V.1)).
 
 Kinds (`RewardConfig.kind`):
-  * "binary"   — r = 1[d = pass] (eq.15).
-  * "partial"  — r = Σ_j w_j c_j / Σ_j w_j over the weighted components (eq.16, eq.61).
-  * "weighted" — R = w_pass·1[d = pass] + Σ_j w_j c̃_j (eq.64; costs take negative weights), each
+  * "binary"   — r = 1[d = pass] (docs/algorithms.md (A.1)).
+  * "partial"  — r = Σ_j w_j c_j / Σ_j w_j over the weighted components (docs/architecture.md §4).
+  * "weighted" — R = w_pass·1[d = pass] + Σ_j w_j c̃_j (docs/architecture.md §4; costs take negative weights), each
                  component first saturated as c̃ = min(c / c_max, 1) when `scale` names a c_max
-                 for it (eq.65); `pass_weight` w_pass weighs the decision itself (0 by default).
+                 for it (docs/architecture.md §4); `pass_weight` w_pass weighs the decision itself (0 by default).
   * "tiered"   — R = success_reward − Σ λ_j c̃_j if the task succeeded, − Σ μ_j c̃_j otherwise
-                 (eq.67): efficiency only counts once the task is solved, so a large cost weight
+                 (docs/architecture.md §4): efficiency only counts once the task is solved, so a large cost weight
                  can never make "do nothing" optimal.
-Then `clip` = (lo, hi) clips the scalar. Gates (eq.19, §3.3 "hard constraints are gates, not
+Then `clip` = (lo, hi) clips the scalar. Gates (docs/verifiers.md §2, §3.3 "hard constraints are gates, not
 penalties") are components that must be > 0; a closed gate sets the reward to 0, it does not
 subtract a penalty. A component the verdict lacks counts 0 (a lacking gate is closed).
 
-Validity (R2.1): an env_error verdict → valid False (the caller retries within
+Validity (docs/verifiers.md (V.1)): an env_error verdict → valid False (the caller retries within
 `max_env_retries`, then masks). decision "unknown" → `unknown_policy`: "fail" scores it as a
 failure, "mask" drops it (valid False). Masked samples get reward 0.0 *and* valid False; the
 loss must use `valid`, never the 0.
 
-`shaped_rewards` is potential-based shaping r'_t = r_t + γ Φ(s_{t+1}) − Φ(s_t) (eq.63).
+`shaped_rewards` is potential-based shaping r'_t = r_t + γ Φ(s_{t+1}) − Φ(s_t) (docs/algorithms.md (A.23)).
 """
 
 from __future__ import annotations
@@ -54,17 +54,17 @@ def _float_map(name: str, value: Any) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class RewardConfig:
-    """How verdicts become scalar rewards (R2.6). Frozen; `hash()` pins it in caches and samples.
+    """How verdicts become scalar rewards (docs/architecture.md §4). Frozen; `hash()` pins it in caches and samples.
 
     Attributes:
       kind: one of REWARD_KINDS.
       weights: component → weight (partial: w_j ≥ 0; weighted: costs negative).
-      scale: component → c_max for the saturation c̃ = min(c / c_max, 1) (eq.65); c_max > 0.
+      scale: component → c_max for the saturation c̃ = min(c / c_max, 1) (docs/architecture.md §4); c_max > 0.
       clip: optional (lo, hi) bounds for the final reward.
       gates: components that must be > 0, else the reward is 0 (not a penalty).
       tiers: for kind "tiered": {"success_reward": 1.0, "success_costs": {name: λ},
-        "failure_penalties": {name: μ}} (eq.67).
-      shaping_gamma: γ of potential-based shaping (eq.63), used by `shaped_rewards` callers.
+        "failure_penalties": {name: μ}} (docs/architecture.md §4).
+      shaping_gamma: γ of potential-based shaping (docs/algorithms.md (A.23)), used by `shaped_rewards` callers.
       pass_weight: for kind "weighted": the weight of the decision 1[d = pass] (a verifier's
         correctness without naming a component).
       unknown_policy: "fail" | "mask" — what a decision "unknown" becomes.
@@ -164,7 +164,7 @@ class RewardConfig:
         return cls(**d)
 
     def hash(self) -> str:
-        """sha256 of the canonical JSON form: stable across processes and runs (R2.7, eq.89)."""
+        """sha256 of the canonical JSON form: stable across processes and runs (docs/verifiers.md §4)."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -172,11 +172,11 @@ class RewardConfig:
 def _component(verdict: Verdict, name: str, config: RewardConfig) -> float:
     c = float(verdict.components.get(name, 0.0))
     c_max = config.scale.get(name)
-    return min(c / c_max, 1.0) if c_max is not None else c  # eq.65
+    return min(c / c_max, 1.0) if c_max is not None else c  # docs/architecture.md §4
 
 
 def compose_reward(verdict: Verdict, config: RewardConfig) -> Tuple[float, bool]:
-    """Scalar reward and validity for one verdict (R2.6, R2.1).
+    """Scalar reward and validity for one verdict (docs/architecture.md §4, docs/verifiers.md (V.1)).
 
     Returns:
       (reward, valid). valid False means "do not train on this sample" (env_error, or unknown
@@ -191,17 +191,17 @@ def compose_reward(verdict: Verdict, config: RewardConfig) -> Tuple[float, bool]
         decision = "fail"
     for g in config.gates:
         if not float(verdict.components.get(g, 0.0)) > 0.0:
-            return 0.0, True  # a closed gate zeroes the reward (eq.19); it is not a penalty
+            return 0.0, True  # a closed gate zeroes the reward (docs/verifiers.md §2); it is not a penalty
     success = decision == "pass"
     if config.kind == "binary":
-        r = 1.0 if success else 0.0  # eq.15
+        r = 1.0 if success else 0.0  # docs/algorithms.md (A.1)
     elif config.kind == "partial":
         total = sum(config.weights.values())
         r = sum(w * _component(verdict, k, config) for k, w in config.weights.items()) / total
     elif config.kind == "weighted":
         r = config.pass_weight * float(success) + sum(
-            w * _component(verdict, k, config) for k, w in config.weights.items())  # eq.64
-    else:  # tiered, eq.67
+            w * _component(verdict, k, config) for k, w in config.weights.items())  # docs/architecture.md §4
+    else:  # tiered, docs/architecture.md §4
         if success:
             r = config.tiers["success_reward"] - sum(
                 lam * _component(verdict, k, config)
@@ -223,7 +223,7 @@ def compose_rewards(verdicts: Sequence[Verdict], config: RewardConfig):
 
 
 def shaped_rewards(rewards, potentials, gamma: float):
-    """Potential-based shaping r'_t = r_t + γ Φ(s_{t+1}) − Φ(s_t) (seed 002 eq.63).
+    """Potential-based shaping r'_t = r_t + γ Φ(s_{t+1}) − Φ(s_t) (docs/algorithms.md (A.23)).
 
     Args:
       rewards: [..., T] per-step rewards r_t.

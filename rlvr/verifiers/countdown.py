@@ -1,5 +1,5 @@
 """`CountdownVerifier`: an arithmetic expression over given numbers must hit a target
-(SPEC R2.1; seed 002 §3.1, §4.3 — parser special values and exception branches are classic
+(docs/verifiers.md (V.1), §2 — parser special values and exception branches are classic
 reward hacks, so the parser is a whitelist).
 
 Task: `reference_answer = {"numbers": [3, 7, 25], "target": 68, "operators": "+-*"}` (operators

@@ -1,13 +1,13 @@
 """Verifiers of the KV agent task: final outcome over authoritative state, and per-turn functional
-acceptance for PivotRL (SPEC R2.5, R2.8; seed 002 eq.36, eq.84; seed 000 §2).
+acceptance for PivotRL (docs/verifiers.md §2, docs/algorithms.md §6).
 
 * `KVOutcomeVerifier` judges an episode by the environment's authoritative final state and its
   event log, never by the transcript: it replays the event log from the task's initial snapshot
   (V_transition: the replay must reproduce the final state exactly), then checks
-      Goal(s_T) = 1,  Invariant(s_t) = 1 ∀t,  Minefield(event_t) = 0 ∀t        (eq.84)
+      Goal(s_T) = 1,  Invariant(s_t) = 1 ∀t,  Minefield(event_t) = 0 ∀t        (docs/verifiers.md §2)
   A tool's "ok" for a wrong answer, or a transcript claiming success without the submission in
-  the state, fails. A simulated tool fault in the log makes the trial env_error (R2.1).
-* `KVFunctionalVerifier` decides R(s, a) = 1[a ∈ M(s)] (R2.8): it restores the exact state s
+  the state, fails. A simulated tool fault in the log makes the trial env_error (docs/verifiers.md (V.1)).
+* `KVFunctionalVerifier` decides R(s, a) = 1[a ∈ M(s)] (docs/algorithms.md §6): it restores the exact state s
   from a snapshot, executes a, and accepts iff the state change is functionally right at s —
   reading any needed, not-yet-read key (any order), or submitting an expression whose value is
   the goal (``ans 17``, ``ans 5+3+9``, ``ans 9+3+5``). Text similarity to a demonstration plays
@@ -76,11 +76,11 @@ def is_minefield(event: Mapping[str, Any]) -> bool:
 
 # ------------------------------------------------------------------------------ outcome
 class KVOutcomeVerifier(Verifier):
-    """Final-outcome verifier over the authoritative state and event log (R2.5, eq.36, eq.84).
+    """Final-outcome verifier over the authoritative state and event log (docs/verifiers.md §2).
 
     `verify(task, output)` takes `output` = canonical JSON of the environment's final state
     (`canonical_json(env.state())`), so the reward cache keys on the authoritative state, not the
-    transcript (R2.7). Use `verify_env(task, env)` / `verify_state(task, state)` /
+    transcript (docs/verifiers.md §4). Use `verify_env(task, env)` / `verify_state(task, state)` /
     `verify_episode(episode)` (anything with `.task` and `.env`, e.g. the agent loop's Episode).
 
     Components: goal, transition (replay matches), minefield (count), invariant_violations
@@ -159,7 +159,7 @@ def _turn_snapshot(task: TaskSpec) -> EnvSnapshot:
 
 
 class KVFunctionalVerifier(Verifier):
-    """Per-turn functional verifier R(s, a) = 1[a ∈ M(s)] for PivotRL (R2.8, seed 000 §2).
+    """Per-turn functional verifier R(s, a) = 1[a ∈ M(s)] for PivotRL (docs/algorithms.md §6).
 
     `verify_turn(snapshot_before, action_text)` restores s (hash-checked) in a fault-free
     `KVStoreEnv`, executes the action and judges the authoritative state change:
@@ -221,7 +221,7 @@ class KVFunctionalVerifier(Verifier):
 
 
 class ExactMatchTurnVerifier(Verifier):
-    """Accepts only the demonstration's action text (ablation baseline for R2.8).
+    """Accepts only the demonstration's action text (ablation baseline for docs/algorithms.md §6).
 
     The demonstration action at a state is `demo_action` when given, else the oracle's action
     at that state (which is the demonstration's action on every demonstration state). One

@@ -1,4 +1,4 @@
-"""Math final-answer verifier on `math-verify` (SPEC R2.2, seed 002 §3.1, eq.27-28).
+"""Math final-answer verifier on `math-verify` (docs/verifiers.md §2).
 
 Pipeline for one output:
   1. length cap: an output longer than `max_output_chars` fails (bounded time, no parsing).
@@ -430,7 +430,7 @@ def _check(req: dict) -> dict:
 
 
 class MathVerifier(Verifier):
-    """Final-answer math verifier (R2.2). See the module docstring for the pipeline.
+    """Final-answer math verifier (docs/verifiers.md §2). See the module docstring for the pipeline.
 
     Args:
       boxed_policy: one of BOXED_POLICIES.

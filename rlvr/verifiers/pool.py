@@ -1,5 +1,5 @@
-"""Verification pool: many verdicts in parallel, honest about its own failures (SPEC R2.1,
-R2.7, R6.2, R6.3; seed 002 §9.1-9.2).
+"""Verification pool: many verdicts in parallel, honest about its own failures (docs/verifiers.md (V.1),
+docs/verifiers.md §4, docs/architecture.md §1, §4).
 
 `VerificationPool(verifier, num_workers=, timeout_s=, max_env_retries=, cache=, executor=)`
   * runs `verifier.verify` behind a small `Executor` interface: "process" (default; worker
@@ -7,7 +7,7 @@ R2.7, R6.2, R6.3; seed 002 §9.1-9.2).
     call at a time on a watchdog thread). A cluster engine (e.g. Ray) plugs in by implementing
     `Executor.run`; nothing else changes.
   * per-call timeout, enforced by every executor: a call that runs past `timeout_s` is a
-    "verifier_service" timeout (R6.3) → env_error; a worker that dies mid-call → env_error
+    "verifier_service" timeout (docs/architecture.md §4) → env_error; a worker that dies mid-call → env_error
     ("infrastructure"). "process" kills the call; "thread" and "inline" abandon it (a Python
     thread cannot be killed) and carry on with a fresh thread, so no verifier call can stall a
     training step by more than `timeout_s`. The training loop's default, `reward.executor =
@@ -16,7 +16,7 @@ R2.7, R6.2, R6.3; seed 002 §9.1-9.2).
   * env_error verdicts (from the verifier itself, a timeout or a crash) are retried up to
     `max_env_retries` times, then returned as env_error — compose_reward masks them (valid
     False); they never become reward 0.
-  * reward cache (R2.7): looked up before and filled after verification, keyed with the
+  * reward cache (docs/verifiers.md §4): looked up before and filled after verification, keyed with the
     environment version, verifier version and reward-config hash.
   * `stats()`: verdicts/s, decisions, env_error count, retries, timeouts by class, worker
     restarts, cache hits/misses.
@@ -373,7 +373,7 @@ class VerificationPool:
       max_env_retries: re-verifications of an env_error sample before it stays env_error.
       cache: optional RewardCache.
       executor: "process" | "thread" | "inline", or an Executor instance.
-      env_version, reward_config_hash: the other parts of the cache key (eq.89).
+      env_version, reward_config_hash: the other parts of the cache key (docs/verifiers.md §4).
     """
 
     def __init__(self, verifier, *, num_workers: int = 2, timeout_s: float = 30.0,

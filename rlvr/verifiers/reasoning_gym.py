@@ -1,4 +1,4 @@
-"""`ReasoningGymVerifier`: reasoning-gym's own scorers as a Verifier (SPEC R2.1, R2.6).
+"""`ReasoningGymVerifier`: reasoning-gym's own scorers as a Verifier (docs/verifiers.md (V.1), docs/architecture.md §4).
 
 A reasoning-gym task (built by `rlvr.tasks.reasoning_gym`) keeps in `reference_answer`
 {"generator", "config", "answer", "metadata"}: everything the generator's `score_answer(answer,
@@ -9,7 +9,7 @@ the score to a Verdict:
   0 <= score < 1        → fail,    components {"correct": 0, "partial": score}
                           (reasoning-gym gives partial credit e.g. when the oracle answer is
                           contained in a longer answer; the partial value is kept, not paid as
-                          a pass — reward composition decides what it is worth, R2.6)
+                          a pass — reward composition decides what it is worth, docs/architecture.md §4)
   1 < score <= 1 + 1e-6 → fail,    components {"correct": 0, "partial": 1} (float-rounding
                           overshoot of a partial-credit sum; seen in spell_backward)
   scorer raises, or returns a non-number / NaN / a value outside [0, 1 + 1e-6]
@@ -17,9 +17,9 @@ the score to a Verdict:
 
 Why "unknown" and not env_error: the scorer is deterministic library code run in-process on this
 (task, answer) pair; an exception is a property of the pair (an answer format the scorer cannot
-handle), not a transient infrastructure fault, so retrying it (what env_error triggers, R2.1)
+handle), not a transient infrastructure fault, so retrying it (what env_error triggers, docs/verifiers.md (V.1))
 would give the same result. "unknown" keeps it apart from fail and lets the reward config decide
-to fail or mask it, and it is counted (R7.2 unknown rate).
+to fail or mask it, and it is counted (docs/architecture.md §7 unknown rate).
 
 A malformed reference_answer, or a generator config reasoning-gym refuses, is the task's
 fault: `_verify` raises and the `Verifier` base class reports an env_error.

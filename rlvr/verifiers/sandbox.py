@@ -1,4 +1,4 @@
-"""Process sandbox for candidate programs (SPEC R2.3, seed 002 §3.2, §9.2).
+"""Process sandbox for candidate programs (docs/verifiers.md §3, §2).
 
 One run = one fresh process tree inside bubblewrap (`bwrap`, Debian package `bubblewrap`;
 install it with `python -m rlvr.verifiers.sandbox --install`):

@@ -1,6 +1,6 @@
 """Verifiers of the checkout task: final outcome over authoritative state, per-turn functional
-acceptance for PivotRL, and the exact-match ablation (SPEC R2.5, R2.8; seed 002 eq.36, eq.84;
-seed 000 §2).
+acceptance for PivotRL, and the exact-match ablation (docs/verifiers.md §2, docs/algorithms.md §6;
+docs/algorithms.md §6).
 
 * `ShopOutcomeVerifier` judges an episode by the environment's final state and event log, never
   by the transcript: the log replayed from the task's initial snapshot must reproduce the final
@@ -10,7 +10,7 @@ seed 000 §2).
       Invariant(s_t) ∀t: prices, order, total and turn limit never change, turn ≤ max_turns;
       Minefield(event_t) = 0 ∀t: no ``add`` of a line that is not exactly one requested line.
   A tool's "ok" for a wrong payment fails.
-* `ShopFunctionalVerifier` decides R(s, a) = 1[a ∈ M(s)] (R2.8): it restores the exact state s
+* `ShopFunctionalVerifier` decides R(s, a) = 1[a ∈ M(s)] (docs/algorithms.md §6): it restores the exact state s
   (hash-checked) in a latency-free `ShopEnv`, executes a and accepts iff the state change is
   functionally right at s — reading the price of an ordered item not read yet, adding an ordered
   line not in the cart with its quantity (any order of reads and adds), or paying the order total
@@ -63,7 +63,7 @@ def is_minefield(event: Mapping[str, Any]) -> bool:
 
 # ------------------------------------------------------------------------------ outcome
 class ShopOutcomeVerifier(Verifier):
-    """Final-outcome verifier over the authoritative state and event log (R2.5, eq.36, eq.84).
+    """Final-outcome verifier over the authoritative state and event log (docs/verifiers.md §2).
 
     `verify(task, output)` takes `output` = canonical JSON of the final state (what
     `TaskKit.episode_output` gives), so the reward cache keys on the state, not the transcript.
@@ -184,7 +184,7 @@ class ShopFunctionalVerifier(Verifier):
 
 
 class ShopExactMatchVerifier(Verifier):
-    """Accepts only the demonstration's action text (the ablation of R2.8).
+    """Accepts only the demonstration's action text (the ablation of docs/algorithms.md §6).
 
     The demonstration's action is the turn task's reference_answer when given, else the
     canonical oracle's action at the state. One trailing newline is ignored on both sides.

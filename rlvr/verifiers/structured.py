@@ -1,10 +1,10 @@
 """Structured-output verifier: parse gate → JSON Schema → cross-field constraints → semantic
-check (SPEC R2.4, seed 002 §3.3 eq.31-33, eq.19, eq.60).
+check (docs/verifiers.md §2).
 
-Schema-valid is necessary, not sufficient (eq.32): a JSON object with the right shape can
+Schema-valid is necessary, not sufficient (docs/verifiers.md §2): a JSON object with the right shape can
 still hold a wrong id or amount, so the decision is `pass` only when the semantic check passes
-too. Format is rewarded far below correctness (eq.33: R = R_semantic + λ_f R_format, λ_f ≪ 1;
-`default_reward_config()`), and parse / hard constraints are gates (eq.19), not penalties.
+too. Format is rewarded far below correctness (docs/verifiers.md §2: R = R_semantic + λ_f R_format, λ_f ≪ 1;
+`default_reward_config()`), and parse / hard constraints are gates (docs/verifiers.md §2), not penalties.
 
 `task.reference_answer` (all optional, JSON):
     {"schema": {...JSON Schema...},          # else the verifier's schema
@@ -100,7 +100,7 @@ def _no_constants(name):
 
 
 class StructuredVerifier(Verifier):
-    """Structured-output verifier (R2.4).
+    """Structured-output verifier (docs/verifiers.md §2).
 
     Args:
       schema: default JSON Schema (a task's reference_answer["schema"] overrides it).
@@ -130,7 +130,7 @@ class StructuredVerifier(Verifier):
 
     @staticmethod
     def default_reward_config(format_weight: float = 0.05) -> RewardConfig:
-        """eq.33: R = R_semantic + λ_f R_format with λ_f = 0.05 ≪ 1; parse and hard
+        """docs/verifiers.md §2: R = R_semantic + λ_f R_format with λ_f = 0.05 ≪ 1; parse and hard
         constraints gate the reward to 0."""
         return RewardConfig(kind="weighted", weights={"semantic": 1.0, "format": format_weight},
                             gates=("parse", "constraints"))
@@ -156,7 +156,7 @@ class StructuredVerifier(Verifier):
         if len(output) > self.max_output_chars:
             ev["reason"] = "output_too_long"
             return verdict("fail")
-        try:  # 1. parse gate (eq.60)
+        try:  # 1. parse gate (docs/verifiers.md §2)
             obj = self._parse(output)
         except (ValueError, RecursionError) as e:
             ev.update(reason="parse_error", error=str(e)[:200])

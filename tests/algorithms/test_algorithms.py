@@ -83,7 +83,7 @@ def test_ppo_value_loss_falls_on_fixed_batch():
 
 def test_policy_version_advances_only_when_the_policy_changed():
     """A step whose update is skipped as non-finite, or a critic-only warm-up step, publishes no
-    new policy version (R1.2: the version names the parameters that sampled)."""
+    new policy version (docs/architecture.md §3: the version names the parameters that sampled)."""
     algo, state = build("grpo")
     batch = fixed_batch()
     step = jax.jit(algo.train_step)

@@ -1,4 +1,4 @@
-"""PivotRL: candidates, probe + filter through the reward path on a scripted policy, the R4.4
+"""PivotRL: candidates, probe + filter through the reward path on a scripted policy, the docs/algorithms.md (A.18)
 worked example, masks, env_error probes left out of the filter."""
 
 import collections
@@ -93,7 +93,7 @@ class _FlakyFunctional:
 
 
 def test_env_error_probes_are_masked_never_scored_zero():
-    """R2.1 in PivotRL: a state whose probes all end in env_error is not an all-fail state — its
+    """docs/verifiers.md (V.1) in PivotRL: a state whose probes all end in env_error is not an all-fail state — its
     probes are masked (valid False), so the filter drops it for lack of valid probes, and one
     whose probes were mixed but partly env_error keeps only the valid ones in μ̂, σ̂²."""
     tok = CharTokenizer(ALPHABET)
@@ -154,7 +154,7 @@ def test_prefix_and_observation_tokens_get_no_gradient():
     g = np.asarray(jax.grad(f)(jnp.asarray(old + 0.01)))
     assert np.all(g[mask == 0] == 0)
     assert np.all(g[mask == 1] != 0)
-    # the KL term is the per-action sum of k3 estimates, averaged over actions (R3.6)
+    # the KL term is the per-action sum of k3 estimates, averaged over actions (docs/algorithms.md (A.10))
     _, met = algo.policy_objective(jnp.asarray(old + 0.01), jnp.zeros_like(old), mb, aux)
     kl = np.asarray(kl_estimate(jnp.asarray(old + 0.01), jnp.asarray(ref), "k3")) * mask
     np.testing.assert_allclose(float(met["kl_loss"]), kl.sum(1).mean(), rtol=1e-5)

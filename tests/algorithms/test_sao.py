@@ -1,4 +1,4 @@
-"""SAO pieces: observation tokens get no advantage and no policy gradient (R1.1, R3.4, R5.3);
+"""SAO pieces: observation tokens get no advantage and no policy gradient (docs/architecture.md §3, docs/algorithms.md (A.6), (A.19));
 staleness weights scale the loss; the critic learns episode outcomes."""
 
 import jax

@@ -1,4 +1,4 @@
-"""rlvr.core.advantages against numpy loops (SPEC R3.1, R3.2, R4.4)."""
+"""rlvr.core.advantages against numpy loops (docs/algorithms.md (A.2), (A.3)-(A.4), (A.18))."""
 
 import functools
 
@@ -69,7 +69,7 @@ def test_all_equal_groups_and_invalid_groups_are_exactly_zero():
 
 
 def test_grpo_worked_example_r44():
-    # SPEC R4.4: training rewards [1, 1, 0, 0] → Â = [1, 1, −1, −1] (δ ignored).
+    # docs/algorithms.md (A.18): training rewards [1, 1, 0, 0] → Â = [1, 1, −1, −1] (δ ignored).
     adv = grpo_advantages(np.array([[1.0, 1.0, 0.0, 0.0]]), eps=0.0)
     np.testing.assert_array_equal(adv, [[1.0, 1.0, -1.0, -1.0]])
 

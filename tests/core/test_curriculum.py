@@ -1,4 +1,4 @@
-"""rlvr.core.curriculum task weights (SPEC R6.4; 002 eq.41-43)."""
+"""rlvr.core.curriculum task weights (docs/algorithms.md (A.20))."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""rlvr.core.gae against independent numpy loops (SPEC R3.3, R3.4)."""
+"""rlvr.core.gae against independent numpy loops (docs/algorithms.md (A.6))."""
 
 import functools
 import importlib
@@ -16,7 +16,7 @@ from tests.core._gen import multiturn_mask
 
 
 def ref_textbook_gae(r, v, gamma, lam, bootstrap):
-    """Textbook GAE (eq.68-69) on one contiguous episode."""
+    """Textbook GAE (docs/algorithms.md (A.5)) on one contiguous episode."""
     n = len(r)
     adv = np.zeros(n, np.float64)
     next_adv, next_v = 0.0, bootstrap
@@ -181,7 +181,7 @@ def test_skip_observation_links_actions_across_observation(method):
     g, l = 0.9, 0.8
     adv, _ = gae(r, v, m, gamma=g, lam=l, method=method)
     d_a1 = 1.0 + g * 0.0 - 3.0  # last action, terminal
-    d_a0_last = 0.5 + g * 3.0 - 2.0  # links to V(a_{1,0}) across the observation (R3.4)
+    d_a0_last = 0.5 + g * 3.0 - 2.0  # links to V(a_{1,0}) across the observation (docs/algorithms.md (A.6))
     d_a0_first = 0.0 + g * 2.0 - 1.0
     a_a1 = d_a1
     a_a0_last = d_a0_last + g * l * a_a1

@@ -1,4 +1,4 @@
-"""rlvr.core.kl: estimators, reward penalty, controllers, and the R3.9 KL-regularised optimum."""
+"""rlvr.core.kl: estimators, reward penalty, controllers, and the docs/algorithms.md (A.16) KL-regularised optimum."""
 
 import jax
 import jax.numpy as jnp
@@ -96,7 +96,7 @@ def test_bad_inputs_raise():
         init_kl_controller(0.1, target=1.0, horizon=0)
 
 
-# ---- R3.9: π* ∝ π_ref exp(R/β) is the optimum of E[R] − β KL(π‖π_ref) (000 §4) ----
+# ---- docs/algorithms.md (A.16): π* ∝ π_ref exp(R/β) is the optimum of E[R] − β KL(π‖π_ref) ----
 
 def _optimum(logq, R, beta):
     w = np.exp(logq.astype(np.float64)) * np.exp(R / beta)

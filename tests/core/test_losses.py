@@ -1,4 +1,4 @@
-"""rlvr.core.losses against numpy loops (SPEC R3.3, R3.5, R3.6, R3.8, R4.4)."""
+"""rlvr.core.losses against numpy loops (docs/algorithms.md (A.5)-(A.7), (A.8)-(A.9), (A.10), (A.11)-(A.12), (A.18))."""
 
 import functools
 import math
@@ -136,7 +136,7 @@ def test_aggregation_modes_differ_on_ragged_lengths():
 
 
 def test_sequence_clip_loss_worked_example_r44():
-    # SPEC R4.4 (000 §3.4): Â = [1,1,−1,−1], ε = 0.2, ratios [1.1,1.3,0.9,0.7] → J = 0.15.
+    # docs/algorithms.md (A.18) (docs/algorithms.md §6): Â = [1,1,−1,−1], ε = 0.2, ratios [1.1,1.3,0.9,0.7] → J = 0.15.
     ratios = np.array([1.1, 1.3, 0.9, 0.7])
     T = 3  # each action has 3 tokens whose log-ratios sum to log r_i
     lp = np.repeat((np.log(ratios) / T)[:, None], T, axis=1).astype(np.float32)

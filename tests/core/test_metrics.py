@@ -1,4 +1,4 @@
-"""rlvr.core.metrics: pass@k, group outcome fractions, R8 numbers (SPEC R7.1, R7.2, R8)."""
+"""rlvr.core.metrics: pass@k, group outcome fractions, docs/algorithms.md (A.22) numbers (docs/algorithms.md (A.21), docs/architecture.md §7)."""
 
 import math
 
@@ -76,11 +76,11 @@ def test_group_outcome_fractions():
 
 
 def test_r8_numbers():
-    # eq.58: p = 0.7, K = 10 → p^K ≈ 2.8 %.
+    # docs/algorithms.md (A.22): p = 0.7, K = 10 → p^K ≈ 2.8 %.
     chain = float(prob_chain_success(0.7, 10))
     np.testing.assert_allclose(chain, 0.7**10, rtol=1e-6)
     assert round(100 * chain, 1) == 2.8
-    # eq.39-40, 59 for a few (p, G).
+    # docs/algorithms.md (A.22), 59 for a few (p, G).
     for p, G in [(0.7, 10), (0.1, 8), (0.5, 4), (0.01, 64)]:
         np.testing.assert_allclose(prob_all_wrong(p, G), (1 - p) ** G, rtol=1e-5)
         np.testing.assert_allclose(prob_all_correct(p, G), p**G, rtol=1e-5, atol=1e-30)

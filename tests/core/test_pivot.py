@@ -1,4 +1,4 @@
-"""rlvr.core.pivot.pivot_filter (SPEC R4.1, R4.4)."""
+"""rlvr.core.pivot.pivot_filter (docs/algorithms.md (A.17), (A.18))."""
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,7 @@ def ref_pivot(r, valid, lam):
 
 
 def test_worked_example_r44():
-    # m = 4, λ_diff = 0.5: 甲 all 1, 乙 [1,0,0,0], 丙 all 0 → only 乙 kept, σ̂² = 0.1875 (000 §3.2).
+    # m = 4, λ_diff = 0.5: 甲 all 1, 乙 [1,0,0,0], 丙 all 0 → only 乙 kept, σ̂² = 0.1875 (docs/algorithms.md §6).
     r = np.array([[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]], np.float32)
     keep, mean, var = pivot_filter(r, lambda_diff=0.5)
     np.testing.assert_array_equal(keep, [False, True, False])

@@ -1,4 +1,4 @@
-"""Environment protocol pieces: seeds (R6.6), snapshots and hashes (eq.90)."""
+"""Environment protocol pieces: seeds (docs/architecture.md §4), snapshots and hashes."""
 
 import dataclasses
 import hashlib

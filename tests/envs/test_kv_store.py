@@ -1,5 +1,5 @@
-"""KVStoreEnv: protocol conformance, reset integrity (eq.90), snapshot/restore over whole
-episodes (seed 003 §7.2), common random numbers (R6.6), fault injection, ALPHABET."""
+"""KVStoreEnv: protocol conformance, reset integrity (docs/architecture.md §4), snapshot/restore over whole
+episodes (docs/algorithms.md §6), common random numbers (docs/architecture.md §4), fault injection, ALPHABET."""
 
 import copy
 import dataclasses

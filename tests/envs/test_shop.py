@@ -1,5 +1,5 @@
-"""ShopEnv: protocol, reset integrity (eq.90), snapshot/restore replaying the same future
-(seed 003 §7.2), observations, minefield events, and the simulated tool latency (seeded,
+"""ShopEnv: protocol, reset integrity (docs/architecture.md §4), snapshot/restore replaying the same future
+(docs/algorithms.md §6), observations, minefield events, and the simulated tool latency (seeded,
 heavy-tailed, concurrent within a turn: a batch waits for its slowest call)."""
 
 import dataclasses
@@ -113,7 +113,7 @@ def test_reset_integrity_and_snapshot_checks():
 
 def test_restore_replays_the_same_future_including_latency():
     """A continuation from a restored snapshot sees exactly the original state, observations,
-    hashes and latency draws (seed 003 §7.2)."""
+    hashes and latency draws (docs/algorithms.md §6)."""
     task = make_task()
     env = ShopEnv(latency_s=1e-9)
     env.reset(task, seed=123)

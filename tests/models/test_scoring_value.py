@@ -127,7 +127,7 @@ def test_value_model_from_policy_and_frozen_filter(model):
     n_all = len(nnx.to_flat_state(nnx.state(value, trainable_filter(False))))
     assert n_all == len(nnx.to_flat_state(nnx.state(value, nnx.Param)))
 
-    # grads w.r.t. the trainable subset only (R5.4): attention untouched by an update
+    # grads w.r.t. the trainable subset only (docs/algorithms.md §7): attention untouched by an update
     graphdef, train, rest = nnx.split(value, trainable_filter(True), ...)
 
     def loss(tr):

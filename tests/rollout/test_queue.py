@@ -1,4 +1,4 @@
-"""SampleQueue: arrival order, back-pressure, staleness bound (R5.1, R5.3, R6.2)."""
+"""SampleQueue: arrival order, back-pressure, staleness bound (docs/algorithms.md §7, (A.19), docs/architecture.md §1)."""
 
 import threading
 

@@ -1,4 +1,4 @@
-"""Arithmetic and countdown generators (SPEC R6.4-R6.6): determinism, disjoint splits, knobs,
+"""Arithmetic and countdown generators (docs/architecture.md §3): determinism, disjoint splits, knobs,
 alphabet, and demonstrations that pass their own verifiers."""
 
 import collections

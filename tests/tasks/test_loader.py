@@ -1,4 +1,4 @@
-"""TaskSpec JSON and the JSONL loader (SPEC R6.5): every bad line reported with its field."""
+"""TaskSpec JSON and the JSONL loader (docs/architecture.md §3): every bad line reported with its field."""
 
 import json
 

@@ -28,7 +28,7 @@ def test_an_over_long_jsonl_line_is_refused_with_its_file_and_line(tmp_path):
     msg = str(e.value)
     assert f"{path}: 2 bad line(s) [2, 4]" in msg
     assert f"over the {MAX_RECORD_BYTES:,}-byte limit" in msg and "max_record_bytes" in msg
-    # the same bound for R6.5 files (jsonl: kit, load_jsonl)
+    # the same bound for docs/architecture.md §3 files (jsonl: kit, load_jsonl)
     r65 = {"task_id": "t", "prompt": HUGE, "task_type": "math", "reference_answer": 1}
     with pytest.raises(TaskFileError, match="line 1: <length>"):
         load_jsonl(write_jsonl(tmp_path / "r.jsonl", [r65]))

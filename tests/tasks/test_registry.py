@@ -1,4 +1,4 @@
-"""Task sources by name and weighted mixtures (SPEC R6.1, R6.4 eq.43)."""
+"""Task sources by name and weighted mixtures (docs/architecture.md (B.1), docs/algorithms.md (A.20))."""
 
 import collections
 

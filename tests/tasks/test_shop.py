@@ -1,6 +1,6 @@
 """The checkout kit: task generation and splits, episode length, diverse demonstrations that the
 outcome and functional verifiers accept, the decisive turn, the verifiers' accept/reject sets
-(functional vs exact match, R2.8), outcome judged on authoritative state (R2.5)."""
+(functional vs exact match, docs/algorithms.md §6), outcome judged on authoritative state (docs/verifiers.md §2)."""
 
 import dataclasses
 import json

@@ -1,6 +1,6 @@
 """Checkpoint + resume of the multi-turn algorithms in the one loop: an interrupted PivotRL or
 agent-GRPO run resumed from its checkpoint continues exactly where the uninterrupted run would
-be; R4.3 hint mixing counts."""
+be; docs/algorithms.md §6 hint mixing counts."""
 
 import jax
 import numpy as np

@@ -58,12 +58,12 @@ def test_every_field_read_or_refused(tmp_path, name, request):
     assert not unread, f"{name}: fields neither read by the run nor refused: {unread}"
     read_but_refused = sorted(tracked.reads & set(na))
     assert not read_but_refused, f"{name}: refused fields read anyway: {read_but_refused}"
-    # the same R7.2 metrics and per-sample records in every algorithm and collector
+    # the same docs/architecture.md §7 metrics and per-sample records in every algorithm and collector
     from rlvr.train.metrics import read_metrics
 
     step1 = [r for r in read_metrics(str(tmp_path)) if r["step"] == 1][-1]
     missing = sorted(R72 - set(step1))
-    assert not missing, f"{name}: R7.2 metrics missing: {missing}"
+    assert not missing, f"{name}: docs/architecture.md §7 metrics missing: {missing}"
     import json
 
     records = [json.loads(x) for x in open(tmp_path / "samples.jsonl")]

@@ -1,8 +1,8 @@
 """The critic starts from the warm-started policy, and its frozen part is part of the state.
 
-Value pre-training starts from the policy (seed 003 §5): with an SFT warm start the critic's
+Value pre-training starts from the policy (docs/algorithms.md §7): with an SFT warm start the critic's
 trunk must be the warm-started trunk, not the random one the run was built with; with frozen
-attention (R5.4) the frozen weights live in `TrainState.critic_params` (checkpointed with them)
+attention (docs/algorithms.md §7) the frozen weights live in `TrainState.critic_params` (checkpointed with them)
 and updates leave them unchanged while the MLP projections move.
 """
 

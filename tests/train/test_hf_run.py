@@ -130,7 +130,7 @@ def test_eval_mode_sampled_without_checkpoint_uses_init_from(tmp_path, tiny_hf_c
 
 @pytest.mark.slow
 def test_code_file_through_the_sandbox_and_launch_modes(tmp_path, tiny_hf_checkpoint):
-    """Code tasks from a file (R6.5, hidden tests) train, export and evaluate through
+    """Code tasks from a file (docs/architecture.md §3, hidden tests) train, export and evaluate through
     launch.py; every verdict comes from the sandboxed CodeVerifier."""
     tasks = builtin.code_tasks()
     path = tmp_path / "code.jsonl"

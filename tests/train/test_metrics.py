@@ -1,4 +1,4 @@
-"""MetricWriter resume (R7.2 metrics survive restarts): rows a killed run wrote after its last
+"""MetricWriter resume (docs/architecture.md §7 metrics survive restarts): rows a killed run wrote after its last
 checkpoint are dropped, nothing written after a resume is lost, TensorBoard discards the same
 steps, and any number of resumes leaves exactly one row per step."""
 

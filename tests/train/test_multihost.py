@@ -1,5 +1,5 @@
 """Multi-host with plain jax.distributed: 2 processes × 2 CPU devices on localhost (gloo) give the
-same training metrics as one process with 4 devices (SPEC R6.1; FACTS.md), for single-turn GRPO
+same training metrics as one process with 4 devices (docs/architecture.md (B.1), §8), for single-turn GRPO
 and for full-trajectory GRPO on the multi-turn agent kit."""
 
 import os

@@ -156,7 +156,7 @@ def test_ppo_value_clipping_follows_the_clipped_loss():
 
 
 def test_grpo_eps_is_added_to_the_std_not_inside_the_square_root():
-    """Â = (R − mean) / (std + δ) (eq.74): with δ = 1 and rewards [1, 0, 0, 0], Â_0 =
+    """Â = (R − mean) / (std + δ) (docs/algorithms.md (A.2)): with δ = 1 and rewards [1, 0, 0, 0], Â_0 =
     0.75 / (0.4330 + 1) = 0.5234, not 0.75 / √(0.1875 + 1) = 0.6882."""
     algo, state = build("grpo", adv_eps=1.0, group_size=4)
     tb = {"rewards": jnp.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]),

@@ -1,5 +1,5 @@
 """Every decision goes through the one reward path: the verification pool (retries, masking,
-counters) and reward composition (SPEC R2.1, R6.2, R6.3)."""
+counters) and reward composition (docs/verifiers.md (V.1), docs/architecture.md §1, §4)."""
 
 import numpy as np
 

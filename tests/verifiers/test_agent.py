@@ -1,4 +1,4 @@
-"""Agent verifier (R2.5): authoritative state, not tool messages; hard violations fail."""
+"""Agent verifier (docs/verifiers.md §2): authoritative state, not tool messages; hard violations fail."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""IntegerAnswerVerifier: exact, strict integer answers (SPEC R2.1, R2.2)."""
+"""IntegerAnswerVerifier: exact, strict integer answers (docs/verifiers.md (V.1), §2)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Code verifier + sandbox (R2.3): a correct program passes; each attack fails and leaves the
+"""Code verifier + sandbox (docs/verifiers.md §3): a correct program passes; each attack fails and leaves the
 host unharmed (asserted on side effects, not only on the verdict)."""
 
 import json

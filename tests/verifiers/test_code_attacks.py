@@ -1,4 +1,4 @@
-"""Attacks of an adversarial policy on the code verifier (R2.3), each in real bubblewrap
+"""Attacks of an adversarial policy on the code verifier (docs/verifiers.md §3), each in real bubblewrap
 sandboxes: stalling after the harness has reported, privileged system calls and namespaces,
 flooding the working directory, and the hidden tests on the host's disk."""
 

@@ -1,4 +1,4 @@
-"""Reward composition (R2.6) and cache (R2.7) against hand-computed references."""
+"""Reward composition (docs/architecture.md §4) and cache (docs/verifiers.md §4) against hand-computed references."""
 
 import numpy as np
 import pytest
@@ -48,7 +48,7 @@ def test_tiered_eq67():
     assert compose_reward(V("pass", cost=40), cfg)[0] == pytest.approx(1 - 0.5 * 0.4)
     assert compose_reward(V("fail", cost=40, invalid=2, danger=1), cfg)[0] == \
         pytest.approx(-(0.25 * 2 + 1.0))
-    # success always beats failure however costly (the "do nothing" trap of eq.66)
+    # success always beats failure however costly (the "do nothing" trap of tiered rewards, docs/architecture.md §4)
     assert compose_reward(V("pass", cost=1e9), cfg)[0] > compose_reward(V("fail"), cfg)[0]
 
 
@@ -96,7 +96,7 @@ def test_cache_key_and_counters():
     kw = dict(env_version="e1", verifier_version="v1", reward_config_hash="h")
     base = cache_key(t1, "out", **kw)
     assert base == cache_key(t1, "out", **kw)
-    # never by output alone: every other part of eq.89 changes the key
+    # never by output alone: every other part of docs/verifiers.md §4 changes the key
     assert base != cache_key(t1b, "out", **kw)
     assert base != cache_key(t1, "out", **{**kw, "env_version": "e2"})
     assert base != cache_key(t1, "out", **{**kw, "verifier_version": "v2"})

@@ -1,5 +1,5 @@
-"""KV agent verifiers: outcome over authoritative state (R2.5, eq.84), per-turn functional
-acceptance (R2.8) vs exact match to the demonstration."""
+"""KV agent verifiers: outcome over authoritative state (docs/verifiers.md §2), per-turn functional
+acceptance (docs/algorithms.md §6) vs exact match to the demonstration."""
 
 import copy
 import dataclasses

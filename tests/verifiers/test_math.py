@@ -1,4 +1,4 @@
-"""Math verifier (R2.2): equivalent forms accepted, the known traps rejected."""
+"""Math verifier (docs/verifiers.md §2): equivalent forms accepted, the known traps rejected."""
 
 import threading
 import time

@@ -1,4 +1,4 @@
-"""Verification pool (R2.1, R6.3): timeouts classified, env_error retried then masked, a killed
+"""Verification pool (docs/verifiers.md (V.1), docs/architecture.md §4): timeouts classified, env_error retried then masked, a killed
 worker never yields a reward, counters, cache."""
 
 import os

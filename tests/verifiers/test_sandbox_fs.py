@@ -1,4 +1,4 @@
-"""The sandbox's file-system view (R2.3: no host files): a candidate sees a minimal read-only
+"""The sandbox's file-system view (docs/verifiers.md §3: no host files): a candidate sees a minimal read-only
 root (interpreter, standard library, the libraries they link), its own empty working directory
 and tmpfs — never the checkout, dataset files, home directories or other processes. Also the
 set-up entry point that installs bubblewrap, and what happens without it."""

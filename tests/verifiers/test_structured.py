@@ -1,4 +1,4 @@
-"""Structured-output verifier (R2.4): gates in order, schema-valid but wrong fails, format ≪
+"""Structured-output verifier (docs/verifiers.md §2): gates in order, schema-valid but wrong fails, format ≪
 correctness."""
 
 import json
@@ -63,7 +63,7 @@ def test_schema_valid_but_semantically_wrong_fails_and_earns_little():
     assert v.components["format"] == 1.0 and v.components["semantic"] == 0.0
     r_wrong, _ = compose_reward(v, CFG)
     r_right, _ = compose_reward(V.verify(TASK, json.dumps(GOOD)), CFG)
-    assert 0 < r_wrong <= 0.05 * r_right  # format weight ≪ correctness (eq.33)
+    assert 0 < r_wrong <= 0.05 * r_right  # format weight ≪ correctness (docs/verifiers.md §2)
 
 
 def test_python_constraints_semantic_and_unknown():
