@@ -74,7 +74,8 @@ def make_jobs(n: int, hang_frac: float, crash_frac: float, seed: int) -> list[st
 
 def run_stress(n: int = 10_000, *, workers: int = 2, timeout_s: float = 0.2,
                hang_frac: float = 0.025, crash_frac: float = 0.025, retries: int = 1,
-               batch: int = 500, seed: int = 0, sample_every_s: float = 0.25) -> dict:
+               batch: int = 500, seed: int = 0, sample_every_s: float = 0.25,
+               executor: str = "process") -> dict:
     """Runs the stress mix; returns {"checks": [(name, expected, observed, ok)], "rss": {...},
     "batches_per_s": [...], "wall_s", "stats", "settings"}."""
     jobs = make_jobs(n, hang_frac, crash_frac, seed)
@@ -100,7 +101,7 @@ def run_stress(n: int = 10_000, *, workers: int = 2, timeout_s: float = 0.2,
 
     with VerificationPool(StressVerifier(hang_s=max(30.0, 100 * timeout_s)), num_workers=workers,
                           timeout_s=timeout_s, max_env_retries=retries,
-                          executor="process") as pool:
+                          executor=executor) as pool:
         pool.verify_batch([task] * workers, [f"honest:{-1 - i}" for i in range(workers)])  # warm
         warm = pool.stats()
 

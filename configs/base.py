@@ -245,9 +245,12 @@ def get_config() -> ml_collections.ConfigDict:
     # enforces timeout_s: inline (one call at a time on a watchdog thread; a call past the limit
     # is abandoned and the next runs on a fresh thread — cheap, the default), thread (a thread
     # pool; calls past timeout_s are abandoned) or process (worker processes, killed and
-    # replaced past timeout_s: use it for verifiers that may hang for good or burn CPU).
+    # replaced past timeout_s: use it for verifiers that may hang for good or burn CPU) or ray
+    # (Ray actors on the cluster at ray_address, killed and replaced past timeout_s; needs
+    # `pip install "rlvr[ray]"`).
     c.reward.executor = "inline"
-    c.reward.num_workers = 2        # thread / process executors: pool workers (≥ 1).
+    c.reward.num_workers = 2        # thread / process / ray executors: pool workers (≥ 1).
+    c.reward.ray_address = "local"  # ray executor: local (start Ray here) | auto (`ray start` cluster) | host:port.
     c.reward.timeout_s = 5.0        # per-call limit, every executor: past it → env_error, retried, masked.
     c.reward.max_retries = 2        # env_error retries (by the pool) before the sample is masked (docs/verifiers.md (V.1)).
 

@@ -55,7 +55,7 @@ CHOICES = {
     "kl.mode": ("none", "reward", "loss"),
     "kl.estimator": ("k1", "k2", "k3"),
     "reward.unknown_as": ("fail", "mask"),
-    "reward.executor": ("inline", "thread", "process"),
+    "reward.executor": ("inline", "thread", "process", "ray"),
 }
 # field -> (lower bound, inclusive?, upper bound or None, inclusive?)
 BOUNDS = {
@@ -292,6 +292,8 @@ def _inactive(c) -> dict[str, str]:
         na(["train.sft_batch_size", "train.sft_learning_rate", "train.sft_pool"], "train.sft_steps is 0")
     if c.reward.executor == "inline":
         na(["reward.num_workers"], "reward.executor is 'inline'")
+    if c.reward.executor != "ray":
+        na(["reward.ray_address"], f"reward.executor is {c.reward.executor!r}, not 'ray'")
     if not c.tokenizer.chat_template:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
@@ -424,6 +426,15 @@ def _consistency_errors(raw) -> list[str]:
     r = resolved(raw)
     critic = r["cls"].uses_critic
     adv = r["advantage"]
+    if raw.reward.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            errors.append('config.reward.executor="ray" needs the ray package: '
+                          'pip install "rlvr[ray]"')
+        if not raw.reward.ray_address.strip():
+            errors.append("config.reward.ray_address must be 'local', 'auto' or a cluster "
+                          f"address (host:port or ray://host:port), got {raw.reward.ray_address!r}")
     if adv in ("grpo", "rloo") and a.group_size < 2:
         errors.append(f"config.algorithm.group_size must be >= 2 for {adv} advantages "
                       f"(group baseline needs several samples per prompt), got {a.group_size}")

@@ -62,14 +62,14 @@ class Judge:
 
     def __init__(self, verifier, reward_config: RewardConfig, *, executor: str = "inline",
                  num_workers: int = 2, timeout_s: float = 5.0, cache: bool = False,
-                 env_version: str = ""):
+                 env_version: str = "", ray_address: str = "local"):
         self.verifier = verifier
         self.reward_config = reward_config
         self._pool = VerificationPool(
             verifier, num_workers=num_workers, timeout_s=timeout_s,
             max_env_retries=reward_config.max_env_retries, executor=executor,
             cache=RewardCache() if cache else None, env_version=env_version or "0",
-            reward_config_hash=reward_config.hash())
+            reward_config_hash=reward_config.hash(), ray_address=ray_address)
         self._by_task_config: dict[str, RewardConfig] = {}
         self._last = self._totals()
 

@@ -461,6 +461,8 @@ def build_run(config, workdir: str) -> Run:
     if c.reward.executor != "inline":
         judge_kw["num_workers"] = c.reward.num_workers
     judge_kw["timeout_s"] = c.reward.timeout_s
+    if c.reward.executor == "ray":
+        judge_kw["ray_address"] = c.reward.ray_address
     pivots = resolved(c)["collector"] == "pivots"
     reward_config = reward_config_from(c)
     verifier = kit.turn_verifiers[c.pivot.reward] if pivots else kit.verifier

@@ -12,7 +12,9 @@ docs/verifiers.md §4, docs/architecture.md §1, §4).
     thread cannot be killed) and carry on with a fresh thread, so no verifier call can stall a
     training step by more than `timeout_s`. The training loop's default, `reward.executor =
     "inline"` (configs/base.py), therefore keeps the step bounded without the cost of worker
-    processes; choose "process" for verifiers that may hang for good or burn CPU.
+    processes; choose "process" for verifiers that may hang for good or burn CPU, and "ray"
+    (rlvr.verifiers.ray_pool, optional dependency) to run the workers as actors on a Ray
+    cluster at `ray_address`.
   * env_error verdicts (from the verifier itself, a timeout or a crash) are retried up to
     `max_env_retries` times, then returned as env_error — compose_reward masks them (valid
     False); they never become reward 0.
@@ -42,7 +44,7 @@ from rlvr.verifiers._subproc import kill_process, start_process
 from rlvr.verifiers.cache import RewardCache, cache_key
 from rlvr.records.verdict import TIMEOUT_CLASSES, Verdict, env_error
 
-EXECUTORS = ("process", "thread", "inline")
+EXECUTORS = ("process", "thread", "inline", "ray")
 __all__ = ["VerificationPool", "Executor", "InlineExecutor", "ThreadExecutor", "ProcessExecutor",
            "Outcome", "TIMEOUT_CLASSES", "EXECUTORS"]
 
@@ -372,14 +374,16 @@ class VerificationPool:
       timeout_s: per-call wall limit ("verifier_service" timeout past it).
       max_env_retries: re-verifications of an env_error sample before it stays env_error.
       cache: optional RewardCache.
-      executor: "process" | "thread" | "inline", or an Executor instance.
+      executor: "process" | "thread" | "inline" | "ray", or an Executor instance.
+      ray_address: the Ray cluster of executor "ray" ("local", "auto" or an address).
       env_version, reward_config_hash: the other parts of the cache key (docs/verifiers.md §4).
     """
 
     def __init__(self, verifier, *, num_workers: int = 2, timeout_s: float = 30.0,
                  max_env_retries: int = 2, cache: Optional[RewardCache] = None,
                  executor: Any = "process", env_version: str = "0",
-                 reward_config_hash: str = "", mp_context: str = "spawn"):
+                 reward_config_hash: str = "", mp_context: str = "spawn",
+                 ray_address: str = "local"):
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"VerificationPool.num_workers must be an int ≥ 1, got {num_workers!r}")
         if not timeout_s > 0:
@@ -391,9 +395,14 @@ class VerificationPool:
             if executor not in EXECUTORS:
                 raise ValueError(f"VerificationPool.executor must be one of {EXECUTORS} or an "
                                  f"Executor, got {executor!r}")
-            executor = {"process": lambda: ProcessExecutor(num_workers, mp_context=mp_context),
-                        "thread": lambda: ThreadExecutor(num_workers),
-                        "inline": InlineExecutor}[executor]()
+            if executor == "ray":
+                from rlvr.verifiers.ray_pool import RayExecutor  # optional dependency
+
+                executor = RayExecutor(num_workers, address=ray_address)
+            else:
+                executor = {"process": lambda: ProcessExecutor(num_workers, mp_context=mp_context),
+                            "thread": lambda: ThreadExecutor(num_workers),
+                            "inline": InlineExecutor}[executor]()
         self.verifier = verifier
         self.version = getattr(verifier, "version", "0")
         self.timeout_s = float(timeout_s)

@@ -39,7 +39,7 @@ def test_locked_config_rejects_unknown_key_and_bad_type():
     (lambda c: setattr(c.task, "weights", (0.5, 0.5)), r"one weight per task name"),
     (lambda c: setattr(c.eval, "pass_k", (1, 8)), r"pass_k values must be in"),
     (lambda c: setattr(c.kl, "mode", "reward"), r"kl.coef is 0"),
-    (lambda c: setattr(c.reward, "executor", "ray"), r"reward.executor must be one of \('inline', 'thread', 'process'\)"),
+    (lambda c: setattr(c.reward, "executor", "cluster"), r"reward.executor must be one of \('inline', 'thread', 'process', 'ray'\)"),
     (lambda c: setattr(c.reward, "num_workers", 0), r"reward.num_workers must be >= 1"),
 ])
 def test_inconsistent_settings_named(edit, pattern):

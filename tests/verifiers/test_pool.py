@@ -123,7 +123,7 @@ def test_thread_and_inline_executors_and_cache():
 
 def test_pool_argument_validation():
     with pytest.raises(ValueError, match="executor"):
-        VerificationPool(ScriptedVerifier(), executor="ray")
+        VerificationPool(ScriptedVerifier(), executor="cluster")
     with pytest.raises(ValueError, match="num_workers"):
         VerificationPool(ScriptedVerifier(), num_workers=0)
     with pytest.raises(ValueError, match="outputs"):
