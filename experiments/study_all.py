@@ -266,40 +266,46 @@ def compute_block(total: dict) -> str:
 
 
 def write_results_blocks(results: str = report.RESULTS) -> None:
-    """Rewrites experiments/README.md's blocks read from every result file under `results`: each
-    claim's reading in each block (`experiments.study.claims`) and the total compute."""
-    report.replace_readme_block("readings by block", claims.block_text(claims.read(results)))
+    """Rewrites experiments/README.md's blocks read from every result file under `results`: the
+    primary endpoints, each claim's reading in each block (`experiments.study.claims`), the claims
+    table of every folder's summary block, and the total compute."""
+    readings = claims.read(results)
+    report.replace_readme_block("primary endpoints", claims.primary_text(readings))
+    report.replace_readme_block("readings by block", claims.block_text(readings))
+    for block in claims.blocks(results):
+        refresh_summary_table(block, [r for r in readings if r.block == block])
     report.replace_readme_block("compute total", compute_block(committed_compute(results)))
 
 
-def summary(ctx, elapsed_s: float) -> None:
-    from experiments.study import stats
+def refresh_summary_table(block: str, readings: list, readme: str = "") -> None:
+    """Replaces the table (its contiguous lines starting with "|") inside a folder's summary block
+    of experiments/README.md with the folder's claims table; a folder without a summary block, or
+    a block without a table, is left alone."""
+    tag = "study summary" if block == "." else f"study summary {block}"
+    begin, end = report._markers(tag)
+    path = readme or os.path.join(os.path.dirname(report.RESULTS), "README.md")
+    with open(path) as f:
+        text = f.read()
+    if begin not in text or end not in text:
+        return
+    head, rest = text.split(begin, 1)
+    body, tail = rest.split(end, 1)
+    lines = body.split("\n")
+    rows = [i for i, line in enumerate(lines) if line.startswith("|")]
+    if not rows:
+        return
+    first, last = rows[0], rows[-1]
+    if rows != list(range(first, last + 1)):
+        raise SystemExit(f"{path}: the {tag!r} block holds more than one table")
+    table = claims.summary_text(readings).split("\n")
+    with open(path, "w") as f:
+        f.write(head + begin + "\n".join(lines[:first] + table + lines[last + 1:]) + end + tail)
 
+
+def summary(ctx, elapsed_s: float) -> None:
     piv, sao, fails = _load(ctx, "pivot"), _load(ctx, "sao"), _load(ctx, "failures")
     lr = _load(dataclasses.replace(ctx, out=report.lr_source(ctx)[1]), "lr")  # where its rates come from
-    rows = []
-
-    def row(target, measure, ci, null, source, goal=None, better="greater", digits=3, unit=""):
-        p, lo, hi = ci
-        runs = source.get("run_code_versions") or ["not recorded"]
-        rows.append([target, measure, stats.fmt_ci(p, lo, hi, digits, unit),
-                     stats.verdict(p, lo, hi, null=null, target=goal, better=better),
-                     ", ".join(f"`{v}`" for v in runs)])
-
-    if piv:
-        row("1. PivotRL reaches GRPO's plateau with ≥ 3× fewer rollout tokens",
-            "GRPO ÷ PivotRL rollout tokens to 0.9 × GRPO plateau", piv["ratios"]["tokens_ratio"], 1.0, piv, 3.0,
-            digits=2, unit="×")
-        row("2a. full filter > no filter (final success)", "filter − all turns",
-            piv["diffs"]["filter_minus_all"], 0.0, piv)
-        row("2b. no filter > exact-match reward (final success)", "all turns − exact match",
-            piv["diffs"]["all_minus_exact"], 0.0, piv)
-    if sao:
-        row("3. SAO ≥ 1.5× less wall-clock than group-synchronous GRPO to the same success",
-            "GRPO ÷ SAO training wall-clock to 0.9 × GRPO plateau", sao["ratios"]["wall_ratio"], 1.0, sao, 1.5,
-            digits=2, unit="×")
-        row("4. running-mean baseline clearly worse than the critic", "SAO − running mean (final success)",
-            sao["diffs"]["sao-reinforce"], 0.0, sao)
+    readings = [r for r in claims.read(ctx.out) if r.block == "."]
     comp = total_compute(ctx.cache)
     files = {n: d for n, d in (("lr", lr), ("pivot", piv), ("sao", sao)) if d and d.get("compute")}
     behind = {n: d["compute"] for n, d in files.items()}
@@ -315,11 +321,11 @@ def summary(ctx, elapsed_s: float) -> None:
                        + f"; in all {total['runs']} runs, {total['wall_h']:.2f} wall-hours, "
                        f"{total['cpu_h']:.2f} CPU-hours" + shared)
     body = [
-        "The targets of the seeds (000: PivotRL; 003: SAO) as measured by study_pivot and study_sao "
-        "(details, per-seed numbers and plots there). A verdict reads the 95 % seed-paired "
-        "bootstrap interval against no effect and against the paper's effect size.",
-        report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
-        "No result files yet (run the study scripts first).",
+        "The claims of PivotRL and SAO as measured by study_pivot and study_sao (details, per-seed "
+        "numbers and plots there). Claims 1 and 3 are the primary endpoints (paired t-test, Holm "
+        "correction over the two); every other reading is exploratory (its unadjusted 95 % paired "
+        "t-interval against no effect).",
+        claims.summary_text(readings) if readings else "No result files yet (run the study scripts first).",
         f"Learning rates: {lr['chosen'] if lr else 'not swept'}.",
         (f"Where the pivot arms' final policies fail (study_failures): {fails['reading']}"
          if fails and fails.get("reading") else ""),
@@ -329,14 +335,14 @@ def summary(ctx, elapsed_s: float) -> None:
         f"{elapsed_s / 3600:.2f} wall-hours.",
     ]
     report.write(ctx, "Study summary: which of the papers' claims hold on the checkout testbed",
-                 "\n\n".join(body), {"targets": rows, "cache_compute": comp, "behind": behind,
+                 "\n\n".join(body), {"targets": [[r.claim.label, *r.ci, r.holm_p, claims.verdict(r)] for r in readings], "cache_compute": comp, "behind": behind,
                                                 "behind_distinct": total})
     arms_run = ", ".join(sorted(ctx.arms)) if ctx.arms else "all"
     report.update_readme(ctx, "\n\n".join([
         f"Last run: scale `{'quick' if ctx.args.quick else ctx.args.scale}`, {report.count(len(ctx.seeds), 'seed')}, "
         f"arms: {arms_run} (command and provenance in `{os.path.relpath(ctx.path('.md'), os.path.dirname(report.RESULTS))}`). Each row comes "
         f"from its script's latest result file, computed with the code version it names.",
-        report.table(["target", "measure", "point [95% CI]", "verdict", "runs' code version"], rows) if rows else
+        claims.summary_text(readings) if readings else
         "No study_pivot or study_sao result files in this folder yet.",
         (f"Learning rates chosen by the sweep in "
          f"`{os.path.relpath(os.path.join(report.lr_source(ctx)[1], 'study_lr.md'), os.path.dirname(report.RESULTS))}`: "

@@ -14,7 +14,7 @@ turn limit. Per policy also: turns the functional verifier rejects without endin
 the cart is complete on the policy's own episodes, and the same payment on demonstration prefixes
 of the task pool (the states PivotRL trains on; m samples each, functional and exact-match),
 each split by the layout of the turns before the payment (every price read before the first
-add, or reads and adds interleaved), with seed-paired arm − GRPO differences (95 % bootstrap).
+add, or reads and adds interleaved), with seed-paired arm − GRPO differences (95 % paired t-interval).
 Writes study_failures.md/.json/.png.
 """
 
@@ -318,7 +318,7 @@ def mean_of(per: dict, arm: str, f) -> float:
 
 def vs_grpo(per: dict, arm: str, f) -> dict:
     """f(breakdown) of `arm` and of GRPO over their common seeds (means) and the seed-paired
-    arm − GRPO difference with its 95 % bootstrap interval (seeds where f is undefined left out
+    arm − GRPO difference with its 95 % paired t-interval (seeds where f is undefined left out
     of the difference)."""
     from experiments.study import stats
 

@@ -8,7 +8,7 @@ Per seed every arm starts from the seed's warm start and runs through `rlvr.trai
 rollout-token budget (`cost/sampled_tokens`, probe included) is spent, evaluated on the held-out
 set along the way. Measures (experiments/study/stats.py): the success level ℓ = 0.9 × GRPO's
 plateau (mean over seeds of its last three evaluations); rollout tokens until each run first
-reaches ℓ; seed-paired GRPO ÷ PivotRL token ratios (geometric mean, 95 % bootstrap interval);
+reaches ℓ; seed-paired GRPO ÷ PivotRL token ratios (geometric mean, 95 % paired t-interval);
 final success at the PivotRL budget with paired differences. Writes study_pivot.md/.json/.png.
 """
 
@@ -107,9 +107,9 @@ def analyse(ctx, recs, lrs):
     rows = []
     shown = [a for a in list(arms.PIVOT_FAMILY) + ["two_stage"] if a in cur]
     for a in shown:
-        fs = stats.bootstrap(final[a])
+        fs = stats.t_interval(final[a])
         rows.append([a, labels[a], stats.fmt_costs(tok[a]), f"{reached[a]}/{len(seeds)}",
-                     stats.fmt_ci(*fs), stats.fmt_ci(*stats.bootstrap(best[a])),
+                     stats.fmt_ci(*fs), stats.fmt_ci(*stats.t_interval(best[a])),
                      f"{np.mean([cur[a][s]['tokens'][-1] for s in seeds]):.0f}",
                      f"{np.mean([common.clip_fraction(recs[a][s]) for s in seeds]):.4f}",
                      f"{np.mean([cur[a][s]['wall_s'][-1] for s in seeds]):.0f}"])
@@ -132,7 +132,7 @@ def analyse(ctx, recs, lrs):
         "PivotRL's filter, per seed (kept candidates / all, and the rollout tokens of its π_ref "
         "probe; which kinds of turn it keeps is measured on the warm start in study_testbed.md): "
         + "; ".join(kept) + ".",
-        "## Paired comparisons (95 % bootstrap intervals over seeds)",
+        "## Paired comparisons (95 % paired t-intervals over seeds)",
         report.table(["measure", "point [95% CI]", "reading"], [
             ["GRPO ÷ PivotRL rollout tokens to ℓ (target ≥ 3×)", stats.fmt_ci(*n["tokens_ratio"], digits=2, unit="×"),
              stats.verdict(*n["tokens_ratio"], null=1.0, target=3.0)],
@@ -229,8 +229,8 @@ def reading(n, diffs, reached, n_seeds) -> str:
     lines.append(f"PivotRL then end-to-end RL vs PivotRL alone: {stats.fmt_ci(*t)} "
                  f"({stats.verdict(*t, null=0.0)}).")
     if n_seeds < 5:
-        lines.append(f"With {report.count(n_seeds, 'seed')} a percentile bootstrap has few distinct resamples; its "
-                     "intervals are rough.")
+        lines.append(f"With {report.count(n_seeds, 'seed')} the t-intervals are wide (t quantile "
+                     f"{stats.t_quantile(n_seeds):.2f} for 95 %).")
     return " ".join(lines)
 
 

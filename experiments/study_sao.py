@@ -84,7 +84,7 @@ def analyse(ctx, recs, lrs):
         rows.append([a, arms.ARMS[a].label,
                      stats.fmt_costs(wall[a]),
                      stats.fmt_costs(tok[a]),
-                     f"{reached[a]}/{len(seeds)}", stats.fmt_ci(*stats.bootstrap(final[a])),
+                     f"{reached[a]}/{len(seeds)}", stats.fmt_ci(*stats.t_interval(final[a])),
                      f"{np.mean([_mean_row(rec[s], 'time/step_s') for s in seeds]):.2f}",
                      f"{np.mean([common.clip_fraction(rec[s]) for s in seeds]):.4f}",
                      f"{np.mean([_mean_row(rec[s], 'critic/explained_variance') for s in seeds]):.3f}",
@@ -101,7 +101,7 @@ def analyse(ctx, recs, lrs):
         report.table(["arm", "what", "train wall-clock to ℓ, s (per seed)", "rollout tokens to ℓ",
                       "reached ℓ", f"final success at {B} tokens [95% CI]", "s / learner step",
                       "clip / mask fraction", "critic EV (mean)", "sample lag", "load avg"], rows),
-        "## Paired comparisons (95 % bootstrap intervals over seeds)",
+        "## Paired comparisons (95 % paired t-intervals over seeds)",
         report.table(["measure", "point [95% CI]", "reading"], [
             ["GRPO ÷ SAO train wall-clock to ℓ (target ≥ 1.5×)", stats.fmt_ci(*n["wall_ratio"], digits=2, unit="×"),
              stats.verdict(*n["wall_ratio"], null=1.0, target=1.5)],
@@ -174,7 +174,8 @@ def reading(n, diffs, reached, n_seeds, apart_h=()) -> str:
                       ("sao-sao_unfrozen", "frozen vs trained critic attention")):
         lines.append(f"{what}: {stats.fmt_ci(*diffs[key])} ({stats.verdict(*diffs[key], null=0.0)}).")
     if n_seeds < 5:
-        lines.append(f"With {report.count(n_seeds, 'seed')} the bootstrap intervals are rough.")
+        lines.append(f"With {report.count(n_seeds, 'seed')} the t-intervals are wide (t quantile "
+                     f"{stats.t_quantile(n_seeds):.2f} for 95 %).")
     return " ".join(lines)
 
 

@@ -5,6 +5,6 @@
   runner   runs an arm for a seed through `rlvr.train.loop` (resumable work dirs, a run cache
            keyed by code version + config, the per-seed warm start exported as a Hugging Face
            folder that every arm starts from);
-  stats    curves, tokens / wall-clock to a success level, seed-paired bootstrap intervals;
+  stats    curves, tokens / wall-clock to a success level, seed-paired Student-t intervals, Holm correction;
   report   markdown tables, plots, readings written from the numbers.
 """

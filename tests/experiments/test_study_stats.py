@@ -1,6 +1,6 @@
 """The study's measures: curves from metric rows (wall-clock with the asynchronous correction),
-cost to a success level (interpolated, censored), success at a budget, seed-paired bootstrap
-intervals and the verdicts written from them."""
+cost to a success level (interpolated, censored), success at a budget, seed-paired Student-t
+intervals, Holm's correction and the verdicts written from them."""
 
 import math
 
@@ -56,15 +56,45 @@ def test_at_budget_admits_the_final_overshooting_evaluation():
     assert math.isnan(stats.at_budget(c, -1.0))
 
 
-def test_bootstrap_and_paired_measures():
-    p, lo, hi = stats.bootstrap([1.0, 2.0, 3.0, 4.0])
-    assert p == 2.5 and 1.0 <= lo < p < hi <= 4.0
-    assert stats.bootstrap([2.0]) == (2.0, 2.0, 2.0)
-    assert all(math.isnan(v) for v in stats.bootstrap([]))
-    d = stats.paired_diff([0.8, 0.7, 0.9], [0.5, 0.5, 0.6])
-    assert d[0] == pytest.approx(0.2667, abs=1e-3) and d[1] > 0
-    r = stats.paired_ratio([400.0, 900.0], [100.0, 100.0])
-    assert r[0] == pytest.approx(6.0) and r[1] == pytest.approx(4.0) and r[2] == pytest.approx(9.0)
+def test_t_interval_and_paired_measures_match_hand_computed_values():
+    # mean 2.5, s = 1.2910, se = 0.6455, t_{3, 0.975} = 3.1824 → half-width 2.0542
+    p, lo, hi = stats.t_interval([1.0, 2.0, 3.0, 4.0])
+    assert p == 2.5 and lo == pytest.approx(0.4457, abs=1e-4) and hi == pytest.approx(4.5543, abs=1e-4)
+    assert stats.t_interval([2.0]) == (2.0, 2.0, 2.0)
+    assert all(math.isnan(v) for v in stats.t_interval([]))
+    # the interval over 3 seeds is wider than their min-max (a percentile bootstrap's limit)
+    p, lo, hi = stats.t_interval([0.1, 0.2, 0.3])
+    assert lo < 0.1 and hi > 0.3
+    d = stats.paired_diff([0.8, 0.7, 0.9], [0.5, 0.5, 0.6])  # differences 0.3, 0.2, 0.3
+    assert d[0] == pytest.approx(0.2667, abs=1e-4)
+    # s = 0.05774, se = 0.03333, t_{2, 0.975} = 4.3027 → half-width 0.14342
+    assert d[1] == pytest.approx(0.12325, abs=1e-4) and d[2] == pytest.approx(0.41009, abs=1e-4)
+    r = stats.paired_ratio([400.0, 900.0], [100.0, 100.0])  # log 4, log 9: geometric mean 6
+    assert r[0] == pytest.approx(6.0)
+    half = 12.7062 * (math.log(9) - math.log(4)) / 2  # t_{1, 0.975} · s/√2, s/√2 = |Δlog| / 2
+    assert r[1] == pytest.approx(6.0 * math.exp(-half), rel=1e-3) and r[2] == pytest.approx(6.0 * math.exp(half), rel=1e-3)
+
+
+def test_t_reading_p_value_is_the_two_sided_one_sample_t_test():
+    # values 1, 2, 3 against 0: t = 2 / (1/√3) = 3.4641 with 2 d.f. → p = 0.0742
+    r = stats.t_reading([1.0, 2.0, 3.0])
+    assert r.n == 3 and r.p_value == pytest.approx(0.0742, abs=1e-4)
+    assert stats.t_reading([1.0, 2.0, 3.0], null=2.0).p_value == pytest.approx(1.0)
+    assert math.isnan(stats.t_reading([1.0, 1.0]).p_value)  # no spread: no test
+
+
+def test_holm_adjusts_step_down_and_keeps_input_order():
+    # sorted 0.01, 0.03, 0.04 → 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04)
+    assert stats.holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert stats.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+    assert stats.holm([0.01, float("nan")]) == pytest.approx([0.02, 1.0])  # NaN counts as 1
+
+
+def test_censored_ratio_kinds():
+    assert stats.censored_ratio_kind(True, True) == stats.EXACT
+    assert stats.censored_ratio_kind(True, False) == stats.AT_MOST   # denominator's cost is larger
+    assert stats.censored_ratio_kind(False, True) == stats.AT_LEAST
+    assert stats.censored_ratio_kind(False, False) == stats.UNKNOWN
 
 
 @pytest.mark.parametrize("ci, target, expected", [
