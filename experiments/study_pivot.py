@@ -52,7 +52,7 @@ def analyse(ctx, recs, lrs):
     for s in seeds if "two_stage" in cur else ():  # the second stage's costs come after the first's
         p = cur["pivotrl"][s]
         cur["two_stage"][s] = stats.shift(cur["two_stage"][s], p["tokens"][-1], p["prompt_tokens"][-1],
-                                          p["wall_s"][-1])
+                                          p["wall_s"][-1], p["turns"][-1] if "turns" in p else 0.0)
     grpo_plateau = [stats.plateau(cur["grpo"][s]) for s in seeds]
     warm_succ = [cur["grpo"][s]["success"][0] for s in seeds]
     level = 0.9 * float(np.mean(grpo_plateau))
@@ -62,6 +62,7 @@ def analyse(ctx, recs, lrs):
         return [stats.cost_to(cur[a][s], level, x) for s in seeds]
 
     tok = {a: to_level(a) for a in cur}
+    turns = {a: to_level(a, "turns") for a in cur}
     both = {a: to_level(a, "prompt_tokens") for a in cur}
     wall = {a: to_level(a, "wall_s") for a in cur}
     n = {}
@@ -74,6 +75,7 @@ def analyse(ctx, recs, lrs):
         return stats.paired_ratio(num, den)
 
     n["tokens_ratio"] = ratio("pivotrl", "grpo", tok)
+    n["turns_ratio"] = ratio("pivotrl", "grpo", turns)
     n["prefill_ratio"] = ratio("pivotrl", "grpo", both)
     n["wall_ratio"] = ratio("pivotrl", "grpo", wall)
     n["two_stage_tokens_ratio"] = ratio("two_stage", "grpo", tok)
@@ -175,7 +177,7 @@ def analyse(ctx, recs, lrs):
     ]
     report.plot_curves(ctx.path(".png"), panels)
     numbers = {"level": level, "grpo_plateau": grpo_plateau, "warm_success": warm_succ, "ratios": n,
-               "diffs": diffs, "final": final, "best": best, "tokens_to_level": tok, "prefill_to_level": both,
+               "diffs": diffs, "final": final, "best": best, "tokens_to_level": tok, "turns_to_level": turns, "prefill_to_level": both,
                "wall_to_level": wall, "reached": reached, "lr": lrs,
                "curves": {a: {str(s): {k: v.tolist() for k, v in c.items()} for s, c in by.items()}
                           for a, by in cur.items()}}

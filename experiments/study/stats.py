@@ -3,7 +3,8 @@
 A run's *curve* is its held-out evaluations in order: step, success, its 95 % half-width, and
 the cumulative cost at that point — rollout tokens (`cost/sampled_tokens`: tokens the policy
 generated, probes and value pre-training included), tokens the samples were conditioned on
-(`cost/prompt_tokens`: the prompt, or the whole history at every call), and training wall-clock
+(`cost/prompt_tokens`: the prompt, or the whole history at every call), rollout turns
+(`cost/turns`: policy calls, one per single-turn sample or multi-turn action), and training wall-clock
 (seconds of the loop's steps, evaluations excluded).
 
 Training wall-clock of a run at step s is Σ time/step_s over steps ≤ s, with one correction for
@@ -26,8 +27,9 @@ nan = float("nan")
 
 
 def curve(rec: dict, *, async_lag: int = 0) -> dict:
-    """{step, success, ci, tokens, prompt_tokens, wall_s} arrays at each evaluation of a run
-    record (`runner.run_config`), in step order (the warm-start evaluation is step 0)."""
+    """{step, success, ci, tokens, prompt_tokens, turns, wall_s} arrays at each evaluation of a
+    run record (`runner.run_config`), in step order (the warm-start evaluation is step 0); `turns`
+    is the cumulative count of policy calls (`cost/turns`; NaN in records that predate it)."""
     rows = sorted(rec["rows"], key=lambda r: r["step"])
     step_s = {r["step"]: float(r["time/step_s"]) for r in rows if "time/step_s" in r}
     evals = [r for r in rows if "eval/success" in r]
@@ -45,7 +47,7 @@ def curve(rec: dict, *, async_lag: int = 0) -> dict:
     for s in sorted(charged):
         total += charged[s]
         cum[s] = total
-    out = {k: [] for k in ("step", "success", "ci", "tokens", "prompt_tokens", "wall_s")}
+    out = {k: [] for k in ("step", "success", "ci", "tokens", "prompt_tokens", "turns", "wall_s")}
     for r in evals:
         s = r["step"]
         out["step"].append(s)
@@ -53,13 +55,17 @@ def curve(rec: dict, *, async_lag: int = 0) -> dict:
         out["ci"].append(float(r.get("eval/success_ci95", float("nan"))))
         out["tokens"].append(float(r.get("cost/sampled_tokens", 0.0)))
         out["prompt_tokens"].append(float(r.get("cost/prompt_tokens", 0.0)))
+        out["turns"].append(float(r.get("cost/turns", float("nan"))))
         out["wall_s"].append(max((v for k, v in cum.items() if k <= s), default=0.0))
     return {k: np.asarray(v, float) for k, v in out.items()}
 
 
-def shift(c: dict, tokens: float = 0.0, prompt_tokens: float = 0.0, wall_s: float = 0.0) -> dict:
+def shift(c: dict, tokens: float = 0.0, prompt_tokens: float = 0.0, wall_s: float = 0.0,
+          turns: float = 0.0) -> dict:
     """A curve moved right by an earlier stage's cost (two-stage runs)."""
     out = dict(c)
+    if "turns" in c:
+        out["turns"] = c["turns"] + turns
     out["tokens"] = c["tokens"] + tokens
     out["prompt_tokens"] = c["prompt_tokens"] + prompt_tokens
     out["wall_s"] = c["wall_s"] + wall_s

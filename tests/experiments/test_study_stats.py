@@ -28,6 +28,16 @@ def test_curve_orders_evaluations_and_accumulates_step_time():
     assert c["step"].tolist() == [0, 2, 4]
     assert c["wall_s"].tolist() == [0.0, 3.0, 10.0]
     assert c["prompt_tokens"].tolist() == [0, 400, 800]
+    assert np.isnan(c["turns"]).all()  # rows without cost/turns
+
+
+def test_curve_reads_rollout_turns_and_shift_moves_them():
+    r = {"rows": [{"step": 0, "eval/success": 0.1, "cost/turns": 0},
+                  {"step": 2, "time/step_s": 1.0, "eval/success": 0.3, "cost/turns": 40}]}
+    c = stats.curve(r)
+    assert c["turns"].tolist() == [0.0, 40.0]
+    assert stats.shift(c, turns=5.0)["turns"].tolist() == [5.0, 45.0]
+    assert stats.cost_to(c, 0.2, "turns") == (pytest.approx(20.0), True)
 
 
 def test_async_correction_charges_steps_after_an_evaluation_the_median():
