@@ -2,11 +2,20 @@
 
 import dataclasses
 
+import jax
+import numpy as np
 import pytest
 
+from rlvr.envs.kv_store import ALPHABET, KVStoreEnv
+from rlvr.models.tokenizer import CharTokenizer
 from rlvr.records.verdict import Verdict
-from rlvr.train.judge import reward_config_from
-from rlvr.verifiers.compose import compose_reward
+from rlvr.rollout.agent_loop import run_episodes
+from rlvr.rollout.sampler import SamplingParams
+from rlvr.tasks import kv_agent
+from rlvr.train.collectors import EpisodeEngine
+from rlvr.train.judge import Judge, reward_config_from
+from rlvr.verifiers.base import Verifier
+from rlvr.verifiers.compose import RewardConfig, compose_reward
 from tests.train.tiny import tiny_config
 
 
@@ -22,3 +31,37 @@ def test_reward_clip_is_symmetric_and_keeps_negative_rewards():
     assert compose_reward(slow_fail, costs) == (-0.5, True)
     assert compose_reward(Verdict("pass", components={"time_cost": 0.0}), costs) == (0.5, True)
     assert reward_config_from(tiny_config(reward__clip=0.0)).clip is None  # 0 turns clipping off
+
+
+class _AlwaysFails(Verifier):
+    """An outcome verifier that cannot see environment faults: every output is a plain fail."""
+
+    def _verify(self, task, output):
+        return Verdict("fail", components={"correct": 0.0})
+
+
+def test_an_episode_that_ended_in_an_environment_fault_is_masked_not_a_fail():
+    """Every tool call faults (fault_prob 1) and retries fault again: the engine marks those
+    episodes env_error itself (masked: valid False, reward 0), whatever the outcome verifier
+    would say about the final state."""
+    from tests.rollout.test_agent_loop import _oracle_policy
+
+    kit = dataclasses.replace(kv_agent.kit(difficulty="easy"),
+                              env_factory=lambda: KVStoreEnv(fault_prob=1.0))
+    tok = CharTokenizer(ALPHABET)
+    tasks = kv_agent.generate(2, seed=2)
+
+    class Scripted(EpisodeEngine):
+        def episodes(self, params, starts, keys, sampling):
+            return run_episodes(None, starts, self.kit.env_factory, keys, tokenizer=tok,
+                                sampling=sampling, policy=_oracle_policy(tasks, tok),
+                                max_turns=self.max_turns, max_tokens=self.max_tokens)
+
+    judge = Judge(_AlwaysFails(), RewardConfig(), executor="inline")
+    engine = Scripted(model_of=lambda p: None, tokenizer=tok, judge=judge, kit=kit, max_turns=8,
+                      max_tokens=128, max_env_retries=1)
+    got = engine.run(None, tasks, 2, jax.random.PRNGKey(0), SamplingParams(max_new_tokens=12), 0)
+    judge.close()
+    assert not np.any(np.asarray(got.batch.valid))
+    assert [s.trial for s in got.samples] == ["env_error"] * 4
+    assert [s.stop_reason for s in got.samples] == ["env_error"] * 4
