@@ -13,6 +13,7 @@ from rlvr.rollout.agent_loop import run_episodes
 from rlvr.rollout.sampler import SamplingParams
 from rlvr.tasks import kv_agent
 from rlvr.train.collectors import EpisodeEngine
+from rlvr.train.evaluate import Evaluator, exact_hidden_check
 from rlvr.train.judge import Judge, reward_config_from
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig, compose_reward
@@ -65,3 +66,22 @@ def test_an_episode_that_ended_in_an_environment_fault_is_masked_not_a_fail():
     assert not np.any(np.asarray(got.batch.valid))
     assert [s.trial for s in got.samples] == ["env_error"] * 4
     assert [s.stop_reason for s in got.samples] == ["env_error"] * 4
+
+
+def test_hidden_check_judges_each_row_against_its_own_task():
+    """eval/hidden_success and eval/gap: 3 held-out tasks × 2 samples, every sample the exact
+    reference of its own task; the hidden check (exact match) passes all of them, so the gap is
+    0 — judging a row against another task's reference would fail most of them."""
+    from tests.train.test_collectors import ScriptedEngine, Tasks, _judge
+
+    engine = ScriptedEngine(_judge(), lambda t, i: str(t.reference_answer))
+    ev = Evaluator(engine, Tasks().all[:3], samples_per_task=2, sampling=SamplingParams(),
+                   pass_k=(1,), seed=0, hidden=exact_hidden_check)
+    m = ev.evaluate(None)
+    assert m["eval/success"] == 1.0
+    assert m["eval/hidden_success"] == 1.0 and m["eval/gap"] == 0.0
+    # a visible pass the hidden check rejects shows up as a positive gap
+    loose = Evaluator(engine, Tasks().all[:3], samples_per_task=2, sampling=SamplingParams(),
+                      pass_k=(1,), seed=0, hidden=lambda t, x: float(t.task_id != "t1"))
+    m = loose.evaluate(None)
+    np.testing.assert_allclose([m["eval/hidden_success"], m["eval/gap"]], [2 / 3, 1 / 3])
