@@ -12,7 +12,7 @@ from rlvr.records.verdict import Verdict
 from rlvr.rollout.agent_loop import run_episodes
 from rlvr.rollout.sampler import SamplingParams
 from rlvr.tasks import kv_agent
-from rlvr.train.collectors import EpisodeEngine
+from rlvr.train.collectors import EpisodeEngine, GroupCollector, TaskSampler
 from rlvr.train.evaluate import Evaluator, exact_hidden_check
 from rlvr.train.judge import Judge, reward_config_from
 from rlvr.verifiers.base import Verifier
@@ -85,3 +85,33 @@ def test_hidden_check_judges_each_row_against_its_own_task():
                       pass_k=(1,), seed=0, hidden=lambda t, x: float(t.task_id != "t1"))
     m = loose.evaluate(None)
     np.testing.assert_allclose([m["eval/hidden_success"], m["eval/gap"]], [2 / 3, 1 / 3])
+
+
+def test_learning_progress_curriculum_weights_the_improving_tasks_through_the_sampler():
+    """curriculum "learning_progress" on the pool: after one observed step, the tasks whose
+    success rose (even answers, always solved: p 0.5 → 0.75 with ema 0.5) carry the weight
+    (A.20); tasks that got worse or were not drawn keep the floor; the next step's draw comes
+    from the improving tasks."""
+    from tests.train.test_collectors import ScriptedEngine, Tasks, _judge
+
+    answers = lambda t, i: str(t.reference_answer) if t.reference_answer % 2 == 0 else "x"  # noqa: E731
+    sampler = TaskSampler(Tasks(8), seed=0, pool_size=8, curriculum="learning_progress", ema=0.5,
+                          floor=0.001)
+    np.testing.assert_allclose(sampler.weights(), np.full(8, 1 / 8))  # no progress yet: uniform
+    col = GroupCollector(ScriptedEngine(_judge(), answers), sampler, group_size=2,
+                         prompts_per_step=4, sampling=SamplingParams(), seed=0)
+    got = col.collect(None, 0, 0)
+    col.observe(got)
+    ref = {t.task_id: t.reference_answer for t in sampler.pool}
+    drawn = {t.task_id for t in got.tasks}
+    improving = {tid for tid in drawn if ref[tid] % 2 == 0}
+    assert improving and improving != drawn  # both kinds were drawn
+    p = dict(zip(ref, sampler.p))
+    for tid in ref:
+        assert p[tid] > 0.5 if tid in improving else p[tid] <= 0.5, (tid, p[tid])
+    score = np.array([max(p[tid] - 0.5, 0.001) for tid in ref])  # Δp = p − p_prev, p_prev = 0.5
+    w = dict(zip(ref, sampler.weights()))
+    np.testing.assert_allclose([w[tid] for tid in ref], score / score.sum(), rtol=1e-6)
+    assert all(w[tid] < 0.01 for tid in ref if tid not in improving)
+    nxt = sampler.draw(1, 64)
+    assert sum(t.task_id in improving for t in nxt) >= 60
