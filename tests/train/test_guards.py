@@ -15,6 +15,7 @@ from rlvr.tasks import kv_agent
 from rlvr.train.collectors import EpisodeEngine, GroupCollector, TaskSampler
 from rlvr.train.evaluate import Evaluator, exact_hidden_check
 from rlvr.train.judge import Judge, reward_config_from
+from rlvr.train.metrics import read_metrics
 from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.compose import RewardConfig, compose_reward
 from tests.train.tiny import tiny_config
@@ -115,3 +116,24 @@ def test_learning_progress_curriculum_weights_the_improving_tasks_through_the_sa
     assert all(w[tid] < 0.01 for tid in ref if tid not in improving)
     nxt = sampler.draw(1, 64)
     assert sum(t.task_id in improving for t in nxt) >= 60
+
+
+def test_adaptive_kl_coefficient_follows_the_controller_inside_a_step(tmp_path):
+    """kl.adaptive: every step's kl/coef is the previous β times exp((1/horizon)(D̂ − target))
+    with D̂ that step's kl/seq_mean (docs/algorithms.md (A.15)), starting from kl.coef; the
+    run's final controller state holds the last logged β."""
+    from tests.train.tiny import run_tiny, tiny_config
+
+    c = tiny_config(train__num_steps=3, train__sft_steps=0, eval__num_tasks=0,
+                    checkpoint__every=0, checkpoint__export=False, kl__mode="loss", kl__adaptive=True,
+                    kl__coef=0.1, kl__target=0.5,
+                    kl__horizon=2.0)
+    r, _ = run_tiny(c, tmp_path)
+    rows = [m for m in read_metrics(tmp_path) if m["step"] >= 1]
+    assert len(rows) == 3
+    beta = 0.1
+    for m in rows:
+        beta = beta * np.exp((m["kl/seq_mean"] - 0.5) / 2.0)
+        np.testing.assert_allclose(m["kl/coef"], beta, rtol=1e-5)
+    assert rows[-1]["kl/coef"] < 0.1  # D̂ below target: β shrank
+    np.testing.assert_allclose(float(r.state.kl_controller.coef), rows[-1]["kl/coef"], rtol=1e-6)
