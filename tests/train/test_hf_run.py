@@ -2,8 +2,9 @@
 saved by transformers with a BPE tokenizer and chat template → GRPO on a GSM8K-format file →
 Hugging Face export → transformers reload with the trained policy's logits → `--mode=eval`.
 The same for code tasks through the bubblewrap sandbox. Both are slow (compiles); the default
-suite runs the HF config one step with its export (tests/train/test_config_reads.py), the export
-and reload (tests/models/test_prompts_export.py) and the eval mode (below)."""
+suite runs a one-step variant of the first (train, export, reload), the HF config one step with its
+export (tests/train/test_config_reads.py), the export and reload (tests/models/test_prompts_export.py)
+and the eval mode (below)."""
 
 import json
 import os
@@ -116,6 +117,37 @@ def test_gsm8k_file_train_export_reload_eval(tmp_path, tiny_hf_checkpoint):
     assert len(samples) == 3 and {s["split"] for s in samples} == {"eval"}
     assert all(s["verifier"] == "math-2" and s["decision"] in ("pass", "fail", "unknown")
                for s in samples)
+
+
+def test_gsm8k_file_one_step_export_reload_fast(tmp_path, tiny_hf_checkpoint):
+    """The default-suite variant of the run above (one step, no held-out evaluation): GRPO on
+    the GSM8K-format file from the transformers checkpoint, then the Hugging Face export
+    reloads in transformers with the trained policy's logits, not the start's."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    data = gsm8k_file(tmp_path / "gsm8k.jsonl")
+    c = tiny_hf_config(tiny_hf_checkpoint, f"gsm8k:{data}", train__num_steps=1,
+                       checkpoint__every=1, eval__num_tasks=0, sampling__max_new_tokens=6)
+    r, result = run_tiny(c, tmp_path / "run")
+    assert result["step"] == 1
+    rows = [json.loads(x) for x in open(tmp_path / "run" / "metrics.jsonl")]
+    assert rows[-1]["step"] == 1 and rows[-1]["length/mean"] > 0
+    export = tmp_path / "run" / "export"
+    assert json.load(open(export / "rlvr_export.json"))["origin"] == {"trained_steps": 1}
+    tok = AutoTokenizer.from_pretrained(str(export))
+    hf = AutoModelForCausalLM.from_pretrained(str(export), dtype=torch.float32).eval()
+    task = r.kit.source.tasks[0]
+    ids = tok.apply_chat_template([{"role": "user", "content": r.renderer.user_text(task.prompt)}],
+                                  add_generation_prompt=True, tokenize=True)
+    ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    assert ids == r.renderer.encode(task.prompt)
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits.numpy()[0]
+    ours = np.asarray(jit_forward(r.model_of(jax.device_get(r.state.params)), [ids]))[0]
+    assert np.abs(ours - ref).max() < 1e-4
+    before = np.asarray(jit_forward(from_pretrained(tiny_hf_checkpoint), [ids]))[0]
+    assert np.abs(before - ref).max() > 1e-3  # the export is the trained policy, not the start
 
 
 def test_eval_mode_sampled_without_checkpoint_uses_init_from(tmp_path, tiny_hf_checkpoint):
