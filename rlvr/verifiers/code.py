@@ -86,7 +86,7 @@ class CodeVerifier(Verifier):
         command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
-    version = "code-2"
+    version = "code-3"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
@@ -134,6 +134,14 @@ class CodeVerifier(Verifier):
         return output
 
     def _run(self, source: str, ref: CodeReference, tests, limits) -> List[SandboxResult]:
+        if ref.mode == "asserts":
+            units = ref.public_units if tests is ref.public_tests else ref.hidden_units
+            return [run_sandboxed(source, mode="asserts", entry_point=ref.entry_point,
+                                  units=units, setup=ref.setup_code,
+                                  candidate_name=ref.candidate_name,
+                                  tests=[list(u) for u in units], limits=limits,
+                                  drop_privileges=self.drop_privileges, use_netns=self.use_netns,
+                                  filesystem=self.filesystem)]
         if ref.mode == "function":
             calls = [[t.get("args", []), t.get("kwargs", {})] for t in tests]
             return [run_sandboxed(source, mode="function", entry_point=ref.entry_point,
@@ -148,7 +156,17 @@ class CodeVerifier(Verifier):
     def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):
         """→ (passed flags [n], first failure note, tests_back) using the read-back tests."""
         passed, notes, tests_back = [False] * n, [], []
-        if ref.mode == "function":
+        if ref.mode == "asserts":
+            r = runs[0]
+            for i in range(n):
+                res = r.results.get(i)
+                if res is None:
+                    notes.append(f"assert {i}: no result ({r.status})")
+                elif res.get("ok") is True:
+                    passed[i] = True
+                else:
+                    notes.append(f"assert {i}: failed")
+        elif ref.mode == "function":
             r = runs[0]
             tests_back = r.tests or []
             for i in range(min(n, len(tests_back))):
@@ -196,7 +214,7 @@ class CodeVerifier(Verifier):
                 graded.add(split)
                 continue
             runs = self._run(source, ref, tests, limits)
-            want = 1 if ref.mode == "function" else len(tests)
+            want = len(tests) if ref.mode == "stdio" else 1
             if len(runs) != want:  # our fault, never a pass
                 return env_error(f"{split} tests: {len(runs)} sandbox runs came back, expected "
                                  f"{want}", verifier_version=self.version)
