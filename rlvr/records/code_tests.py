@@ -9,7 +9,11 @@ the CodeVerifier (`rlvr.verifiers.code`), which runs the tests:
       "float_tol": 1e-9                  # optional: |a-b| ≤ tol·max(1,|b|) for floats
     }
     or, with "entry_point": null (stdio mode: the program is run once per test):
-      "public_tests": [{"stdin": "1 2\\n", "stdout": "3\\n"}, ...]
+      "public_tests": [{"stdin": "1 2\\n", "stdout": "3\\n"}, ...],
+      "stdout_compare": "lines"          # optional, stdio mode: "lines" (default: same lines
+                                         # up to trailing whitespace), "tokens" (same
+                                         # whitespace-separated tokens), "float" (tokens; those
+                                         # that parse as numbers compared within float_tol)
 
     or assertion tests (asserts mode, the HumanEval / MBPP layout; entry_point required):
       {"entry_point": "add", "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
@@ -31,6 +35,9 @@ import math
 from typing import Any, Mapping, Optional, Tuple
 
 
+STDOUT_COMPARES = ("lines", "tokens", "float")
+
+
 class CodeTestsError(ValueError):
     """`task.reference_answer` is not a valid code-test record.
 
@@ -50,6 +57,7 @@ class CodeReference:
     public_tests: Tuple[Mapping[str, Any], ...]
     hidden_tests: Tuple[Mapping[str, Any], ...]
     float_tol: float = 1e-9
+    stdout_compare: str = "lines"
     setup_code: str = ""
     public_units: Tuple[Tuple[str, bool], ...] = ()
     hidden_units: Tuple[Tuple[str, bool], ...] = ()
@@ -125,11 +133,12 @@ def parse_code_reference(ref: Any) -> CodeReference:
     if not isinstance(ref, Mapping):
         raise CodeTestsError("reference_answer", f"must be an object with public_tests / "
                              f"hidden_tests / entry_point, got {type(ref).__name__}")
-    bad = set(ref) - {"entry_point", "public_tests", "hidden_tests", "float_tol", "test_code",
+    bad = set(ref) - {"entry_point", "public_tests", "hidden_tests", "float_tol", "stdout_compare",
+                      "test_code",
                       "public_test_code", "setup_code"}
     if bad:
         raise CodeTestsError("reference_answer", f"has unknown field(s) {sorted(bad)}; allowed "
-                             "entry_point, public_tests, hidden_tests, float_tol, test_code, "
+                             "entry_point, public_tests, hidden_tests, float_tol, stdout_compare, test_code, "
                              "public_test_code, setup_code")
     if any(k in ref for k in ("test_code", "public_test_code", "setup_code")):
         return _parse_asserts(ref)
@@ -151,7 +160,12 @@ def parse_code_reference(ref: Any) -> CodeReference:
     tol = ref.get("float_tol", 1e-9)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
         raise CodeTestsError("reference_answer.float_tol", f"must be in [0, 1), got {tol!r}")
-    return CodeReference(ep, tests["public_tests"], tests["hidden_tests"], float(tol))
+    cmp = ref.get("stdout_compare", "lines")
+    if cmp not in STDOUT_COMPARES or (cmp != "lines" and mode != "stdio"):
+        raise CodeTestsError("reference_answer.stdout_compare",
+                             f"must be one of {STDOUT_COMPARES} (stdio mode only), got {cmp!r}")
+    return CodeReference(ep, tests["public_tests"], tests["hidden_tests"], float(tol),
+                         stdout_compare=cmp)
 
 
 def _parse_asserts(ref: Mapping[str, Any]) -> CodeReference:

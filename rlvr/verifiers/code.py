@@ -69,6 +69,27 @@ def stdout_equal(got: str, expected: str) -> bool:
     return norm(got) == norm(expected)
 
 
+def stdout_tokens_equal(got: str, expected: str, tol: Optional[float] = None) -> bool:
+    """Same whitespace-separated tokens. With `tol`, a token pair that both parse as finite
+    numbers is equal when |g - e| ≤ tol·max(1, |e|) (absolute below 1, relative above); other
+    tokens compare as text."""
+    g, e = got.split(), expected.split()
+    if len(g) != len(e):
+        return False
+    for a, b in zip(g, e):
+        if a == b:
+            continue
+        if tol is None:
+            return False
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        if not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) > tol * max(1.0, abs(y)):
+            return False
+    return True
+
+
 class CodeVerifier(Verifier):
     """Runs a program against public and hidden tests in the sandbox (docs/verifiers.md §3).
 
@@ -187,7 +208,10 @@ class CodeVerifier(Verifier):
                     notes.append(f"test {i}: tests file unreadable")
                 elif r.status != "ok" or r.returncode != 0 or not r.compiled:
                     notes.append(f"test {i}: {r.status} rc={r.returncode}")
-                elif stdout_equal(r.stdout_full, tb["stdout"]):
+                elif (stdout_equal(r.stdout_full, tb["stdout"]) if ref.stdout_compare == "lines"
+                      else stdout_tokens_equal(r.stdout_full, tb["stdout"],
+                                               ref.float_tol if ref.stdout_compare == "float"
+                                               else None)):
                     passed[i] = True
                 else:
                     notes.append(f"test {i}: wrong output {r.stdout_full[:80]!r}")
