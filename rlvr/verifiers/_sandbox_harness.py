@@ -94,9 +94,11 @@ def _confine(ctrl, res_fd):
             reported.add(event)
             report("syscall." + event[3:])
 
+    armed = []
     if ctrl.get("mode") == "asserts":
-        # the assertion tests and the run's result key live in the harness's frames: every way
-        # from candidate code to another frame or to raw memory is refused
+        # the assertion tests and the run's result key live in the harness's frames: once the
+        # harness arms it (right before the candidate's code runs), every way from candidate
+        # code to another frame or to raw memory is refused
         introspection = {"sys._getframe", "sys._current_frames", "sys.settrace",
                          "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "object.__getattr__", "ctypes.cdata",
@@ -104,13 +106,14 @@ def _confine(ctrl, res_fd):
                          "ctypes.dlopen", "sys.monitoring.register_callback"}
 
         def hook(event, args, _inner=hook):
-            if event in introspection or (event == "open" and args and isinstance(
-                    args[0], str) and args[0].startswith("/proc/") and args[0].endswith("mem")):
+            if armed and (event in introspection or (event == "open" and args and isinstance(
+                    args[0], str) and args[0].startswith("/proc/") and args[0].endswith("mem"))):
                 report("introspection." + event)
                 raise PermissionError(f"sandbox: {event} is not allowed")
             _inner(event, args)
 
     sys.addaudithook(hook)
+    return lambda: armed.append(True)
 
 
 def _jsonable(value):
@@ -140,7 +143,15 @@ _VALUE_TYPES = (int, float, bool, str, bytes, complex, type(None))
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
 
 
-def _run_asserts(ctrl, res_fd, code):
+# imported before the introspection block is armed: these modules read their caller's frame
+# while they are being imported (typing, enum, collections …); candidate code then finds them
+# in sys.modules. Creating a namedtuple, Enum or TypeVar at run time is refused in asserts mode.
+_PRELOAD = ("typing", "collections", "enum", "dataclasses", "re", "functools", "itertools",
+            "math", "heapq", "string", "bisect", "statistics", "fractions", "decimal", "hashlib",
+            "copy", "operator", "random", "array", "datetime", "json", "cmath")
+
+
+def _run_asserts(ctrl, res_fd, code, arm):
     """Asserts mode. Everything the run relies on is bound here before the candidate's code
     runs: the result key, the sender, a copy of the builtins, `exec`, the module dictionaries.
     The test units run in their own globals with that builtins copy, and every value a
@@ -164,6 +175,11 @@ def _run_asserts(ctrl, res_fd, code):
     except BaseException as e:  # noqa: BLE001 — the task's fault, reported as a load error
         _send(res_fd, {"kind": "load_error", "error": f"test setup: {type(e).__name__}: {e}"[:500]})
         _exit(0)
+    for name in _PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
     sys_modules = sys.modules
     mod_snap = [(m, type_(m), dict_t(m.__dict__)) for m in list_t(sys_modules.values())
                 if type_(m) is types.ModuleType]
@@ -212,6 +228,7 @@ def _run_asserts(ctrl, res_fd, code):
         return call
 
     ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": __builtins__}
+    arm()
     try:
         exec_(code, ns)
         fn = ns.get(ctrl["entry_point"])
@@ -270,7 +287,7 @@ def main():
             except Exception:  # noqa: BLE001
                 pass
             _exit_like(_wait_for(cand))
-        _confine(ctrl, res_fd)
+        arm = _confine(ctrl, res_fd)
     except Exception as e:  # noqa: BLE001 — sandbox fault, reported as such
         _send(res_fd, {"kind": "sandbox_error", "error": f"{type(e).__name__}: {e}"})
         _exit(3)
@@ -305,7 +322,7 @@ def main():
         _exit(code_rc)
 
     if ctrl["mode"] == "asserts":
-        _run_asserts(ctrl, res_fd, code)
+        _run_asserts(ctrl, res_fd, code, arm)
 
     ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": __builtins__}
     try:
