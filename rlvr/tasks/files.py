@@ -454,7 +454,8 @@ def _file_kit(family: str, path: str, *, eval_path: str = "",
                              f"config.task.eval_path)")
         verifier, hidden = math_verifiers()
     else:
-        verifier = default_verifier_for_task_type(family, **verifier_kw)
+        verifier = default_verifier_for_task_type("code" if family == "mbpp" else family,
+                                                  **verifier_kw)
     source = FileSource(family, path, eval_path=eval_path, verifier=verifier,
                         max_record_bytes=max_record_bytes)
     return TaskKit(name=source.name, source=source, verifier=verifier,

@@ -86,3 +86,16 @@ def test_mbpp_bad_rows_named_by_line(tmp_path):
     msg = str(e.value)
     assert "line 2" in msg and "code" in msg and "line 3" in msg and "test_list" in msg, msg
     assert "line 1" not in msg
+
+
+def test_kits_by_name_verify_with_the_code_verifier(tmp_path):
+    from rlvr.tasks.kit import get_kit
+
+    p = tmp_path / "m.jsonl"
+    p.write_text(json.dumps(SANITIZED) + "\n")
+    kit = get_kit(f"mbpp:{p}", filesystem="minimal")
+    t = kit.source.tasks[0]
+    assert kit.verifier.verify(t, kit.demonstration(t)).decision == "pass"
+    he = get_kit("code:humaneval")
+    t = he.source.tasks[3]
+    assert he.verifier.verify(t, he.demonstration(t)).decision == "pass"
