@@ -13,7 +13,11 @@ the CodeVerifier (`rlvr.verifiers.code`), which runs the tests:
       "stdout_compare": "lines"          # optional, stdio mode: "lines" (default: same lines
                                          # up to trailing whitespace), "tokens" (same
                                          # whitespace-separated tokens), "float" (tokens; those
-                                         # that parse as numbers compared within float_tol)
+                                         # that parse as numbers compared within float_tol),
+                                         # "checker" (the "checker" program decides)
+      "checker": "import json, sys\n..." # with stdout_compare "checker": a Python program run in
+                                         # the sandbox on stdin {"input", "expected", "actual"}
+                                         # (JSON); exit status 0 = the test passed
 
     or assertion tests (asserts mode, the HumanEval / MBPP layout; entry_point required):
       {"entry_point": "add", "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
@@ -35,7 +39,7 @@ import math
 from typing import Any, Mapping, Optional, Tuple
 
 
-STDOUT_COMPARES = ("lines", "tokens", "float")
+STDOUT_COMPARES = ("lines", "tokens", "float", "checker")
 
 
 class CodeTestsError(ValueError):
@@ -58,6 +62,7 @@ class CodeReference:
     hidden_tests: Tuple[Mapping[str, Any], ...]
     float_tol: float = 1e-9
     stdout_compare: str = "lines"
+    checker: str = ""
     setup_code: str = ""
     public_units: Tuple[Tuple[str, bool], ...] = ()
     hidden_units: Tuple[Tuple[str, bool], ...] = ()
@@ -134,11 +139,12 @@ def parse_code_reference(ref: Any) -> CodeReference:
         raise CodeTestsError("reference_answer", f"must be an object with public_tests / "
                              f"hidden_tests / entry_point, got {type(ref).__name__}")
     bad = set(ref) - {"entry_point", "public_tests", "hidden_tests", "float_tol", "stdout_compare",
+                      "checker",
                       "test_code",
                       "public_test_code", "setup_code"}
     if bad:
         raise CodeTestsError("reference_answer", f"has unknown field(s) {sorted(bad)}; allowed "
-                             "entry_point, public_tests, hidden_tests, float_tol, stdout_compare, test_code, "
+                             "entry_point, public_tests, hidden_tests, float_tol, stdout_compare, checker, test_code, "
                              "public_test_code, setup_code")
     if any(k in ref for k in ("test_code", "public_test_code", "setup_code")):
         return _parse_asserts(ref)
@@ -164,8 +170,18 @@ def parse_code_reference(ref: Any) -> CodeReference:
     if cmp not in STDOUT_COMPARES or (cmp != "lines" and mode != "stdio"):
         raise CodeTestsError("reference_answer.stdout_compare",
                              f"must be one of {STDOUT_COMPARES} (stdio mode only), got {cmp!r}")
+    checker = ref.get("checker", "")
+    if (cmp == "checker") != bool(checker) or not isinstance(checker, str):
+        raise CodeTestsError("reference_answer.checker", "must be a non-empty program string "
+                             "exactly when stdout_compare is 'checker'")
+    if checker:
+        try:
+            compile(checker, "checker.py", "exec")
+        except SyntaxError as e:
+            raise CodeTestsError("reference_answer.checker", f"is not valid Python: {e.msg}") \
+                from None
     return CodeReference(ep, tests["public_tests"], tests["hidden_tests"], float(tol),
-                         stdout_compare=cmp)
+                         stdout_compare=cmp, checker=checker)
 
 
 def _parse_asserts(ref: Mapping[str, Any]) -> CodeReference:

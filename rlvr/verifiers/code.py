@@ -174,7 +174,18 @@ class CodeVerifier(Verifier):
                               filesystem=self.filesystem)
                 for t in tests]
 
-    def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):
+    def _checker_accepts(self, ref: CodeReference, test, actual: str, limits) -> bool:
+        """Runs the task's checker program in the sandbox on {"input", "expected", "actual"}
+        (JSON on stdin); exit status 0 accepts. A checker that fails to run rejects."""
+        import json
+
+        r = run_sandboxed(ref.checker, mode="stdio", stdin=json.dumps(
+            {"input": test["stdin"], "expected": test["stdout"], "actual": actual}),
+            tests=[], limits=limits, drop_privileges=self.drop_privileges,
+            use_netns=self.use_netns, filesystem=self.filesystem)
+        return r.status == "ok" and r.compiled and r.returncode == 0
+
+    def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int, limits=None):
         """→ (passed flags [n], first failure note, tests_back) using the read-back tests."""
         passed, notes, tests_back = [False] * n, [], []
         if ref.mode == "asserts":
@@ -208,6 +219,11 @@ class CodeVerifier(Verifier):
                     notes.append(f"test {i}: tests file unreadable")
                 elif r.status != "ok" or r.returncode != 0 or not r.compiled:
                     notes.append(f"test {i}: {r.status} rc={r.returncode}")
+                elif ref.stdout_compare == "checker":
+                    if self._checker_accepts(ref, tb, r.stdout_full, limits or self.limits):
+                        passed[i] = True
+                    else:
+                        notes.append(f"test {i}: checker rejected {r.stdout_full[:80]!r}")
                 elif (stdout_equal(r.stdout_full, tb["stdout"]) if ref.stdout_compare == "lines"
                       else stdout_tokens_equal(r.stdout_full, tb["stdout"],
                                                ref.float_tol if ref.stdout_compare == "float"
@@ -275,7 +291,7 @@ class CodeVerifier(Verifier):
                 ev["reason"] = "load_error"
                 ev["load_error"] = load_err
                 break
-            passed, notes = self._grade(runs, ref, len(tests))
+            passed, notes = self._grade(runs, ref, len(tests), limits)
             w = [float(t.get("weight", 1.0)) for t in tests]
             comps[split] = (sum(wi for wi, p in zip(w, passed) if p) / sum(w)) if sum(w) else \
                 float(all(passed))

@@ -45,3 +45,22 @@ def test_bad_compare_named():
     with pytest.raises(CodeTestsError, match="reference_answer.stdout_compare"):
         parse_code_reference({"entry_point": "f", "stdout_compare": "tokens",
                               "hidden_tests": [{"args": [], "expected": 1}]})
+
+
+CHECKER = ("import json, sys\nd = json.load(sys.stdin)\n"
+           "a, b = map(int, d['input'].split())\n"
+           "x, y = map(int, d['actual'].split())\n"  # any pair summing to a + b is right
+           "sys.exit(0 if x + y == a + b else 1)\n")
+
+
+def test_custom_checker_program_decides():
+    task = TaskSpec(task_id="c", prompt="p", task_type="code", reference_answer={
+        "entry_point": None, "stdout_compare": "checker", "checker": CHECKER,
+        "hidden_tests": [{"stdin": "3 4\n", "stdout": "3 4\n"},
+                         {"stdin": "1 1\n", "stdout": "1 1\n"}]})
+    prog = "a, b = map(int, input().split())\nprint(a + b, 0)\n"
+    assert V.verify(task, prog).decision == "pass"  # not the expected text, accepted
+    v = V.verify(task, "print(1, 1)\n")
+    assert v.decision == "fail" and v.evidence["hidden_passed"] == "1/2", v.evidence
+    with pytest.raises(CodeTestsError, match="reference_answer.checker"):
+        parse_code_reference({**task.reference_answer, "checker": ""})
