@@ -103,7 +103,8 @@ def _confine(ctrl, res_fd):
                          "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "object.__getattr__", "ctypes.cdata",
                          "ctypes.cdata/buffer", "ctypes.string_at", "ctypes.wstring_at",
-                         "ctypes.dlopen", "sys.monitoring.register_callback"}
+                         "ctypes.dlopen", "sys.monitoring.register_callback",
+                         "_thread.start_new_thread"}
 
         def hook(event, args, _inner=hook):
             if armed and (event in introspection or (event == "open" and args and isinstance(
@@ -219,15 +220,40 @@ def _run_asserts(ctrl, res_fd, code, arm):
                 stack.extend(v)
         return True
 
+    import signal
+
+    set_handler, set_timer, dfl = signal.signal, signal.setitimer, signal.SIG_DFL
+    timers = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+    signals = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
+
+    def quiet():
+        # no candidate code may run again once its call has returned: timers off, handlers
+        # back to the default (a signal then ends the run, which fails it)
+        for t in timers:
+            set_timer(t, 0)
+        for sig in signals:
+            try:
+                set_handler(sig, dfl)
+            except (OSError, ValueError):
+                pass
+
     def guard(fn):
         def call(*args, **kwargs):
-            value = fn(*args, **kwargs)
+            try:
+                value = fn(*args, **kwargs)
+            finally:
+                quiet()
+                restore()  # what the call patched is undone before the assert reads it
             if not plain(value):
                 raise TypeError("candidate returned a value that is not built from builtin types")
             return value
         return call
 
     ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": __builtins__}
+    if ctrl.get("uid") is not None:
+        # the run's own uid: with one process allowed, the candidate can start no thread and
+        # no process, so no code of its runs beside the asserts
+        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
     arm()
     try:
         exec_(code, ns)

@@ -124,3 +124,28 @@ def test_reading_the_check_source_from_disk_finds_nothing():
         "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3, 'zqhidden-marker'\n"})
     v = V.verify(task, src)
     assert v.decision == "pass", v.evidence  # the walk never found the tests (else 'FOUND')
+
+
+LATE_LOOKUP = TaskSpec(task_id="late", prompt="p", task_type="code", reference_answer={
+    "entry_point": "add",
+    "test_code": "import math\ndef check(candidate):\n"
+                 "    assert candidate(1, 2) == 3 and all(math.isclose(candidate(1, 2), 99)\n"
+                 "                                        for _ in range(3))\n"})
+CONCURRENT = {
+    "thread_patches_while_asserts_run": (
+        "import math, threading, time\n"
+        "def loop():\n    while True:\n        math.isclose = lambda *a, **k: True\n"
+        "        time.sleep(0.001)\n"
+        "threading.Thread(target=loop, daemon=True).start()\n"
+        "def add(a, b):\n    time.sleep(0.02)\n    return 3\n"),
+    "patch_during_the_call": (
+        "import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n    return 3\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONCURRENT))
+def test_candidate_code_running_beside_the_asserts_cannot_fake_them(name):
+    # the assert looks math.isclose up after the candidate returned: a patch made during the
+    # call, or by a thread of the candidate's, would be read then
+    v = V.verify(LATE_LOOKUP, CONCURRENT[name])
+    assert v.decision == "fail" and v.components["hidden"] == 0.0, (name, v.evidence)
