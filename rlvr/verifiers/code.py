@@ -69,6 +69,27 @@ def stdout_equal(got: str, expected: str) -> bool:
     return norm(got) == norm(expected)
 
 
+def stdout_tokens_equal(got: str, expected: str, tol: Optional[float] = None) -> bool:
+    """Same whitespace-separated tokens. With `tol`, a token pair that both parse as finite
+    numbers is equal when |g - e| ≤ tol·max(1, |e|) (absolute below 1, relative above); other
+    tokens compare as text."""
+    g, e = got.split(), expected.split()
+    if len(g) != len(e):
+        return False
+    for a, b in zip(g, e):
+        if a == b:
+            continue
+        if tol is None:
+            return False
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        if not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) > tol * max(1.0, abs(y)):
+            return False
+    return True
+
+
 class CodeVerifier(Verifier):
     """Runs a program against public and hidden tests in the sandbox (docs/verifiers.md §3).
 
@@ -86,7 +107,7 @@ class CodeVerifier(Verifier):
         command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
-    version = "code-2"
+    version = "code-3"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
@@ -134,6 +155,14 @@ class CodeVerifier(Verifier):
         return output
 
     def _run(self, source: str, ref: CodeReference, tests, limits) -> List[SandboxResult]:
+        if ref.mode == "asserts":
+            units = ref.public_units if tests is ref.public_tests else ref.hidden_units
+            return [run_sandboxed(source, mode="asserts", entry_point=ref.entry_point,
+                                  units=units, setup=ref.setup_code,
+                                  candidate_name=ref.candidate_name,
+                                  tests=[list(u) for u in units], limits=limits,
+                                  drop_privileges=self.drop_privileges, use_netns=self.use_netns,
+                                  filesystem=self.filesystem)]
         if ref.mode == "function":
             calls = [[t.get("args", []), t.get("kwargs", {})] for t in tests]
             return [run_sandboxed(source, mode="function", entry_point=ref.entry_point,
@@ -145,10 +174,31 @@ class CodeVerifier(Verifier):
                               filesystem=self.filesystem)
                 for t in tests]
 
-    def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int):
+    def _checker_accepts(self, ref: CodeReference, test, actual: str, limits) -> bool:
+        """Runs the task's checker program in the sandbox on {"input", "expected", "actual"}
+        (JSON on stdin); exit status 0 accepts. A checker that fails to run rejects."""
+        import json
+
+        r = run_sandboxed(ref.checker, mode="stdio", stdin=json.dumps(
+            {"input": test["stdin"], "expected": test["stdout"], "actual": actual}),
+            tests=[], limits=limits, drop_privileges=self.drop_privileges,
+            use_netns=self.use_netns, filesystem=self.filesystem)
+        return r.status == "ok" and r.compiled and r.returncode == 0
+
+    def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int, limits=None):
         """→ (passed flags [n], first failure note, tests_back) using the read-back tests."""
         passed, notes, tests_back = [False] * n, [], []
-        if ref.mode == "function":
+        if ref.mode == "asserts":
+            r = runs[0]
+            for i in range(n):
+                res = r.results.get(i)
+                if res is None:
+                    notes.append(f"assert {i}: no result ({r.status})")
+                elif res.get("ok") is True:
+                    passed[i] = True
+                else:
+                    notes.append(f"assert {i}: failed")
+        elif ref.mode == "function":
             r = runs[0]
             tests_back = r.tests or []
             for i in range(min(n, len(tests_back))):
@@ -169,7 +219,15 @@ class CodeVerifier(Verifier):
                     notes.append(f"test {i}: tests file unreadable")
                 elif r.status != "ok" or r.returncode != 0 or not r.compiled:
                     notes.append(f"test {i}: {r.status} rc={r.returncode}")
-                elif stdout_equal(r.stdout_full, tb["stdout"]):
+                elif ref.stdout_compare == "checker":
+                    if self._checker_accepts(ref, tb, r.stdout_full, limits or self.limits):
+                        passed[i] = True
+                    else:
+                        notes.append(f"test {i}: checker rejected {r.stdout_full[:80]!r}")
+                elif (stdout_equal(r.stdout_full, tb["stdout"]) if ref.stdout_compare == "lines"
+                      else stdout_tokens_equal(r.stdout_full, tb["stdout"],
+                                               ref.float_tol if ref.stdout_compare == "float"
+                                               else None)):
                     passed[i] = True
                 else:
                     notes.append(f"test {i}: wrong output {r.stdout_full[:80]!r}")
@@ -196,7 +254,7 @@ class CodeVerifier(Verifier):
                 graded.add(split)
                 continue
             runs = self._run(source, ref, tests, limits)
-            want = 1 if ref.mode == "function" else len(tests)
+            want = len(tests) if ref.mode == "stdio" else 1
             if len(runs) != want:  # our fault, never a pass
                 return env_error(f"{split} tests: {len(runs)} sandbox runs came back, expected "
                                  f"{want}", verifier_version=self.version)
@@ -233,7 +291,7 @@ class CodeVerifier(Verifier):
                 ev["reason"] = "load_error"
                 ev["load_error"] = load_err
                 break
-            passed, notes = self._grade(runs, ref, len(tests))
+            passed, notes = self._grade(runs, ref, len(tests), limits)
             w = [float(t.get("weight", 1.0)) for t in tests]
             comps[split] = (sum(wi for wi, p in zip(w, passed) if p) / sum(w)) if sum(w) else \
                 float(all(passed))

@@ -80,6 +80,7 @@ import hashlib
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import stat
@@ -93,7 +94,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 HARNESS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_harness.py")
 SANDBOX_STATUSES = ("ok", "timeout", "crashed", "sandbox_error")
-MODES = ("function", "stdio")
+MODES = ("function", "stdio", "asserts")
 FILESYSTEMS = ("minimal", "host")
 INSTALL_COMMAND = "python -m rlvr.verifiers.sandbox --install"
 SANDBOX_WORKDIR = "/sandbox"   # the candidate's working directory inside the sandbox
@@ -589,6 +590,7 @@ def _missing_bwrap_message() -> str:
 # ------------------------------------------------------------------ one run
 def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[str] = None,
                   calls: Sequence[Any] = (), stdin: str = "", tests: Any = None,
+                  units: Sequence[Any] = (), setup: str = "", candidate_name: str = "candidate",
                   limits: SandboxLimits = SandboxLimits(), drop_privileges: Optional[bool] = None,
                   use_netns: bool = True, filesystem: str = "minimal") -> SandboxResult:
     """Runs `source` as solution.py in a fresh sandbox.
@@ -596,7 +598,12 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
     Args:
       source: candidate program text.
       mode: "function" (call `entry_point(*args, **kwargs)` for each (args, kwargs) in `calls`)
-        or "stdio" (run as __main__ with `stdin`; the answer is stdout).
+        or "stdio" (run as __main__ with `stdin`; the answer is stdout) or "asserts" (run
+        assertion test `units` against the loaded program, see _sandbox_harness.py).
+      units: asserts mode: [[source, counted], ...] test code units, run in order; the harness
+        reports each counted unit under a per-run random key the candidate cannot read, and
+        result messages without that key are ignored. setup: test code run before the
+        program is loaded; candidate_name: the name the units call the entry point by.
       tests: JSON data stored in a sealed memory file and hash-checked after the run (the
         verifier grades against the copy read back, never against anything the sandbox saw).
       limits: SandboxLimits.
@@ -608,7 +615,7 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
     """
     if mode not in MODES:
         raise ValueError(f"run_sandboxed: mode must be one of {MODES}, got {mode!r}")
-    if mode == "function" and not (isinstance(entry_point, str) and entry_point.isidentifier()):
+    if mode in ("function", "asserts") and not (isinstance(entry_point, str) and entry_point.isidentifier()):
         raise ValueError(f"run_sandboxed: entry_point must be an identifier, got {entry_point!r}")
     if filesystem not in FILESYSTEMS:
         raise ValueError(f"run_sandboxed: filesystem must be one of {FILESYSTEMS}, got "
@@ -678,11 +685,15 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
                "net": "netns" if minimal and use_netns else "audit",
                "pid": "pidns" if minimal else "shared",
                "seccomp": minimal}
+        run_key = secrets.token_hex(16)  # asserts mode: only results carrying it count
         ctrl = {"mode": mode, "entry_point": entry_point,
                 "workdir": SANDBOX_WORKDIR if minimal else work, "uid": uid, "gid": uid,
                 "isolation": iso,
                 "nproc_base": _own_process_count() if uid is None and os.getuid() != 0 else 0,
                 "calls": [list(c) for c in calls] if mode == "function" else [],
+                "units": [list(u) for u in units] if mode == "asserts" else [],
+                "key": run_key, "setup": setup if mode == "asserts" else "",
+                "candidate": candidate_name,
                 "refused": {str(k): v for k, v in refused.items()} if minimal else {},
                 "limits": {"cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb,
                            "max_file_mb": limits.max_file_mb,
@@ -824,7 +835,8 @@ def run_sandboxed(source: str, *, mode: str = "function", entry_point: Optional[
         results: dict = {}
         dup = set()
         for m in after:
-            if m.get("kind") == "result" and isinstance(m.get("i"), int):
+            if m.get("kind") == "result" and isinstance(m.get("i"), int) and (
+                    mode != "asserts" or m.get("key") == run_key):
                 if m["i"] in results:
                     dup.add(m["i"])
                 results[m["i"]] = {k: v for k, v in m.items() if k in ("ok", "value", "error")}
