@@ -8,7 +8,7 @@ parsed in the checkpoint's format (agent.tool_format), loss only on the assistan
 
 The checkpoint's chat template must support tools (Qwen2.5 / Llama 3.x instruct templates do).
 A tiny random checkpoint with the shipped tool template for a CPU try:
-`python -m rlvr.testing tiny-checkpoint /tmp/tiny-qwen-tools --tools`.
+`python -m rlvr.testing tiny-checkpoint --tools /tmp/tiny-qwen-tools`.
 """
 
 from rlvr.configs import base
