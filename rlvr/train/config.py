@@ -207,6 +207,8 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     if not tool_kit:
         na(["agent.tool_format", "agent.trajectories"],
            f"task.names {tuple(c.task.names)} holds no tool kit ({', '.join(_tool_kits())})", True)
+    else:
+        na(["tokenizer.instruction"], "a tool kit's user message is the task itself", True)
     if c.model.init_from:
         na([f"model.{k}" for k in ("vocab_size", "num_layers", "d_model", "num_heads",
                                      "num_kv_heads", "d_ff")],

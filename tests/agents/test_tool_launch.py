@@ -31,12 +31,9 @@ EXTRA = {
 }
 
 
-@pytest.fixture(scope="module")
-def tools_checkpoint(tmp_path_factory):
-    from rlvr.testing import build_checkpoint
-
-    return build_checkpoint(str(tmp_path_factory.mktemp("tiny-qwen-tools")), saver="rlvr",
-                            tools=True)
+@pytest.fixture
+def tools_checkpoint(tiny_tools_checkpoint):
+    return tiny_tools_checkpoint
 
 
 def tiny_config(name, checkpoint, **over):
