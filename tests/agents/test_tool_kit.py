@@ -75,6 +75,11 @@ def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_toke
     assert list(np.asarray(e.loss_mask, np.int32)) == full.assistant_mask.tolist()
     # and the demonstration text is the same stream (the PivotRL / SFT prefixes match rollouts)
     assert tok.encode(kit.render_episode(task, turns)) == list(e.tokens)
+    from rlvr.models.prompts import PromptRenderer
+    from rlvr.train.sft import demo_stream
+
+    ids, mask = demo_stream(kit, task, tok, PromptRenderer(tok))
+    assert ids == list(e.tokens) and mask == list(e.loss_mask)
 
 
 def test_malformed_and_rejected_calls_are_observations_and_counted(kit, hf_tokenizer):
@@ -176,3 +181,14 @@ def test_char_tokenizer_or_no_template_is_a_config_error(tmp_path):
     c.tokenizer.kind, c.tokenizer.path = "hf", str(tmp_path)
     with pytest.raises(ConfigError, match="does not use `tools`"):
         bind_kit(c, kit, tokenizer_of(c, kit))
+
+
+def test_a_missing_trajectories_file_is_a_config_error_naming_the_field(hf_tokenizer):
+    from configs import agent_tools_grpo
+    from rlvr.train.config import ConfigError
+    from rlvr.train.setup import bind_kit, build_kit_checked
+
+    c = agent_tools_grpo.get_config()
+    c.agent.trajectories = "/nonexistent/trajectories.jsonl"
+    with pytest.raises(ConfigError, match=r"agent.trajectories=.*does not exist"):
+        bind_kit(c, build_kit_checked(c), hf_tokenizer)
