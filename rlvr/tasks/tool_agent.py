@@ -55,7 +55,7 @@ from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import Verdict
 from rlvr.verifiers.base import Verifier
 
-TOOL_KITS = ("kv_tools",)
+TOOL_KITS = ["kv_tools"]  # names of the registered tool kits (register_tool_kit adds to it)
 TOOL_FORMATS = ("auto",) + parsers.FORMATS
 COUNTS = ("calls", "malformed", "rejected")
 SHIPPED_TRAJECTORIES = {"kv_tools": os.path.join(os.path.dirname(os.path.dirname(__file__)),
@@ -375,6 +375,19 @@ def trajectory_tasks(path: str, env: ToolEnvironment, name: str) -> list[TaskSpe
 
 
 # ------------------------------------------------------------------------------------ kits
+@dataclasses.dataclass(frozen=True)
+class NoTasks:
+    """The source of a tool kit without a task generator: its tasks come from
+    `agent.trajectories` only."""
+    name: str
+
+    def _refuse(self, *a, **k):
+        raise ValueError(f"task kit {self.name!r} has no task generator: set agent.trajectories "
+                         f"to a trajectories file (its records are the tasks)")
+
+    sample = eval_set = heldout = _refuse
+
+
 def _tool_kit(name: str, env: ToolEnvironment, source, user_message, oracle, binding=None,
               trajectories: str = ""):
     from rlvr.tasks.kit import TaskKit  # noqa: PLC0415
@@ -383,12 +396,19 @@ def _tool_kit(name: str, env: ToolEnvironment, source, user_message, oracle, bin
     if trajectories:
         tasks = trajectory_tasks(trajectories, env, name)
         chat_source = TrajectoryTasks(name, tuple(chat_source._chat(t) for t in tasks),
-                                      fallback=chat_source)
+                                      fallback=None if isinstance(source, NoTasks) else chat_source)
+    elif binding is not None and isinstance(source, NoTasks):
+        source._refuse()
 
     def demo(task):
         if binding is None:
             raise RuntimeError(f"task kit {name!r} is not bound to a tokenizer")
-        assistant = task.public_metadata.get("demo") or oracle(task)
+        assistant = task.public_metadata.get("demo")
+        if assistant is None:
+            if oracle is None:
+                raise ValueError(f"task kit {name!r}: task {task.task_id!r} has no "
+                                 f"demonstration (no recorded turns and no oracle)")
+            assistant = oracle(task)
         return demonstration(binding, env, task, assistant)
 
     def render_episode(task, turns):
@@ -417,6 +437,27 @@ def kv_tools_kit(difficulty: str = "easy"):
     source = kv_agent.KVSource(difficulty)
     return _tool_kit("kv_tools", kv_tools.ENVIRONMENT, source,
                      lambda t: kv_tools.task_message(t.environment_snapshot["state"]), _kv_oracle)
+
+
+def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
+                      user_message=None, oracle=None) -> None:
+    """Registers a tool kit under `name` (`task.names = (name,)`) for a user's own
+    `ToolEnvironment`.
+
+    Without `source` the tasks are the records of `agent.trajectories` (each needs the
+    `snapshot` its `environment.reset` takes). With `source` (an object with `sample(n, seed)`,
+    and `heldout(n, seed)` or `eval_set(split, n, seed)`, returning TaskSpecs whose
+    `environment_snapshot` is what `environment.reset` takes), `user_message(task) -> str` gives
+    each task's user message and `oracle(task) -> [assistant messages]` its demonstration
+    (OpenAI form with `tool_calls`; None: no demonstrations)."""
+    from rlvr.tasks.kit import register_kit  # noqa: PLC0415
+
+    if source is not None and user_message is None:
+        raise ValueError(f"register_tool_kit({name!r}): a task source needs user_message")
+    src = source if source is not None else NoTasks(name)
+    register_kit(name, lambda: _tool_kit(name, environment, src, user_message, oracle))
+    if name not in TOOL_KITS:
+        TOOL_KITS.append(name)
 
 
 def _register():

@@ -192,3 +192,61 @@ def test_a_missing_trajectories_file_is_a_config_error_naming_the_field(hf_token
     c.agent.trajectories = "/nonexistent/trajectories.jsonl"
     with pytest.raises(ConfigError, match=r"agent.trajectories=.*does not exist"):
         bind_kit(c, build_kit_checked(c), hf_tokenizer)
+
+
+def _counter_environment():
+    from rlvr.agents.tools import Tool, ToolEnvironment, ToolSet
+
+    def inc(state, by: int):
+        state["n"] += by
+        return {"n": state["n"]}
+
+    def submit(state):
+        state["done"] = True
+        return "submitted"
+
+    tools = ToolSet((
+        Tool("inc", "Add to the counter.", {"type": "object", "properties": {
+            "by": {"type": "integer"}}, "required": ["by"]}, inc),
+        Tool("submit", "Submit the counter.", {"type": "object", "properties": {}}, submit)))
+    return ToolEnvironment("counter_tools", tools,
+                           reset=lambda snap: {"n": 0, "target": snap["target"], "done": False},
+                           outcome=lambda st: st["done"] and st["n"] == st["target"])
+
+
+def _counter_record(target, steps):
+    msgs = [{"role": "user", "content": f"Bring the counter to {target}, then submit."}]
+    for i, by in enumerate(steps + [None]):
+        call = ({"name": "inc", "arguments": json.dumps({"by": by})} if by is not None
+                else {"name": "submit", "arguments": "{}"})
+        msgs.append({"role": "assistant", "content": "",
+                     "tool_calls": [{"id": f"c{i}", "type": "function", "function": call}]})
+        n = sum(steps[:i + 1])
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}",
+                     "content": json.dumps({"n": n}, separators=(",", ":")) if by is not None
+                     else "submitted"})
+    return {"messages": msgs, "snapshot": {"target": target}}
+
+
+def test_a_users_tool_kit_trains_on_its_trajectories_file(tmp_path, hf_tokenizer):
+    from rlvr.tasks.tool_agent import TOOL_KITS, register_tool_kit
+
+    register_tool_kit("counter_tools", _counter_environment())
+    assert "counter_tools" in TOOL_KITS
+    path = tmp_path / "counter.jsonl"
+    path.write_text("".join(json.dumps(_counter_record(t, s)) + "\n"
+                            for t, s in ((5, [2, 3]), (4, [4]))))
+    unbound = get_kit("counter_tools")
+    with pytest.raises(ValueError, match="no task generator: set agent.trajectories"):
+        unbound.bind_tokenizer(hf_tokenizer.tok)
+    kit = unbound.bind_tokenizer(hf_tokenizer.tok, trajectories=str(path))
+    assert len(kit.source.tasks) == 2 and len(kit.source.heldout(3, 0)) == 3
+    task = next(t for t in kit.source.tasks if t.environment_snapshot["target"] == 5)
+    assert "Bring the counter to 5" in task.prompt and '"name": "inc"' in task.prompt
+    turns = kit.demonstration(task)
+    assert len(turns) == 3  # inc, inc, submit (submit sets done)
+    e = run(kit, hf_tokenizer, task, [t.action[:-len(kit.action_terminator)] for t in turns])
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "pass"
+    wrong = run(kit, hf_tokenizer, task, [t.action[:-len(kit.action_terminator)]
+                                          for t in turns[1:]])  # skips inc(2)
+    assert kit.verifier.verify(task, kit.episode_output(wrong.env)).decision == "fail"
