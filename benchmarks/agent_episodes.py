@@ -128,6 +128,11 @@ def main():
         built = time.perf_counter() - t0
     kit = get_kit("kv_tools", difficulty="hard").bind_tokenizer(tok.tok)
     tasks = kit.source.sample(args.batch, seed=0)
+    longest = max(len(tok.encode(c)) + 1 for t in tasks for c in scripted_calls(t, args.turns))
+    if args.action_len < longest:  # a scripted call cut short would end its episode
+        print(f"--action-len raised from {args.action_len} to {longest} (the longest scripted "
+              f"call and its end-of-turn token)", file=sys.stderr)
+        args.action_len = longest
     prompt = max(len(tok.encode(t.prompt)) for t in tasks)
     obs = len(tok.encode(kit.demonstration(tasks[0])[0].observation))
     max_tokens = -(-(prompt + args.turns * (args.action_len + 2 * obs)) // args.prompt_bucket) \
