@@ -18,7 +18,8 @@ conversation rendered by the tokenizer's chat template:
     tool raises) becomes an error `tool` message the agent sees and is counted in the final
     state (`counts`), reported per sample as the verdict components `malformed_calls` (parse
     errors) and `rejected_calls` (unknown tool / schema / tool error) — in metrics.jsonl as
-    `reward/component_malformed_calls_mean` and `reward/component_rejected_calls_mean`;
+    `reward/component_malformed_calls_mean` and `reward/component_rejected_calls_mean` (PivotRL's
+    turn verifiers report `malformed_calls` of the turn);
   * a turn without tool calls ends the episode (the agent's reply), as does a tool that sets
     `done` in the state (the key-value `answer` tool);
   * the outcome verifier checks the environment's final tool state (`ToolEnvironment.outcome`);
@@ -215,7 +216,8 @@ class ToolTurnVerifier(Verifier):
     """PivotRL's turn reward on a turn task (`rlvr.tasks.kit.turn_task`): the turn's text
     against the demonstration's action (`reference_answer`, parsed in the same format) by
     `rlvr.agents.turn_verifier.verify_turn` in `mode`. A reference turn without tool calls
-    (the final reply) has no functional check: env_error (masked)."""
+    (the final reply) has no functional check: env_error (masked). Components: correct,
+    malformed_calls (the turn's calls that do not parse)."""
 
     def __init__(self, binding: Optional[ChatBinding], env: ToolEnvironment, mode: str):
         if mode not in tv.MODES:
@@ -243,7 +245,9 @@ class ToolTurnVerifier(Verifier):
             from rlvr.records.verdict import env_error  # noqa: PLC0415
 
             return env_error(v.reason, verifier_version=self.version)
-        return Verdict(decision=v.status, components={"correct": v.reward},
+        malformed = len(parsers.parse(b.strip_eot(output), b.fmt).errors)
+        return Verdict(decision=v.status,
+                       components={"correct": v.reward, "malformed_calls": float(malformed)},
                        evidence={"reason": v.reason}, verifier_version=self.version)
 
 

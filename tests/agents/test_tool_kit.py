@@ -144,6 +144,9 @@ def test_turn_verifier_functional_accepts_coerced_arguments_exact_does_not(kit, 
     wrong = f'<tool_call>\n{{"name": "answer", "arguments": {{"value": {goal + 1}}}}}\n</tool_call>'
     assert kit.turn_verifiers[mode].verify(t, wrong).decision == "fail"
     assert kit.turn_verifiers[mode].verify(t, "no call").decision == "fail"
+    bad = kit.turn_verifiers[mode].verify(t, '<tool_call>\n{"name": "answer", \n</tool_call>')
+    assert bad.decision == "fail" and bad.components["malformed_calls"] == 1.0
+    assert kit.turn_verifiers[mode].verify(t, same).components["malformed_calls"] == 0.0
 
 
 def test_environment_refuses_to_run_unbound():

@@ -60,6 +60,7 @@ def test_tool_agent_trains_evaluates_and_exports(tmp_path, tools_checkpoint, nam
         assert "reward/component_malformed_calls_mean" in last
         assert "reward/component_rejected_calls_mean" in last
     else:
+        assert "reward/component_malformed_calls_mean" in last  # per turn
         pivots = json.load(open(os.path.join(work, "pivots.json")))
         assert pivots["stats"]["pivot/candidates"] > 0
         assert all(k["task_id"].startswith("kv_tools-kv_trajectories.jsonl-")
