@@ -1,6 +1,7 @@
 """Tool-environment task kits: multi-turn agent tasks in a checkpoint's own chat format.
 
-A tool kit (`kv_tools`: the key-value environment's tools `get` / `delete` / `answer`) runs its
+A tool kit (`kv_tools`: the key-value environment's tools `get` / `delete` / `answer`;
+`shop_tools`: the checkout's `get_price` / `add_to_cart` / `pay`) runs its
 episodes through the training loop's agent loop (`rlvr.rollout.agent_loop`) with the
 conversation rendered by the tokenizer's chat template:
 
@@ -56,7 +57,7 @@ from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import Verdict
 from rlvr.verifiers.base import Verifier
 
-TOOL_KITS = ["kv_tools"]  # names of the registered tool kits (register_tool_kit adds to it)
+TOOL_KITS = ["kv_tools", "shop_tools"]  # names of the registered tool kits (register_tool_kit adds to it)
 TOOL_FORMATS = ("auto",) + parsers.FORMATS
 COUNTS = ("calls", "malformed", "rejected")
 SHIPPED_TRAJECTORIES = {"kv_tools": os.path.join(os.path.dirname(os.path.dirname(__file__)),
@@ -464,10 +465,36 @@ def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
         TOOL_KITS.append(name)
 
 
+def _shop_oracle(task: TaskSpec) -> list[dict]:
+    state = task.environment_snapshot["state"]
+    msgs, i = [], 0
+    for name, args in ([("get_price", {"item": k}) for k, _ in state["order"]]
+                       + [("add_to_cart", {"item": k, "quantity": int(q)})
+                          for k, q in state["order"]]
+                       + [("pay", {"amount": int(state["total"])})]):
+        msgs.append({"role": "assistant", "content": "",
+                     "tool_calls": [ToolCall(name, args).to_message(f"c{i}")]})
+        i += 1
+    return msgs
+
+
+def shop_tools_kit(difficulty: str = "standard"):
+    """The checkout environment as a tool kit (`task.names = ("shop_tools",)`): the `shop`
+    tasks through the tools of `rlvr.agents.shop_tools` (`get_price`, `add_to_cart`, `pay`;
+    paying ends the episode)."""
+    from rlvr.agents import shop_tools  # noqa: PLC0415
+    from rlvr.tasks import shop  # noqa: PLC0415
+
+    return _tool_kit("shop_tools", shop_tools.ENVIRONMENT, shop.ShopSource(difficulty),
+                     lambda t: shop_tools.task_message(t.environment_snapshot["state"]),
+                     _shop_oracle)
+
+
 def _register():
     from rlvr.tasks.kit import register_kit  # noqa: PLC0415
 
     register_kit("kv_tools", kv_tools_kit)
+    register_kit("shop_tools", shop_tools_kit)
 
 
 _register()

@@ -253,3 +253,18 @@ def test_a_users_tool_kit_trains_on_its_trajectories_file(tmp_path, hf_tokenizer
     wrong = run(kit, hf_tokenizer, task, [t.action[:-len(kit.action_terminator)]
                                           for t in turns[1:]])  # skips inc(2)
     assert kit.verifier.verify(task, kit.episode_output(wrong.env)).decision == "fail"
+
+
+def test_shop_tools_demonstration_succeeds_and_a_wrong_payment_fails(hf_tokenizer):
+    kit = get_kit("shop_tools").bind_tokenizer(hf_tokenizer.tok)
+    task = kit.source.sample(1, seed=1)[0]
+    turns = kit.demonstration(task)
+    assert '"name": "pay"' in turns[-1].action  # paying ends the checkout
+    actions = [t.action[:-len(kit.action_terminator)] for t in turns]
+    e = run(kit, hf_tokenizer, task, actions, max_turns=len(actions))
+    assert e.num_turns == len(actions) and e.stop_reason == "eos"
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "pass"
+    total = task.environment_snapshot["state"]["total"]
+    actions[-1] = actions[-1].replace(f'"amount": {total}', f'"amount": {total + 1}')
+    e = run(kit, hf_tokenizer, task, actions, max_turns=len(actions))
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "fail"
