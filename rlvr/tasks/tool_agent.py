@@ -119,7 +119,19 @@ def bind(tokenizer, env: ToolEnvironment, tool_format: str = "auto",
                          "a tool-aware template (e.g. rlvr/agents/templates/qwen_tools.jinja)")
     fmt = parsers.format_for_template(template, tool_format)
     eot = chat.end_of_turn_id(tokenizer)
-    return ChatBinding(tokenizer, env, fmt, tokenizer.convert_ids_to_tokens(eot), system_prompt)
+    b = ChatBinding(tokenizer, env, fmt, tokenizer.convert_ids_to_tokens(eot), system_prompt)
+    # the prefix property on a probe conversation, so that a template that rewrites earlier
+    # turns is refused here rather than in the middle of a rollout
+    msgs = [{"role": "user", "content": "probe"}, {"role": "assistant", "content": "a call"}]
+    closed = b.render(msgs, generation_prompt=False)
+    nxt = b.render(msgs + [{"role": "tool", "content": "a result"}], generation_prompt=True)
+    if b.eot_text not in closed or not nxt.startswith(closed):
+        raise chat.TemplatePrefixError(
+            "the tokenizer's chat template cannot run tool episodes turn by turn: the render "
+            "of a conversation closed after an assistant turn must end that turn with the "
+            f"end-of-turn token {b.eot_text!r} and be a prefix of the render with the tool "
+            "results")
+    return b
 
 
 # ---------------------------------------------------------------------------- environment

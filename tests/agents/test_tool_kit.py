@@ -268,3 +268,20 @@ def test_shop_tools_demonstration_succeeds_and_a_wrong_payment_fails(hf_tokenize
     actions[-1] = actions[-1].replace(f'"amount": {total}', f'"amount": {total + 1}')
     e = run(kit, hf_tokenizer, task, actions, max_turns=len(actions))
     assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "fail"
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused_at_start(hf_tokenizer):
+    import copy
+
+    from rlvr.agents import qwen_tools_template
+
+    tok = copy.deepcopy(hf_tokenizer.tok)
+    # drops assistant turns that are followed by tool results (as templates that strip earlier
+    # reasoning do): the render after a turn is no longer a prefix of the next one
+    tok.chat_template = qwen_tools_template().replace(
+        "{%- elif message.role == 'assistant' %}",
+        "{%- elif message.role == 'assistant' and loop.last %}").replace(
+        "(message.role == 'assistant' and not message.tool_calls)",
+        "(message.role == 'assistant' and not message.tool_calls and loop.last)")
+    with pytest.raises(chat.TemplatePrefixError, match="cannot run tool episodes turn by turn"):
+        get_kit("kv_tools").bind_tokenizer(tok)
