@@ -319,7 +319,7 @@ def _inactive(c) -> dict[str, str]:
     return out
 
 
-def _tool_kits() -> tuple:
+def _tool_kits() -> list:
     from rlvr.tasks.tool_agent import TOOL_KITS  # noqa: PLC0415
 
     return TOOL_KITS
