@@ -68,7 +68,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.tokenizer.path = ""           # hf: local tokenizer folder; "" = model.init_from.
     c.tokenizer.chat_template = False  # hf: render prompts with the tokenizer's chat template
                                     # (system + user turn, assistant turn opened); single-turn
-                                    # kits. Generation stops on eos and the template's
+                                    # kits (tool kits always render with it). Generation stops on eos and the template's
                                     # end-of-turn token (rlvr.models.prompts).
     c.tokenizer.system_prompt = ""  # chat template: the system message ("" = none).
     c.tokenizer.instruction = ""    # hf: text appended to every prompt on its own line, e.g.
@@ -187,6 +187,15 @@ def get_config() -> ml_collections.ConfigDict:
     c.pivot.hint = ""               # corrective hint appended to local prefixes only ("" = off, docs/algorithms.md §6).
     c.pivot.hint_fraction = 0.5     # hint: fraction of each step's states hinted (the rest un-hinted).
     c.pivot.reprofile_every = 0     # re-probe the candidates every N steps with π_θ (0 = never).
+
+    # ---------------------------------------------------------------- agent (tool kits, rlvr.tasks.tool_agent)
+    c.agent = ml_collections.ConfigDict()
+    c.agent.tool_format = "auto"    # tool-call format the policy writes: auto (read from the chat
+                                    # template) | hermes (<tool_call>{json}</tool_call>, Qwen) |
+                                    # llama3 (Llama 3.x JSON calls).
+    c.agent.trajectories = ""       # trajectories file (.jsonl / .parquet, OpenAI messages with
+                                    # tool_calls): its records are the tasks and demonstrations
+                                    # (SFT, PivotRL candidates); "" = the kit's generated tasks.
 
     # ---------------------------------------------------------------- sampling (rlvr.rollout)
     c.sampling = ml_collections.ConfigDict()

@@ -50,9 +50,11 @@ def default_corpus() -> list[str]:
     return texts
 
 
-def build_tokenizer(path: str, *, vocab_size: int = 2048, corpus: Optional[Iterable[str]] = None):
-    """Trains a byte-level BPE tokenizer with the chat template; saves it to `path`; returns the
-    `transformers.PreTrainedTokenizerFast`."""
+def build_tokenizer(path: str, *, vocab_size: int = 2048, corpus: Optional[Iterable[str]] = None,
+                    tools: bool = False):
+    """Trains a byte-level BPE tokenizer with the chat template (`tools`: the shipped
+    tool-aware Qwen2.5-style template, rlvr/agents/templates/qwen_tools.jinja); saves it to
+    `path`; returns the `transformers.PreTrainedTokenizerFast`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -62,30 +64,45 @@ def build_tokenizer(path: str, *, vocab_size: int = 2048, corpus: Optional[Itera
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    raw.train_from_iterator(list(corpus if corpus is not None else default_corpus()), trainer)
+    texts = list(corpus if corpus is not None else default_corpus())
+    if tools and corpus is None:  # tool schemas, calls and results: short tool prompts
+        from rlvr.agents import QWEN_TOOLS_TEMPLATE_PATH
+        from rlvr.agents.trajectories import __file__ as trajectories_py
+
+        data = os.path.join(os.path.dirname(trajectories_py), "data", "kv_trajectories.jsonl")
+        for fn in (QWEN_TOOLS_TEMPLATE_PATH, data):
+            with open(fn, encoding="utf-8") as f:
+                texts.append(f.read())
+    raw.train_from_iterator(texts, trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>",
                                   pad_token="<|endoftext|>",
                                   additional_special_tokens=["<|im_start|>", "<|im_end|>"])
-    tok.chat_template = CHAT_TEMPLATE
+    if tools:
+        from rlvr.agents import qwen_tools_template
+
+        tok.chat_template = qwen_tools_template()
+    else:
+        tok.chat_template = CHAT_TEMPLATE
     tok.save_pretrained(path)
     return tok
 
 
 def build_checkpoint(path: str, *, seed: int = 0, vocab_size: int = 2048, saver: str = "auto",
-                     model_vocab_size: int = 0, **model_kw) -> str:
+                     model_vocab_size: int = 0, tools: bool = False, **model_kw) -> str:
     """Writes the tiny checkpoint folder (module docstring) to `path`; returns `path`.
 
     saver: "transformers" (needs torch), "rlvr" (no torch) or "auto" (transformers if torch
     imports). vocab_size: the tokenizer's BPE vocabulary. model_vocab_size: the model's embedding
     rows, padded beyond the tokenizer's (as Qwen2.5 pads 151,665 tokens to 151,936; 0 = the
     tokenizer's size); ids past the tokenizer decode to nothing. `model_kw` override the
-    `TINY_QWEN` shape.
+    `TINY_QWEN` shape. tools: the tokenizer gets the shipped tool-aware chat template (tool
+    kits, `rlvr.tasks.tool_agent`).
     """
     if saver not in ("auto", "transformers", "rlvr"):
         raise ValueError(f"build_checkpoint: saver must be auto | transformers | rlvr, got "
                          f"{saver!r}")
     os.makedirs(path, exist_ok=True)
-    tok = build_tokenizer(path, vocab_size=vocab_size)
+    tok = build_tokenizer(path, vocab_size=vocab_size, tools=tools)
     shape = {**TINY_QWEN, **model_kw}
     vocab = len(tok)
     if model_vocab_size:
@@ -143,8 +160,10 @@ def main(argv=None) -> None:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--saver", default="auto", choices=["auto", "transformers", "rlvr"])
+    p.add_argument("--tools", action="store_true",
+                   help="the tool-aware chat template (for the tool kits, e.g. kv_tools)")
     a = p.parse_args(argv)
-    print(build_checkpoint(a.path, seed=a.seed, saver=a.saver))
+    print(build_checkpoint(a.path, seed=a.seed, saver=a.saver, tools=a.tools))
 
 
 if __name__ == "__main__":

@@ -52,3 +52,13 @@ def tiny_hf_checkpoint(tmp_path_factory):
     from rlvr.testing import build_checkpoint
 
     return build_checkpoint(str(tmp_path_factory.mktemp("tiny-qwen")), saver="transformers")
+
+
+@pytest.fixture(scope="session")
+def tiny_tools_checkpoint(tmp_path_factory):
+    """The tiny random Qwen2 checkpoint with the shipped tool-aware chat template (tool kits),
+    built once per session."""
+    from rlvr.testing import build_checkpoint
+
+    return build_checkpoint(str(tmp_path_factory.mktemp("tiny-qwen-tools")), saver="rlvr",
+                            tools=True)

@@ -57,6 +57,10 @@ _SMALL_HF = ["--config.model.dtype=float32", "--config.model.remat=False",
              "--config.sampling.max_new_tokens=8", "--config.sampling.prompts_per_step=2",
              "--config.algorithm.group_size=2", "--config.train.num_minibatches=1",
              "--config.train.num_microbatches=1"]
+_TOOLS = _SHORT + ["--config.model.max_seq_len=640", "--config.rollout.prompt_bucket=0",
+                   "--config.sampling.max_new_tokens=16", "--config.sampling.prompts_per_step=2",
+                   "--config.rollout.max_turns=2", "--config.task.pool_size=2",
+                   "--config.train.num_minibatches=1", "--config.train.num_microbatches=1"]
 # tiny overrides appended to a launch command, by its config file (and `:arg`); a command
 # without --config (eval / export from the saved config) gets none: the run was already tiny
 TINY = {
@@ -67,6 +71,9 @@ TINY = {
     "configs/my_counter.py:sao": _SHORT + [
         "--config.train.sft_steps=0", "--config.sampling.prompts_per_step=4",
         "--config.rollout.producer_batch=4", "--config.algorithm.critic_warmup_steps=1"],
+    "configs/agent_tools_grpo.py": _TOOLS + ["--config.algorithm.group_size=2"],
+    "configs/agent_tools_pivotrl.py": _TOOLS + ["--config.pivot.selection=all",
+                                                "--config.algorithm.group_size=2"],
 }
 
 

@@ -17,7 +17,10 @@ loop hard-codes:
   * `render_episode(task, turns)`: the exact text the agent loop tokenises (prompt, then action +
     observation per turn), so a demonstration prefix equals what a rollout would see;
   * `alphabet`: the characters of every prompt, action and observation (char-level tokenizers);
-  * `hidden_verifier`: an optional held-out verifier for the train-vs-hidden gap (docs/architecture.md §7).
+  * `hidden_verifier`: an optional held-out verifier for the train-vs-hidden gap (docs/architecture.md §7);
+  * `bind_tokenizer(tokenizer, **settings) -> TaskKit`: set by kits that render episodes with
+    a tokenizer's chat template (tool kits, `rlvr.tasks.tool_agent`); the loop calls it with the
+    run's Hugging Face tokenizer and uses the kit it returns.
 
 Adding a task family is writing a kit builder and registering it (`register_kit`); nothing under
 `rlvr/train` changes. `build_kit(names, weights, kwargs)` is what the loop calls with
@@ -49,6 +52,7 @@ class TaskKit:
     render_episode: Optional[Callable[[TaskSpec, Sequence[Any]], str]] = None
     action_terminator: str = "\n"
     hidden_verifier: Optional[Any] = None
+    bind_tokenizer: Optional[Callable[..., "TaskKit"]] = None
 
     def __post_init__(self):
         if self.env_factory is not None and self.render_episode is None:
@@ -159,7 +163,7 @@ def _load_builtin() -> None:
     if _BUILTIN_LOADED:
         return
     _BUILTIN_LOADED = True
-    from rlvr.tasks import files, kv_agent, registry, shop  # noqa: F401  (their imports register the kits)
+    from rlvr.tasks import files, kv_agent, registry, shop, tool_agent  # noqa: F401  (their imports register the kits)
 
 
 _BUILTIN_LOADED = False

@@ -50,6 +50,7 @@ CHOICES = {
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
     "pivot.reward": ("functional", "exact"),
+    "agent.tool_format": ("auto", "hermes", "llama3"),
     "optimizer.name": ("adamw", "adam", "sgd"),
     "optimizer.schedule": ("constant", "cosine"),
     "kl.mode": ("none", "reward", "loss"),
@@ -202,6 +203,12 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     if c.tokenizer.kind != "hf":
         na(["tokenizer.path", "tokenizer.chat_template", "tokenizer.system_prompt",
             "tokenizer.instruction"], f"tokenizer.kind is {c.tokenizer.kind!r}, not 'hf'", True)
+    tool_kit = any(str(n) in _tool_kits() for n in c.task.names)
+    if not tool_kit:
+        na(["agent.tool_format", "agent.trajectories"],
+           f"task.names {tuple(c.task.names)} holds no tool kit ({', '.join(_tool_kits())})", True)
+    else:
+        na(["tokenizer.instruction"], "a tool kit's user message is the task itself", True)
     if c.model.init_from:
         na([f"model.{k}" for k in ("vocab_size", "num_layers", "d_model", "num_heads",
                                      "num_kv_heads", "d_ff")],
@@ -310,6 +317,12 @@ def _inactive(c) -> dict[str, str]:
     if not c.mesh.distributed:
         na(["mesh.coordinator", "mesh.num_processes", "mesh.process_id"], "mesh.distributed is off")
     return out
+
+
+def _tool_kits() -> list:
+    from rlvr.tasks.tool_agent import TOOL_KITS  # noqa: PLC0415
+
+    return TOOL_KITS
 
 
 def check_applicability(config, *, multi_turn: Optional[bool] = None) -> list[str]:

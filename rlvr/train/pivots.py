@@ -72,8 +72,10 @@ class PivotCandidate:
 
 
 def encode_with_bos(tokenizer, text: str) -> list[int]:
+    """`[bos] + encode(text)` (bos not repeated), as prompts are encoded; a Hugging Face
+    tokenizer without a bos token (`add_bos` False, Qwen's) gets none."""
     ids = list(tokenizer.encode(text))
-    if not ids or ids[0] != tokenizer.bos_id:
+    if getattr(tokenizer, "add_bos", True) and (not ids or ids[0] != tokenizer.bos_id):
         ids = [tokenizer.bos_id] + ids
     return ids
 

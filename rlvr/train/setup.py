@@ -94,8 +94,11 @@ def build_tokenizer(config, kit):
 
 
 def build_renderer(config, kit, tokenizer) -> PromptRenderer:
-    """The prompt renderer of `config.tokenizer` (chat templates: single-turn kits only)."""
+    """The prompt renderer of `config.tokenizer` (chat templates: single-turn kits; a tool kit's
+    prompts are already the chat template's render, so they are encoded as they are)."""
     t = config.tokenizer
+    if kit.bind_tokenizer is not None:
+        return PromptRenderer(tokenizer)
     if t.kind == "hf" and t.chat_template and kit.multi_turn:
         raise ConfigError(f"config.tokenizer.chat_template applies to single-turn kits; "
                           f"{kit.name!r} is multi-turn")
@@ -103,6 +106,26 @@ def build_renderer(config, kit, tokenizer) -> PromptRenderer:
         return renderer_from_config(t, tokenizer)
     except ValueError as e:
         raise ConfigError(f"config.tokenizer: {e}") from None
+
+
+def bind_kit(config, kit, tokenizer):
+    """A kit that renders with the tokenizer's chat template (a tool kit), bound to the run's
+    tokenizer and `config.agent`; other kits as they are."""
+    if kit.bind_tokenizer is None:
+        return kit
+    hf = getattr(tokenizer, "tok", None)
+    if hf is None:
+        raise ConfigError(f"task kit {kit.name!r} renders episodes with a chat template: set "
+                          f"tokenizer.kind='hf' and model.init_from (or tokenizer.path) to a "
+                          f"checkpoint whose chat template supports tools")
+    a = config.agent
+    system = config.tokenizer.system_prompt if config.tokenizer.chat_template else ""
+    try:
+        return kit.bind_tokenizer(hf, tool_format=a.tool_format, trajectories=a.trajectories,
+                                  system_prompt=system)
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"task kit {kit.name!r} (agent.tool_format={a.tool_format!r}, "
+                          f"agent.trajectories={a.trajectories!r}): {e}") from None
 
 
 def check_prompt_lengths(config, kit, renderer) -> None:
@@ -442,6 +465,7 @@ def build_run(config, workdir: str) -> Run:
                           f"from its own queue): run it on one process or turn it off")
     kit = build_kit_checked(c)
     tokenizer = build_tokenizer(c, kit)
+    kit = bind_kit(c, kit, tokenizer)
     renderer = build_renderer(c, kit, tokenizer)
     check_prompt_lengths(c, kit, renderer)
     if c.train.sft_steps and kit.demonstration is None:

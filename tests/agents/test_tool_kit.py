@@ -1,0 +1,287 @@
+"""The kv_tools kit: episodes through the training loop's agent loop in the chat template's
+format (token by token), malformed calls counted, trajectory files checked by replay, turn
+verifiers, config checks."""
+import json
+
+import numpy as np
+import pytest
+
+from rlvr.agents import chat, kv_tools
+from rlvr.tasks.kit import get_kit
+from rlvr.tasks.tool_agent import SHIPPED_TRAJECTORIES, ToolChatEnv, trajectory_tasks
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer(tmp_path_factory):
+    from rlvr.models.tokenizer import HFTokenizer
+    from rlvr.testing import build_tokenizer
+
+    path = str(tmp_path_factory.mktemp("tools-tok"))
+    build_tokenizer(path, vocab_size=512, tools=True)
+    return HFTokenizer(path)
+
+
+@pytest.fixture(scope="module")
+def kit(hf_tokenizer):
+    return get_kit("kv_tools").bind_tokenizer(hf_tokenizer.tok)
+
+
+def scripted(actions_per_episode):
+    """A scripted policy for `run_episodes`: episode i's turn t writes actions[i][t]."""
+    from rlvr.rollout.agent_loop import turn_samples_from_texts
+
+    calls = {"turn": 0}
+
+    def policy(prefixes, keys, sampling, *, tokenizer, terminator_id, prompt_bucket):
+        t = calls["turn"]
+        calls["turn"] += 1
+        texts = [actions_per_episode[i][t] for i in range(len(prefixes))]
+        return turn_samples_from_texts(prefixes, texts, tokenizer=tokenizer,
+                                       terminator_id=terminator_id,
+                                       max_new_tokens=sampling.max_new_tokens,
+                                       prompt_bucket=prompt_bucket)
+    return policy
+
+
+def run(kit, tokenizer, task, actions, max_turns=6):
+    import jax
+
+    from rlvr.rollout.agent_loop import EpisodeStart, run_episodes
+    from rlvr.rollout.sampler import SamplingParams
+
+    out = run_episodes(None, [EpisodeStart(task, tuple(tokenizer.encode(task.prompt)))],
+                       kit.env_factory, jax.random.key(0), tokenizer=tokenizer,
+                       sampling=SamplingParams(max_new_tokens=64),
+                       terminator=kit.action_terminator, max_turns=max_turns, max_tokens=2048,
+                       policy=scripted([actions]))
+    return out.episodes[0]
+
+
+def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_tokens(kit, hf_tokenizer):
+    tok = hf_tokenizer
+    task = kit.source.sample(1, seed=3)[0]
+    turns = kit.demonstration(task)
+    actions = [t.action[:-len(kit.action_terminator)] for t in turns]  # the terminator: sampled
+    e = run(kit, tok, task, actions)
+    assert e.stop_reason == "eos" and e.num_turns == len(turns)
+    verdict = kit.verifier.verify(task, kit.episode_output(e.env))
+    assert verdict.decision == "pass" and verdict.components["malformed_calls"] == 0
+    # the whole stream is the template's render of the conversation the environment recorded
+    msgs = e.env.state()["messages"]
+    assert [m["role"] for m in msgs].count("assistant") == len(turns)
+    full = chat.render_with_mask(tok.tok, msgs, kv_tools.TOOLSET.specs())
+    assert list(e.tokens) == full.ids.tolist()
+    # loss on exactly the assistant-generated tokens (through each turn's <|im_end|>)
+    assert list(np.asarray(e.loss_mask, np.int32)) == full.assistant_mask.tolist()
+    # and the demonstration text is the same stream (the PivotRL / SFT prefixes match rollouts)
+    assert tok.encode(kit.render_episode(task, turns)) == list(e.tokens)
+    from rlvr.models.prompts import PromptRenderer
+    from rlvr.train.sft import demo_stream
+
+    ids, mask = demo_stream(kit, task, tok, PromptRenderer(tok))
+    assert ids == list(e.tokens) and mask == list(e.loss_mask)
+
+
+def test_malformed_and_rejected_calls_are_observations_and_counted(kit, hf_tokenizer):
+    task = kit.source.sample(1, seed=4)[0]
+    actions = ['<tool_call>\n{"name": "get", "arguments": {"key": \n</tool_call>',
+               '<tool_call>\n{"name": "launch", "arguments": {}}\n</tool_call>',
+               '<tool_call>\n{"name": "get", "arguments": {"key": "z"}}\n</tool_call>',
+               "I give up."]
+    e = run(kit, hf_tokenizer, task, actions)
+    assert e.num_turns == 4 and e.stop_reason == "eos" and e.env_error is None
+    assert "malformed tool call" in e.observations[0]
+    assert "unknown tool 'launch'" in e.observations[1]
+    v = kit.verifier.verify(task, kit.episode_output(e.env))
+    assert v.decision == "fail"
+    assert v.components["malformed_calls"] == 1.0 and v.components["rejected_calls"] == 2.0
+
+
+def test_trajectory_file_records_replay_or_are_named_and_left_out(tmp_path, capsys):
+    lines = open(SHIPPED_TRAJECTORIES["kv_tools"]).read().splitlines()
+    bad = json.loads(lines[1])
+    tool = next(m for m in bad["messages"] if m["role"] == "tool")
+    tool["content"] = tool["content"].replace('"value":', '"value":1')
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(bad)] + lines[2:]) + "\n")
+    tasks = trajectory_tasks(str(path), kv_tools.ENVIRONMENT, "kv_tools")
+    assert len(tasks) == len(lines) - 1
+    err = capsys.readouterr().err
+    assert "record 2, turn 2" in err and "record left out" in err
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match="no record replays consistently"):
+        trajectory_tasks(str(one), kv_tools.ENVIRONMENT, "kv_tools")
+
+
+def test_trajectory_tasks_demonstrate_the_recorded_turns(hf_tokenizer):
+    kit = get_kit("kv_tools").bind_tokenizer(hf_tokenizer.tok,
+                                              trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+    task = kit.source.sample(1, seed=0)[0]
+    turns = kit.demonstration(task)
+    recorded = [m for m in task.public_metadata["demo"] if m.get("tool_calls")]
+    assert len(turns) == len(recorded)  # the answer call ends the episode
+    assert '"name": "answer"' in turns[-1].action
+    # every turn's state is the replayed one: restoring it gives the same hash
+    env = kit.env_factory()
+    env.restore(turns[1].state_before)
+    first_key = recorded[0]["tool_calls"][0]["function"]["arguments"]["key"]
+    assert env.state()["tools"]["read"] == [first_key]
+
+
+@pytest.mark.parametrize("mode,expected", [("functional", "pass"), ("exact", "fail")])
+def test_turn_verifier_functional_accepts_coerced_arguments_exact_does_not(kit, mode, expected):
+    from rlvr.tasks.kit import turn_task
+
+    task = kit.source.sample(1, seed=5)[0]
+    turns = kit.demonstration(task)
+    last = turns[-1]  # answer(value=<goal>)
+    goal = last.state_before.state()["tools"]["goal"]
+    t = turn_task(task, snapshot=last.state_before, turn_index=len(turns) - 1,
+                  reference_action=last.action, key="k")
+    same = f'<tool_call>\n{{"name": "answer", "arguments": {{"value": "{goal}"}}}}\n</tool_call>'
+    assert kit.turn_verifiers[mode].verify(t, same).decision == expected
+    wrong = f'<tool_call>\n{{"name": "answer", "arguments": {{"value": {goal + 1}}}}}\n</tool_call>'
+    assert kit.turn_verifiers[mode].verify(t, wrong).decision == "fail"
+    assert kit.turn_verifiers[mode].verify(t, "no call").decision == "fail"
+    bad = kit.turn_verifiers[mode].verify(t, '<tool_call>\n{"name": "answer", \n</tool_call>')
+    assert bad.decision == "fail" and bad.components["malformed_calls"] == 1.0
+    assert kit.turn_verifiers[mode].verify(t, same).components["malformed_calls"] == 0.0
+
+
+def test_environment_refuses_to_run_unbound():
+    env = get_kit("kv_tools").env_factory()
+    assert isinstance(env, ToolChatEnv)
+    with pytest.raises(RuntimeError, match="not bound to a tokenizer"):
+        env.reset(get_kit("kv_tools").source.sample(1, 0)[0], seed=0)
+
+
+def test_config_checks_name_the_field_and_the_allowed_values():
+    from configs import agent_tools_grpo, quickstart
+    from rlvr.train.config import ConfigError, check_applicability, validate_config
+
+    c = agent_tools_grpo.get_config()
+    c.agent.tool_format = "xml"
+    with pytest.raises(ConfigError, match=r"agent.tool_format.*auto.*hermes.*llama3"):
+        validate_config(c)
+    q = quickstart.get_config()
+    q.agent.tool_format = "hermes"
+    assert any("agent.tool_format" in e and "no tool kit" in e for e in check_applicability(q))
+
+
+def test_char_tokenizer_or_no_template_is_a_config_error(tmp_path):
+    from configs import agent_tools_grpo
+    from rlvr.testing import build_tokenizer
+    from rlvr.train.config import ConfigError
+    from rlvr.train.setup import bind_kit, build_kit_checked, build_tokenizer as tokenizer_of
+
+    c = agent_tools_grpo.get_config()
+    c.tokenizer.kind = "char"
+    kit = build_kit_checked(c)
+    with pytest.raises(ConfigError, match="tokenizer.kind='hf'"):
+        tokenizer_of(c, kit)
+    build_tokenizer(str(tmp_path), vocab_size=300)  # the plain template: no tools
+    c.tokenizer.kind, c.tokenizer.path = "hf", str(tmp_path)
+    with pytest.raises(ConfigError, match="does not use `tools`"):
+        bind_kit(c, kit, tokenizer_of(c, kit))
+
+
+def test_a_missing_trajectories_file_is_a_config_error_naming_the_field(hf_tokenizer):
+    from configs import agent_tools_grpo
+    from rlvr.train.config import ConfigError
+    from rlvr.train.setup import bind_kit, build_kit_checked
+
+    c = agent_tools_grpo.get_config()
+    c.agent.trajectories = "/nonexistent/trajectories.jsonl"
+    with pytest.raises(ConfigError, match=r"agent.trajectories=.*does not exist"):
+        bind_kit(c, build_kit_checked(c), hf_tokenizer)
+
+
+def _counter_environment():
+    from rlvr.agents.tools import Tool, ToolEnvironment, ToolSet
+
+    def inc(state, by: int):
+        state["n"] += by
+        return {"n": state["n"]}
+
+    def submit(state):
+        state["done"] = True
+        return "submitted"
+
+    tools = ToolSet((
+        Tool("inc", "Add to the counter.", {"type": "object", "properties": {
+            "by": {"type": "integer"}}, "required": ["by"]}, inc),
+        Tool("submit", "Submit the counter.", {"type": "object", "properties": {}}, submit)))
+    return ToolEnvironment("counter_tools", tools,
+                           reset=lambda snap: {"n": 0, "target": snap["target"], "done": False},
+                           outcome=lambda st: st["done"] and st["n"] == st["target"])
+
+
+def _counter_record(target, steps):
+    msgs = [{"role": "user", "content": f"Bring the counter to {target}, then submit."}]
+    for i, by in enumerate(steps + [None]):
+        call = ({"name": "inc", "arguments": json.dumps({"by": by})} if by is not None
+                else {"name": "submit", "arguments": "{}"})
+        msgs.append({"role": "assistant", "content": "",
+                     "tool_calls": [{"id": f"c{i}", "type": "function", "function": call}]})
+        n = sum(steps[:i + 1])
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}",
+                     "content": json.dumps({"n": n}, separators=(",", ":")) if by is not None
+                     else "submitted"})
+    return {"messages": msgs, "snapshot": {"target": target}}
+
+
+def test_a_users_tool_kit_trains_on_its_trajectories_file(tmp_path, hf_tokenizer):
+    from rlvr.tasks.tool_agent import TOOL_KITS, register_tool_kit
+
+    register_tool_kit("counter_tools", _counter_environment())
+    assert "counter_tools" in TOOL_KITS
+    path = tmp_path / "counter.jsonl"
+    path.write_text("".join(json.dumps(_counter_record(t, s)) + "\n"
+                            for t, s in ((5, [2, 3]), (4, [4]))))
+    unbound = get_kit("counter_tools")
+    with pytest.raises(ValueError, match="no task generator: set agent.trajectories"):
+        unbound.bind_tokenizer(hf_tokenizer.tok)
+    kit = unbound.bind_tokenizer(hf_tokenizer.tok, trajectories=str(path))
+    assert len(kit.source.tasks) == 2 and len(kit.source.heldout(3, 0)) == 3
+    task = next(t for t in kit.source.tasks if t.environment_snapshot["target"] == 5)
+    assert "Bring the counter to 5" in task.prompt and '"name": "inc"' in task.prompt
+    turns = kit.demonstration(task)
+    assert len(turns) == 3  # inc, inc, submit (submit sets done)
+    e = run(kit, hf_tokenizer, task, [t.action[:-len(kit.action_terminator)] for t in turns])
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "pass"
+    wrong = run(kit, hf_tokenizer, task, [t.action[:-len(kit.action_terminator)]
+                                          for t in turns[1:]])  # skips inc(2)
+    assert kit.verifier.verify(task, kit.episode_output(wrong.env)).decision == "fail"
+
+
+def test_shop_tools_demonstration_succeeds_and_a_wrong_payment_fails(hf_tokenizer):
+    kit = get_kit("shop_tools").bind_tokenizer(hf_tokenizer.tok)
+    task = kit.source.sample(1, seed=1)[0]
+    turns = kit.demonstration(task)
+    assert '"name": "pay"' in turns[-1].action  # paying ends the checkout
+    actions = [t.action[:-len(kit.action_terminator)] for t in turns]
+    e = run(kit, hf_tokenizer, task, actions, max_turns=len(actions))
+    assert e.num_turns == len(actions) and e.stop_reason == "eos"
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "pass"
+    total = task.environment_snapshot["state"]["total"]
+    actions[-1] = actions[-1].replace(f'"amount": {total}', f'"amount": {total + 1}')
+    e = run(kit, hf_tokenizer, task, actions, max_turns=len(actions))
+    assert kit.verifier.verify(task, kit.episode_output(e.env)).decision == "fail"
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused_at_start(hf_tokenizer):
+    import copy
+
+    from rlvr.agents import qwen_tools_template
+
+    tok = copy.deepcopy(hf_tokenizer.tok)
+    # drops assistant turns that are followed by tool results (as templates that strip earlier
+    # reasoning do): the render after a turn is no longer a prefix of the next one
+    tok.chat_template = qwen_tools_template().replace(
+        "{%- elif message.role == 'assistant' %}",
+        "{%- elif message.role == 'assistant' and loop.last %}").replace(
+        "(message.role == 'assistant' and not message.tool_calls)",
+        "(message.role == 'assistant' and not message.tool_calls and loop.last)")
+    with pytest.raises(chat.TemplatePrefixError, match="cannot run tool episodes turn by turn"):
+        get_kit("kv_tools").bind_tokenizer(tok)
