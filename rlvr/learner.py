@@ -94,13 +94,14 @@ def _select(pred, a, b):
     return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
 
 
-def batch_denominators(batch: dict) -> dict:
-    """Minibatch-wide normalisers of the token / sequence means a loss takes.
+def batch_denominators(batch) -> dict:
+    """Minibatch-wide normalisers of the token / sequence means a loss takes (`batch`: a
+    `rlvr.records.batch.TrainingBatch`, or any batch with `loss_mask` [B, T] and `valid` [B]).
 
     num_tokens = Σ loss_mask·valid; num_seqs = number of valid rows with at least one loss
     token (the rows `rlvr.core.losses.aggregate` averages over in its seq-mean modes).
     """
-    m = (batch["loss_mask"] > 0) & batch["valid"].astype(bool)[:, None]
+    m = (batch.loss_mask > 0) & batch.valid.astype(bool)[:, None]
     return {
         "num_tokens": jnp.sum(m).astype(jnp.float32),
         "num_seqs": jnp.sum(jnp.any(m, axis=-1)).astype(jnp.float32),
@@ -223,8 +224,8 @@ def make_update(
       train_mode: `train_mode(model, key)` switching stochastic layers on for the loss's forward
         pass (LoRA dropout), called with a fresh key per micro-batch; None: deterministic.
 
-    batch: dict of arrays with a common leading batch dimension B, including "loss_mask" [B, T]
-      and "valid" [B]. aux: dict of scalars passed to the loss (KL coefficient, ...), extended
+    batch: a `rlvr.records.batch.TrainingBatch` (a pytree of arrays with a common leading batch
+      dimension B; absent fields are None), with `loss_mask` [B, T] and `valid` [B]. aux: dict of scalars passed to the loss (KL coefficient, ...), extended
       with the minibatch denominators.
 
     Metrics: loss-fn metrics averaged over epochs × minibatches, plus `{prefix}loss`,
@@ -260,7 +261,7 @@ def make_update(
         if trainable is not None:
             params, frozen = split_trainable(params, trainable)
         opt_state = getattr(state, opt_field)
-        b = batch["loss_mask"].shape[0]
+        b = batch.loss_mask.shape[0]
 
         def epoch(carry, ekey):
             data = batch

@@ -2,14 +2,16 @@
 
 One RL update (`Algorithm.train_step`, pure; the loop jits it with shardings and donation):
 
-  1. `make_train_batch`   RolloutBatch → dict of arrays (loss_mask folded with valid).
+  1. `make_train_batch`   RolloutBatch → `TrainingBatch` (a frozen pytree with named, optional
+                          fields; loss_mask folded with valid). Each stage returns it with its
+                          fields filled in (`replace`); an absent field is None.
   2. `score`              no-grad forward passes: old log-probs (π_old, recomputed at the
                           sampling temperature or the sampler's saved behaviour log-probs), token
                           entropy, reference log-probs when KL is on (docs/algorithms.md (A.13)-(A.15)). The policy's pass
                           is skipped when a single optimiser step follows and nothing before it
                           reads π_old (`scores_before_update`): the loss's forward is at π_old.
   3. `shape_rewards`      KL as reward penalty (docs/algorithms.md (A.14)) when kl.mode == "reward".
-  4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → "advantages".
+  4. `compute_advantages` the algorithm's estimator (GRPO / RLOO / REINFORCE / GAE) → `advantages`.
   5. `update_critic`      (critic algorithms) value-loss learner steps.
   6. `update_policy`      the learner (`rlvr.learner.make_update`) on `policy_loss`.
   7. `finish`             KL controller (docs/algorithms.md (A.15)), step / policy_version bump, docs/architecture.md §7 batch metrics.
@@ -63,7 +65,7 @@ from rlvr.core.metrics import group_outcome_fractions
 from rlvr.core.shaping import overlong_filter, overlong_penalty
 from rlvr.learner import make_update, map_row_chunks
 from rlvr.models import scoring
-from rlvr.records.batch import RolloutBatch
+from rlvr.records.batch import RolloutBatch, TrainingBatch
 
 POLICY_LOSSES = ("clip", "trust_region", "sequence_clip", "gspo", "cispo")
 # objectives with one ratio per sequence (they take sequence-level IS weights only)
@@ -256,42 +258,37 @@ class Algorithm:
         return state.kl_controller.coef if state.kl_controller is not None else jnp.zeros((), jnp.float32)
 
     # ------------------------------------------------------------------ stage 1-2
-    def make_train_batch(self, batch: RolloutBatch) -> dict:
+    def make_train_batch(self, batch: RolloutBatch) -> TrainingBatch:
         valid = batch.valid.astype(bool)
-        tb = {
-            "tokens": batch.tokens,
-            "attention_mask": batch.attention_mask,
-            "positions": batch.positions,
-            "loss_mask": batch.loss_mask * valid[:, None].astype(batch.loss_mask.dtype),
-            "behavior_logprobs": batch.behavior_logprobs,
-            "rewards": batch.rewards,
-            "valid": valid,
-            "truncated": batch.truncated,
-            "sample_weights": (jnp.ones(valid.shape, jnp.float32) if batch.sample_weights is None
-                               else batch.sample_weights),
-        }
-        if batch.ref_logprobs is not None:
-            tb["ref_logprobs"] = batch.ref_logprobs
-        if batch.token_rewards is not None:
-            tb["token_rewards"] = batch.token_rewards
-        if self.settings.off_policy_rows:
-            tb["policy_version"] = batch.policy_version
-        return tb
+        return TrainingBatch(
+            tokens=batch.tokens,
+            attention_mask=batch.attention_mask,
+            positions=batch.positions,
+            loss_mask=batch.loss_mask * valid[:, None].astype(batch.loss_mask.dtype),
+            behavior_logprobs=batch.behavior_logprobs,
+            rewards=batch.rewards,
+            valid=valid,
+            truncated=batch.truncated,
+            sample_weights=(jnp.ones(valid.shape, jnp.float32) if batch.sample_weights is None
+                            else batch.sample_weights),
+            ref_logprobs=batch.ref_logprobs,
+            token_rewards=batch.token_rewards,
+            policy_version=batch.policy_version if self.settings.off_policy_rows else None)
 
-    def stale_rows(self, state, tb: dict):
+    def stale_rows(self, state, tb: TrainingBatch):
         """bool [B]: rows sampled by an older policy version than the learner's (asynchronous
         collection, `off_policy_rows`), or None when every row is on-policy by construction.
 
         For such rows π_old is the behaviour policy (`behavior_logprobs` saved at sampling time),
         also with `recompute_old_logprobs`: recomputing at the learner's parameters would give
         them ratio 1 and no off-policy correction (docs/algorithms.md (A.19))."""
-        if "policy_version" not in tb:
+        if tb.policy_version is None:
             return None
-        return jnp.asarray(tb["policy_version"]) < state.policy_version
+        return jnp.asarray(tb.policy_version) < state.policy_version
 
     def _logprobs(self, model, tb):
-        return scoring.token_logprobs(model, tb["tokens"], positions=tb["positions"],
-                                      attention_mask=tb["attention_mask"],
+        return scoring.token_logprobs(model, tb.tokens, positions=tb.positions,
+                                      attention_mask=tb.attention_mask,
                                       temperature=self.settings.temperature)
 
     def score_chunks(self) -> int:
@@ -304,7 +301,7 @@ class Algorithm:
         s = self.settings
         return s.num_minibatches * s.num_microbatches if s.num_microbatches > 1 else 1
 
-    def score_rows(self, make_model, fn, tb: dict):
+    def score_rows(self, make_model, fn, tb: TrainingBatch):
         """`fn(make_model(), inputs)` over the rollout batch in `score_chunks()` row chunks, where
         `inputs` holds the batch's "tokens", "positions" and "attention_mask" (fn must act row by
         row).
@@ -313,7 +310,7 @@ class Algorithm:
         outside it cannot run there through an nnx transform (the rematerialised blocks'
         `nnx.remat` raises TraceContextError on its outer-trace parameters).
         """
-        inputs = {k: tb[k] for k in ("tokens", "positions", "attention_mask")}
+        inputs = tb.only("tokens", "positions", "attention_mask")
         return map_row_chunks(lambda x: fn(make_model(), x), inputs, self.score_chunks())
 
     @property
@@ -333,99 +330,96 @@ class Algorithm:
             return True
         return s.recompute_old_logprobs and s.kl_mode == "loss"
 
-    def score(self, state, tb: dict) -> tuple[dict, dict]:
+    def score(self, state, tb: TrainingBatch) -> tuple[dict, dict]:
         """No-grad passes: old_logprobs, entropy, ref_logprobs (KL). Returns (tb, metrics)."""
         s = self.settings
-        tb = dict(tb)
-        m = tb["loss_mask"] > 0
+        m = tb.loss_mask > 0
         stale = self.stale_rows(state, tb)
         if not self.scores_before_update:
             if not s.recompute_old_logprobs:
-                tb["old_logprobs"] = tb["behavior_logprobs"]
+                tb = tb.replace(old_logprobs=tb.behavior_logprobs)
             elif stale is not None:  # π_old = π_θ on fresh rows, the behaviour policy on stale ones
-                tb["stale_rows"] = stale
+                tb = tb.replace(stale_rows=stale)
             return self._score_reference(state, tb, m, {})
         logprobs, entropy = self.score_rows(lambda: self.policy_model(state.params),
                                             self._logprobs, tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
         metrics = {"policy/entropy": masked_mean(entropy, m),
-                   "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb["behavior_logprobs"]), m)}
+                   "policy/behavior_logprob_gap": masked_mean(jnp.abs(logprobs - tb.behavior_logprobs), m)}
         if not s.recompute_old_logprobs:
-            logprobs = tb["behavior_logprobs"]
+            logprobs = tb.behavior_logprobs
         elif stale is not None:
-            logprobs = jnp.where(stale[:, None], tb["behavior_logprobs"], logprobs)
-        tb["old_logprobs"] = logprobs
+            logprobs = jnp.where(stale[:, None], tb.behavior_logprobs, logprobs)
+        tb = tb.replace(old_logprobs=logprobs)
         return self._score_reference(state, tb, m, metrics)
 
-    def _score_reference(self, state, tb: dict, m, metrics: dict) -> tuple[dict, dict]:
+    def _score_reference(self, state, tb: TrainingBatch, m, metrics: dict) -> tuple[dict, dict]:
         """Reference log-probs (KL on) and the KL metrics against π_old when it is known."""
         s = self.settings
-        if s.kl_mode != "none" and "ref_logprobs" not in tb:
+        if s.kl_mode != "none" and tb.ref_logprobs is None:
             ref = state.ref_params
             if ref is None and self.lora is not None:
                 ref = self.lora.reference_params(state.params)
             if ref is None:
                 raise ValueError("kl.mode is set but TrainState.ref_params is None (no reference policy)")
             ref_lp, _ = self.score_rows(lambda: self.policy_model(ref), self._logprobs, tb)
-            tb["ref_logprobs"] = jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0))
-        if "ref_logprobs" in tb and "old_logprobs" in tb:
-            kl_tok = core_kl.kl_estimate(tb["old_logprobs"], tb["ref_logprobs"], s.kl_estimator, loss_mask=m)
+            tb = tb.replace(ref_logprobs=jax.lax.stop_gradient(jnp.where(m, ref_lp, 0.0)))
+        if tb.ref_logprobs is not None and tb.old_logprobs is not None:
+            kl_tok = core_kl.kl_estimate(tb.old_logprobs, tb.ref_logprobs, s.kl_estimator, loss_mask=m)
             seq_kl = jnp.sum(kl_tok, axis=-1)
             metrics["kl/seq_mean"] = masked_mean(seq_kl, jnp.any(m, axis=-1))
             metrics["kl/token_mean"] = masked_mean(kl_tok, m)
         return tb, metrics
 
     # ------------------------------------------------------------------ stage 3
-    def shape_rewards(self, state, tb: dict) -> tuple[dict, dict]:
+    def shape_rewards(self, state, tb: TrainingBatch) -> tuple[dict, dict]:
         """DAPO's soft overlong punishment (`overlong_buffer` > 0) added to valid rows' rewards,
         then the KL reward penalty (docs/algorithms.md (A.14)) on sequence rewards when kl.mode == 'reward'."""
         s = self.settings
-        tb = dict(tb)
-        tb["task_rewards"] = tb["rewards"]
+        tb = tb.replace(task_rewards=tb.rewards)
         metrics = {}
         if s.overlong_buffer:
-            lengths = jnp.sum(tb["loss_mask"] > 0, axis=-1)
+            lengths = jnp.sum(tb.loss_mask > 0, axis=-1)
             pen = overlong_penalty(lengths, max_length=s.max_new_tokens, buffer=s.overlong_buffer,
                                    factor=s.overlong_penalty)
-            pen = jnp.where(tb["valid"], pen, 0.0)
-            tb["rewards"] = tb["rewards"] + pen.astype(tb["rewards"].dtype)
-            metrics["reward/overlong_penalty_mean"] = masked_mean(pen, tb["valid"])
+            pen = jnp.where(tb.valid, pen, 0.0)
+            tb = tb.replace(rewards=tb.rewards + pen.astype(tb.rewards.dtype))
+            metrics["reward/overlong_penalty_mean"] = masked_mean(pen, tb.valid)
             metrics["reward/overlong_penalized_frac"] = masked_mean((pen < 0).astype(jnp.float32),
-                                                                    tb["valid"])
+                                                                    tb.valid)
         if s.kl_mode == "reward":
-            tb["rewards"] = core_kl.kl_penalty_rewards(
-                tb["rewards"], tb["old_logprobs"], tb["ref_logprobs"], tb["loss_mask"],
-                beta=self.kl_coef(state), kind=s.kl_estimator)
+            tb = tb.replace(rewards=core_kl.kl_penalty_rewards(
+                tb.rewards, tb.old_logprobs, tb.ref_logprobs, tb.loss_mask,
+                beta=self.kl_coef(state), kind=s.kl_estimator))
         return tb, metrics
 
     # ------------------------------------------------------------------ stage 4
-    def compute_advantages(self, state, tb: dict):
-        """Returns (state, tb with "advantages" [B] or [B, T], metrics)."""
+    def compute_advantages(self, state, tb: TrainingBatch):
+        """Returns (state, tb with `advantages` [B] or [B, T], metrics)."""
         raise NotImplementedError
 
-    def weight_advantages(self, tb: dict) -> dict:
+    def weight_advantages(self, tb: TrainingBatch) -> TrainingBatch:
         """Whitens the advantages over the batch's policy tokens (`normalize_advantages`) and
         multiplies each sample's by its weight (`sample_weights`); with `overlong_filter`, then
         removes truncated rows from the loss mask (DAPO's overlong filtering: they took part in
         their group's advantages, they give no loss)."""
-        tb = dict(tb)
-        adv = tb["advantages"]
-        m = tb["loss_mask"] > 0
+        adv = tb.advantages
+        m = tb.loss_mask > 0
         if self.settings.normalize_advantages:
             tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], m.shape)
             mean = masked_mean(tok, m)
             std = jnp.sqrt(masked_mean(jnp.square(tok - mean), m) + 1e-8)
             adv = (adv - mean) / std
             adv = jnp.where(m, adv, 0.0) if adv.ndim == 2 else adv
-        w = tb["sample_weights"]
-        tb["advantages"] = adv * (w[:, None] if adv.ndim == 2 else w)
+        w = tb.sample_weights
+        tb = tb.replace(advantages=adv * (w[:, None] if adv.ndim == 2 else w))
         if self.settings.overlong_filter:  # the length metrics keep the sampled lengths
-            tb["sampled_loss_mask"] = tb["loss_mask"]
-            tb["loss_mask"] = overlong_filter(tb["loss_mask"], tb["truncated"])
+            tb = tb.replace(sampled_loss_mask=tb.loss_mask,
+                            loss_mask=overlong_filter(tb.loss_mask, tb.truncated))
         return tb
 
     # ------------------------------------------------------------------ stage 5-6
-    def update_critic(self, state, tb: dict, key):
+    def update_critic(self, state, tb: TrainingBatch, key):
         return state, {}
 
     @property
@@ -441,10 +435,10 @@ class Algorithm:
             logprobs, entropy = self._logprobs(model, mb)
             return self.policy_objective(logprobs, entropy, mb, aux)
         logprobs, entropy, router = scoring.token_logprobs(
-            model, mb["tokens"], positions=mb["positions"], attention_mask=mb["attention_mask"],
+            model, mb.tokens, positions=mb.positions, attention_mask=mb.attention_mask,
             temperature=self.settings.temperature, with_router_loss=True)
         total, metrics = self.policy_objective(logprobs, entropy, mb, aux)
-        share = token_share(mb["loss_mask"] > 0, aux)
+        share = token_share(mb.loss_mask > 0, aux)
         metrics["router_aux_loss"] = router * share
         return total + model.config.router_aux_loss_coef * router * share, metrics
 
@@ -458,34 +452,34 @@ class Algorithm:
         additive over micro-batches."""
         s = self.settings
         kind = self.policy_loss_kind
-        m = mb["loss_mask"] > 0
-        if "old_logprobs" not in mb:  # one optimiser step on recomputed π_old: π_old = π_θ
+        m = mb.loss_mask > 0
+        if mb.old_logprobs is None:  # one optimiser step on recomputed π_old: π_old = π_θ
             old = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
-            if "stale_rows" in mb:  # ... except on rows an older policy sampled (`stale_rows`)
-                old = jnp.where(mb["stale_rows"][:, None], mb["behavior_logprobs"], old)
-            mb = dict(mb, old_logprobs=old)
+            if mb.stale_rows is not None:  # ... except on rows an older policy sampled (`stale_rows`)
+                old = jnp.where(mb.stale_rows[:, None], mb.behavior_logprobs, old)
+            mb = mb.replace(old_logprobs=old)
         norm = s.loss_length_normalizer or None
         is_w, is_metrics = None, {}
         if s.is_correction != "none":  # stop-gradient π_old / μ weights on the loss
-            is_w, im = importance_weights(mb["old_logprobs"], mb["behavior_logprobs"], m,
+            is_w, im = importance_weights(mb.old_logprobs, mb.behavior_logprobs, m,
                                           correction=s.is_correction, level=s.is_level,
                                           threshold=s.is_threshold, threshold_low=s.is_threshold_low)
             share = (token_share(m, aux) if s.is_level == "token"
                      else exact_scale(m, aux, "seq-mean-token-mean"))
             is_metrics = {f"is/{k}": v * share for k, v in im.items()}
-        token_adv = (mb["advantages"], m)
+        token_adv = (mb.advantages, m)
         if kind in SEQUENCE_LOSSES:
             seq_fn = sequence_clip_loss if kind == "sequence_clip" else gspo_sequence_loss
             clip = (dict(clip_eps=s.clip_low, clip_high=s.clip_high) if kind == "sequence_clip"
                     else dict(clip_low=s.clip_low, clip_high=s.clip_high))
             # the KL and entropy terms: per-action sums (PivotRL) / per-sequence means (GSPO)
             agg = "seq-mean-token-sum" if kind == "sequence_clip" else "seq-mean-token-mean"
-            pg, pm = seq_fn(logprobs, mb["old_logprobs"], *token_adv, valid=mb["valid"],
+            pg, pm = seq_fn(logprobs, mb.old_logprobs, *token_adv, valid=mb.valid,
                             seq_weights=is_w, **clip)
             ratio_mean, frac = pm["seq_ratio_mean"], {"clip_frac": pm["clip_fraction"]}
         elif kind == "trust_region":
             agg = s.aggregation
-            pg, pm = trust_region_token_loss(logprobs, mb["old_logprobs"], *token_adv,
+            pg, pm = trust_region_token_loss(logprobs, mb.old_logprobs, *token_adv,
                                              clip_low=s.clip_low, clip_high=s.clip_high,
                                              aggregation=agg, length_normalizer=norm,
                                              token_weights=is_w)
@@ -494,7 +488,7 @@ class Algorithm:
                     "masked_frac_high": pm["masked_fraction_high"]}
         elif kind == "cispo":
             agg = s.aggregation
-            pg, pm = cispo_token_loss(logprobs, mb["old_logprobs"], *token_adv,
+            pg, pm = cispo_token_loss(logprobs, mb.old_logprobs, *token_adv,
                                       clip_low=s.clip_low, clip_high=s.clip_high, aggregation=agg,
                                       length_normalizer=norm, token_weights=is_w)
             ratio_mean = pm["ratio_mean"]
@@ -502,7 +496,7 @@ class Algorithm:
                     "clip_frac_high": pm["clip_fraction_high"]}
         else:
             agg = s.aggregation
-            pg, pm = ppo_token_loss(logprobs, mb["old_logprobs"], *token_adv,
+            pg, pm = ppo_token_loss(logprobs, mb.old_logprobs, *token_adv,
                                     clip_low=s.clip_low, clip_high=s.clip_high,
                                     dual_clip=s.dual_clip if s.dual_clip > 0 else None,
                                     aggregation=agg, length_normalizer=norm, token_weights=is_w)
@@ -522,54 +516,54 @@ class Algorithm:
                    **{k: v * scale for k, v in frac.items()}, **is_metrics}
         if kind not in SEQUENCE_LOSSES:
             metrics.update(ratio_max=pm["ratio_max"], ratio_min=pm["ratio_min"])
-        if not self.scores_before_update and "behavior_logprobs" in mb:
+        if not self.scores_before_update and mb.behavior_logprobs is not None:
             # `score` skipped its pass: this forward is at π_old
-            gap = jnp.abs(jnp.where(m, logprobs, 0.0) - mb["behavior_logprobs"])
+            gap = jnp.abs(jnp.where(m, logprobs, 0.0) - mb.behavior_logprobs)
             metrics["behavior_logprob_gap"] = masked_mean(gap, m) * token_share(m, aux)
         if s.kl_mode == "loss":
-            kl_tok = core_kl.kl_estimate(logprobs, mb["ref_logprobs"], s.kl_estimator, loss_mask=m)
+            kl_tok = core_kl.kl_estimate(logprobs, mb.ref_logprobs, s.kl_estimator, loss_mask=m)
             kl_term = aggregate(kl_tok, m, agg, norm) * scale
             total = total + aux["kl_coef"] * kl_term
             metrics["kl_loss"] = kl_term
         return total, metrics
 
-    def update_policy(self, state, tb: dict, key):
+    def update_policy(self, state, tb: TrainingBatch, key):
         aux = {"kl_coef": self.kl_coef(state)}
-        batch = {k: tb[k] for k in self.policy_batch_keys(tb)}
+        batch = tb.only(*self.policy_batch_keys(tb))
         return self.policy_update(state, batch, aux, key)
 
     def policy_batch_keys(self, tb):
         keys = ["tokens", "attention_mask", "positions", "loss_mask", "valid", "advantages"]
-        if "old_logprobs" in tb:
+        if tb.old_logprobs is not None:
             keys.append("old_logprobs")
         if not self.scores_before_update or self.settings.is_correction != "none":
             keys.append("behavior_logprobs")
-        if "stale_rows" in tb:
+        if tb.stale_rows is not None:
             keys.append("stale_rows")
         if self.settings.kl_mode == "loss":
             keys.append("ref_logprobs")
         return keys
 
     # ------------------------------------------------------------------ stage 7
-    def batch_metrics(self, tb: dict) -> dict:
+    def batch_metrics(self, tb: TrainingBatch) -> dict:
         """docs/architecture.md §7 metrics of the rollout batch (device-side part)."""
         s = self.settings
-        valid = tb["valid"]
-        r = tb["task_rewards"]
-        lengths = jnp.sum(tb.get("sampled_loss_mask", tb["loss_mask"]) > 0, axis=-1).astype(jnp.float32)
-        adv = tb["advantages"]
-        adv_tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], tb["loss_mask"].shape)
-        m = tb["loss_mask"] > 0
+        valid = tb.valid
+        r = tb.task_rewards
+        lengths = jnp.sum(tb.loss_mask if tb.sampled_loss_mask is None else tb.sampled_loss_mask > 0, axis=-1).astype(jnp.float32)
+        adv = tb.advantages
+        adv_tok = adv if adv.ndim == 2 else jnp.broadcast_to(adv[:, None], tb.loss_mask.shape)
+        m = tb.loss_mask > 0
         out = {
             "reward/mean": masked_mean(r, valid),
             "reward/std": jnp.sqrt(masked_mean(jnp.square(r - masked_mean(r, valid)), valid)),
-            "reward/shaped_mean": masked_mean(tb["rewards"], valid),
+            "reward/shaped_mean": masked_mean(tb.rewards, valid),
             "reward/valid_frac": jnp.mean(valid.astype(jnp.float32)),
             "advantage/mean": masked_mean(adv_tok, m),
             "advantage/var": masked_mean(jnp.square(adv_tok - masked_mean(adv_tok, m)), m),
             "length/mean": masked_mean(lengths, valid),
             "length/max": jnp.max(jnp.where(valid, lengths, 0)),
-            "length/truncation_rate": masked_mean(tb["truncated"].astype(jnp.float32), valid),
+            "length/truncation_rate": masked_mean(tb.truncated.astype(jnp.float32), valid),
             "batch/num_tokens": jnp.sum(m).astype(jnp.float32),
         }
         b = r.shape[0]
@@ -578,7 +572,7 @@ class Algorithm:
             out.update({f"groups/{k}_frac": v for k, v in fr.items()})
         return out
 
-    def finish(self, state, tb: dict, metrics: dict, key):
+    def finish(self, state, tb: TrainingBatch, metrics: dict, key):
         ctrl = state.kl_controller
         if ctrl is not None and "kl/seq_mean" in metrics:
             ctrl = core_kl.update_kl_controller(ctrl, metrics["kl/seq_mean"], 1)

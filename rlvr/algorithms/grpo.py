@@ -30,8 +30,7 @@ class GRPO(Algorithm):
     default_advantage = "grpo"
 
     def compute_advantages(self, state, tb):
-        tb = dict(tb)
         kind = self.settings.advantage or self.default_advantage
-        tb["advantages"] = sequence_advantages(kind, tb["rewards"], tb["valid"], self.settings,
-                                               baseline=state.extras.get("baseline"))
+        tb = tb.replace(advantages=sequence_advantages(kind, tb.rewards, tb.valid, self.settings,
+                                                       baseline=state.extras.get("baseline")))
         return state, tb, {}

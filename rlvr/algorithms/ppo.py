@@ -44,31 +44,29 @@ class PPO(Algorithm):
 
     def token_rewards(self, state, tb):
         s = self.settings
-        r = tb["token_rewards"] if "token_rewards" in tb else last_token_rewards(tb["task_rewards"], tb["loss_mask"])
+        r = tb.token_rewards if tb.token_rewards is not None else last_token_rewards(tb.task_rewards, tb.loss_mask)
         if s.kl_mode == "reward":
-            r = core_kl.kl_penalty_rewards(r, tb["old_logprobs"], tb["ref_logprobs"], tb["loss_mask"],
+            r = core_kl.kl_penalty_rewards(r, tb.old_logprobs, tb.ref_logprobs, tb.loss_mask,
                                            beta=self.kl_coef(state), kind=s.kl_estimator)
         return r
 
     def shape_rewards(self, state, tb):
-        tb = dict(tb)
-        tb["task_rewards"] = tb["rewards"]
-        tb["token_rewards_shaped"] = self.token_rewards(state, tb)
-        tb["rewards"] = jnp.sum(tb["token_rewards_shaped"], axis=-1)
+        shaped = self.token_rewards(state, tb.replace(task_rewards=tb.rewards))
+        tb = tb.replace(task_rewards=tb.rewards, token_rewards_shaped=shaped,
+                        rewards=jnp.sum(shaped, axis=-1))
         return tb, {}
 
     def compute_advantages(self, state, tb):
         s = self.settings
-        tb = dict(tb)
-        m = tb["loss_mask"] > 0
+        m = tb.loss_mask > 0
         values = jax.lax.stop_gradient(self.score_rows(
             lambda: self.critic_model(state.critic_params),
-            lambda critic, x: token_values(critic, x["tokens"], x["positions"], x["attention_mask"]),
+            lambda critic, x: token_values(critic, x.tokens, x.positions, x.attention_mask),
             tb))
         values = jnp.where(m, values, 0.0)
-        adv, ret = gae(tb["token_rewards_shaped"], values, m, gamma=s.gamma, lam=s.gae_lambda,
+        adv, ret = gae(tb.token_rewards_shaped, values, m, gamma=s.gamma, lam=s.gae_lambda,
                        skip_observations=s.skip_observations)
-        tb.update(advantages=adv, returns=ret, old_values=values)
+        tb = tb.replace(advantages=adv, returns=ret, old_values=values)
         metrics = {"critic/explained_variance": explained_variance(values, ret, m),
                    "critic/value_mean": masked_mean(values, m),
                    "critic/return_mean": masked_mean(ret, m)}
@@ -77,7 +75,7 @@ class PPO(Algorithm):
     def critic_loss(self, model, mb, aux):
         """The critic learner's loss: token-aligned values on the micro-batch, then
         `critic_objective`."""
-        values = token_values(model, mb["tokens"], mb["positions"], mb["attention_mask"])
+        values = token_values(model, mb.tokens, mb.positions, mb.attention_mask)
         return self.critic_objective(values, mb, aux)
 
     def critic_objective(self, values, mb, aux):
@@ -85,8 +83,8 @@ class PPO(Algorithm):
         tokens, aggregated like the policy loss and exact under accumulation. Pure in its arrays:
         values [B, T]; mb holds loss_mask, old_values, returns."""
         s = self.settings
-        m = mb["loss_mask"] > 0
-        loss, vm = value_loss(values, mb["old_values"], mb["returns"], m,
+        m = mb.loss_mask > 0
+        loss, vm = value_loss(values, mb.old_values, mb.returns, m,
                               clip_eps=s.value_clip if s.value_clip > 0 else None,
                               aggregation=s.aggregation,
                               length_normalizer=s.loss_length_normalizer or None)
@@ -96,8 +94,8 @@ class PPO(Algorithm):
                                      "value_clip_frac": vm["value_clip_fraction"] * share}
 
     def update_critic(self, state, tb, key):
-        batch = {k: tb[k] for k in ("tokens", "attention_mask", "positions", "loss_mask", "valid",
-                                    "old_values", "returns")}
+        batch = tb.only("tokens", "attention_mask", "positions", "loss_mask", "valid",
+                        "old_values", "returns")
         metrics = {}
         for i, k in enumerate(jax.random.split(key, self.settings.critic_updates)):
             state, metrics = self.critic_update(state, batch, {}, k)

@@ -22,12 +22,11 @@ class REINFORCE(GRPO):
         return {"baseline": jnp.zeros((), jnp.float32)}
 
     def compute_advantages(self, state, tb):
-        tb = dict(tb)
         baseline = state.extras["baseline"]
         kind = self.settings.advantage or self.default_advantage
-        tb["advantages"] = sequence_advantages(kind, tb["rewards"], tb["valid"], self.settings,
-                                               baseline=baseline)
-        new_baseline = update_running_baseline(baseline, tb["rewards"], tb["valid"],
+        tb = tb.replace(advantages=sequence_advantages(kind, tb.rewards, tb.valid, self.settings,
+                                                       baseline=baseline))
+        new_baseline = update_running_baseline(baseline, tb.rewards, tb.valid,
                                                decay=self.settings.baseline_momentum)
         extras = dict(state.extras, baseline=new_baseline.astype(jnp.float32))
         return state.replace(extras=extras), tb, {"reward/baseline": baseline}

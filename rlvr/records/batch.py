@@ -246,3 +246,59 @@ class SampleMeta:
                 f"SampleMeta.stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}"
             )
 
+
+
+@struct.dataclass
+class TrainingBatch:
+    """The batch an algorithm trains on (a pytree: the learner slices every array field by rows;
+    a field that is None is absent and slices to None).
+
+    Built from a `RolloutBatch` by `Algorithm.make_train_batch`, then filled in stage by stage
+    (score → shape_rewards → compute_advantages → weight_advantages); shapes are [B] per row and
+    [B, T] per token.
+
+    Attributes:
+      tokens, attention_mask, positions: [B, T] model inputs.
+      loss_mask: [B, T] float, the loss tokens with invalid rows zeroed.
+      valid: [B] bool, rows whose verification succeeded.
+      behavior_logprobs: [B, T] log-probs of the policy that sampled the rows.
+      rewards: [B] sequence rewards (after `shape_rewards`: the shaped ones).
+      truncated: [B] bool, rows cut at the length limit.
+      sample_weights: [B] float row weights (ones unless the collector weighs rows).
+      ref_logprobs: [B, T] π_ref log-probs (KL), from the rollout or `score`.
+      token_rewards: [B, T] per-token rewards of the rollout (multi-turn kits), or None.
+      policy_version: [B] int policy version that sampled each row (off-policy rows only).
+      old_logprobs: [B, T] π_old of the ratio (`score`), or None when the loss uses its own
+        log-probs under stop-gradient.
+      stale_rows: [B] bool rows older than the learner's policy (π_old = behaviour policy).
+      task_rewards: [B] the rewards before shaping (`shape_rewards`).
+      token_rewards_shaped: [B, T] shaped per-token rewards (critic algorithms).
+      advantages: [B] or [B, T] (`compute_advantages`, weighted by `weight_advantages`).
+      returns, old_values: [B, T] GAE returns and the critic's values (critic algorithms).
+      sampled_loss_mask: [B, T] the loss mask before overlong filtering, or None.
+    """
+
+    tokens: Optional[jax.Array] = None
+    attention_mask: Optional[jax.Array] = None
+    positions: Optional[jax.Array] = None
+    loss_mask: Optional[jax.Array] = None
+    valid: Optional[jax.Array] = None
+    behavior_logprobs: Optional[jax.Array] = None
+    rewards: Optional[jax.Array] = None
+    truncated: Optional[jax.Array] = None
+    sample_weights: Optional[jax.Array] = None
+    ref_logprobs: Optional[jax.Array] = None
+    token_rewards: Optional[jax.Array] = None
+    policy_version: Optional[jax.Array] = None
+    old_logprobs: Optional[jax.Array] = None
+    stale_rows: Optional[jax.Array] = None
+    task_rewards: Optional[jax.Array] = None
+    token_rewards_shaped: Optional[jax.Array] = None
+    advantages: Optional[jax.Array] = None
+    returns: Optional[jax.Array] = None
+    old_values: Optional[jax.Array] = None
+    sampled_loss_mask: Optional[jax.Array] = None
+
+    def only(self, *names: str) -> "TrainingBatch":
+        """This batch with every field not in `names` absent (None): what a learner is handed."""
+        return self.replace(**{f.name: None for f in dataclasses.fields(self) if f.name not in names})

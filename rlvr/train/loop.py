@@ -100,17 +100,15 @@ def _sft(r: Run, warm_cache):
 
         spec = {"model": flatten(c.model), "tokenizer": flatten(c.tokenizer),
                 "task": flatten(c.task), "code": code_version()}
-    init, graphdef, rest = r.init_params, r.graphdef, r.rest
-    if r.lora is not None:  # the warm start trains the whole model; adapters attach after it
-        init, graphdef, rest = r.lora.merged_params(init), r.lora.base_graphdef, r.lora.base_rest
+    # the warm start trains the whole model (with LoRA, adapters attach after it)
+    init, graphdef, rest = r.policy.warm_start_view(r.init_params)
     params, m = warm_start(
         init, graphdef, rest, kit=r.kit, tokenizer=r.tokenizer, steps=t.sft_steps,
         batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate, length=c.model.max_seq_len,
         seed=c.seed, pool=t.sft_pool, num_microbatches=t.num_microbatches,
         progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec,
         renderer=r.renderer)
-    if r.lora is not None:
-        params = r.lora.attach(params)
+    params = r.policy.after_warm_start(params)
     params = jax.device_put(params, jax.tree.map(lambda x: x.sharding, r.init_params))
     return params, {"sft/nll": m.get("sft/nll", np.nan), "time/sft_s": time.perf_counter() - t0}
 
@@ -341,7 +339,7 @@ def _finish(r: Run, state, host: dict, metrics: dict, cost: RolloutCost, step: i
         path = export_run(r, state.params, {"trained_steps": int(state.step)})
         if path:
             print("export:", path)
-    r.state = state
+    r.live.state = state
     return result
 
 

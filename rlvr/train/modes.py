@@ -23,7 +23,6 @@ writes
 
 from __future__ import annotations
 
-import dataclasses
 
 import json
 import os
@@ -75,25 +74,13 @@ def export_run(r, params, origin: dict, path: Optional[str] = None) -> str:
     """Writes the Hugging Face folder of `params` to `path` (default `<workdir>/export`).
     Every process calls it (multi-host: the parameters are gathered); process 0 writes and
     returns the path, the others return ""."""
-    from rlvr.models.export import export_hf
-
     host = _host_params(r, params)
     if not r.is_main:
         return ""
     meta = {"origin": origin, "task": list(r.config.task.names)}
     path = path or os.path.join(r.workdir, "export")
-    model = r.model_of(host)
-    if r.lora is None:
-        return export_hf(model, r.tokenizer, r.renderer, path, metadata=meta)
-    # LoRA: the merged policy (adapters folded in, base dequantised) as the Hugging Face folder,
-    # and the adapters alone in the PEFT layout beside it (`<path>/adapters`)
-    from rlvr.models.lora import merge, save_adapters
-
-    out = export_hf(merge(model), r.tokenizer, r.renderer, path,
-                    metadata={**meta, "lora": {**dataclasses.asdict(r.lora.config), "adapters": "adapters"}})
-    save_adapters(model, os.path.join(out, "adapters"),
-                  base_model_name_or_path=r.config.model.init_from, config=r.lora.config)
-    return out
+    return r.policy.export(r.model_of(host), r.tokenizer, r.renderer, path, meta,
+                           r.config.model.init_from)
 
 
 def _sample_rows(r, got) -> list[dict]:

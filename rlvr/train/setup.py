@@ -31,6 +31,7 @@ from rlvr.train.config import ConfigError, check_applicability, inapplicable, re
 from rlvr.train.evaluate import Evaluator, exact_hidden_check
 from rlvr.train.judge import Judge, reward_config_from
 from rlvr.train.pivots import PivotCollector, PivotSettings
+from rlvr.train.policy import build_policy_seam
 
 
 # ------------------------------------------------------------------------------- readers
@@ -200,12 +201,29 @@ def _with_config(policy: Transformer, cfg: ModelConfig) -> Transformer:
 
 # ------------------------------------------------------------------------------- the run
 @dataclasses.dataclass
+class RunState:
+    """What the run changes while it trains (held by the frozen `Run`, changed only here).
+
+    Attributes:
+      step_fn: the jitted learner step, built by `Run.init_state` for the state's shardings.
+      state_sharding: the TrainState's shardings (a pytree of NamedSharding).
+      state: the final TrainState, set by the loop when training ends.
+    """
+
+    step_fn: Any = None
+    state_sharding: Any = None
+    state: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Run:
-    """The components of one training run (built by `build_run`).
+    """The components of one training run (built by `build_run`): a frozen bundle.
 
     Everything the loop needs: config and workdir, the task kit and tokenizer, the policy's
-    graph (`graphdef`, `rest`) and initial parameters, mesh shardings, the algorithm and its
-    jitted step, the collector, the evaluator and the judges (closed by `close`).
+    graph (`graphdef`, `rest`) and initial parameters, the policy seam (`rlvr.train.policy`:
+    full or LoRA), mesh shardings, the algorithm, the collector, the evaluator and the judges
+    (closed by `close`). What changes while training (the jitted step, the final TrainState) lives
+    in `live` (`RunState`).
     """
 
     config: Any
@@ -229,12 +247,15 @@ class Run:
     needs_ref: bool
     asynchronous: bool
     hidden: Any = None
-    lora: Any = None  # rlvr.models.lora.LoRAPolicy when the policy trains adapters
+    policy: Any = None  # rlvr.train.policy: FullPolicy, or AdapterPolicy when LoRA trains
     process_index: int = 0
     num_processes: int = 1
-    step_fn: Any = None
-    state_sharding: Any = None
-    state: Any = None  # the final TrainState, set by the loop
+    live: RunState = dataclasses.field(default_factory=RunState)
+
+    @property
+    def state(self):
+        """The final TrainState (set by the loop when training ends; None before)."""
+        return self.live.state
 
     @property
     def is_main(self) -> bool:
@@ -246,11 +267,8 @@ class Run:
     def sampling_params(self, params):
         """Parameters this process samples with: as they are on one process; multi-host, a
         replicated copy of which this process takes its own (no cross-host traffic while
-        sampling)."""
-        if self.num_processes == 1:
-            return params
-        full = jax.jit(lambda x: x, out_shardings=self.replicated)(params)
-        return jax.tree.map(lambda x: x.addressable_data(0), full)
+        sampling). The policy seam decides (`rlvr.train.policy`)."""
+        return self.policy.sampling_params(params)
 
     def init_state(self, params):
         """The TrainState of (warm-started) `params`: optimiser, critic, reference copy (KL or
@@ -260,16 +278,15 @@ class Run:
         if c.kl.mode != "none":
             ctrl = init_kl_controller(c.kl.coef, target=c.kl.target if c.kl.adaptive else None,
                                       horizon=c.kl.horizon if c.kl.adaptive else 10.0)
-        lora = self.lora  # LoRA: π_ref is the base with adapters off, no reference copy
         critic_params = None
         if self.critic_params is not None:  # the critic's trunk is the warm-started policy's
             critic_params = critic_from_policy(c, self.model_of(params), self.mesh)[1]
         state = create_train_state(
             params, self.optimizer, seed=c.seed,
-            ref_params=params if self.needs_ref and lora is None else None,
+            ref_params=self.policy.reference_copy(params, self.needs_ref),
             critic_params=critic_params, critic_optimizer=self.critic_optimizer,
             kl_controller=ctrl, extras=self.algorithm.init_extras(),
-            trainable=None if lora is None else lora.trainable,
+            trainable=self.policy.trainable,
             critic_trainable=self.algorithm.critic_trainable)
 
         def pick(x):
@@ -278,18 +295,16 @@ class Run:
                 return sh
             return self.replicated
 
-        self.state_sharding = jax.tree.map(pick, state)
-        state = jax.device_put(state, self.state_sharding)
-        self.step_fn = jit_step(self.algorithm.train_step, state_sharding=self.state_sharding,
+        self.live.state_sharding = jax.tree.map(pick, state)
+        state = jax.device_put(state, self.live.state_sharding)
+        self.live.step_fn = jit_step(self.algorithm.train_step, state_sharding=self.live.state_sharding,
                                 batch_sharding=self.batch_sharding, donate=not self.asynchronous)
         return state
 
     def reference_params(self, state):
         """π_ref's parameters: the TrainState's reference copy, or with LoRA the policy's
         parameters with the adapters off."""
-        if state.ref_params is None and self.lora is not None:
-            return self.lora.reference_params(state.params)
-        return state.ref_params
+        return self.policy.reference_params(state)
 
     def learn(self, state, batch):
         """One jitted learner step on the global batch. Multi-host: each process contributes its
@@ -299,7 +314,7 @@ class Run:
                 self.batch_sharding, np.asarray(x)), batch)
         else:
             batch = jax.device_put(batch, self.batch_sharding)
-        return self.step_fn(state, batch)
+        return self.live.step_fn(state, batch)
 
     def close(self) -> None:
         self.collector.close()
@@ -527,5 +542,7 @@ def build_run(config, workdir: str) -> Run:
                batch_sharding=batch_sharding(mesh, 1), replicated=replicated, collector=collector,
                evaluator=evaluator, judges=tuple(judges),
                needs_ref=c.kl.mode != "none" or pivots, asynchronous=c.rollout.asynchronous,
-               hidden=hidden_fn, lora=lora, process_index=process_index,
+               hidden=hidden_fn,
+               policy=build_policy_seam(graphdef, rest, replicated, num_processes, lora),
+               process_index=process_index,
                num_processes=num_processes)

@@ -30,6 +30,7 @@ from rlvr.algorithms.base import aggregate_exact
 from rlvr.learner import make_update
 from rlvr.models import scoring
 from rlvr.models.prompts import PromptRenderer
+from rlvr.records.batch import TrainingBatch
 from rlvr.records.state import create_train_state
 from rlvr.train.collectors import stream_seed
 
@@ -54,7 +55,7 @@ def demo_stream(kit, task, tokenizer, renderer=None) -> tuple[list[int], list[fl
     return ids, mask
 
 
-def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad_id: int) -> dict:
+def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad_id: int) -> TrainingBatch:
     """Right-padded (and cut to `length`) [B, length] arrays: tokens, attention_mask, positions,
     loss_mask, valid."""
     b = len(streams)
@@ -67,16 +68,16 @@ def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad
         loss_mask[i, :n] = mask[:n]
         attn[i, :n] = True
     positions = np.where(attn, np.cumsum(attn, 1) - 1, 0).astype(np.int32)
-    return {"tokens": jnp.asarray(tokens), "attention_mask": jnp.asarray(attn),
-            "positions": jnp.asarray(positions), "loss_mask": jnp.asarray(loss_mask),
-            "valid": jnp.ones((b,), bool)}
+    return TrainingBatch(tokens=jnp.asarray(tokens), attention_mask=jnp.asarray(attn),
+                         positions=jnp.asarray(positions), loss_mask=jnp.asarray(loss_mask),
+                         valid=jnp.ones((b,), bool))
 
 
 def sft_loss(model, mb, aux):
     """Token-mean negative log-likelihood on loss_mask tokens (exact under accumulation)."""
-    m = mb["loss_mask"] > 0
-    logprobs, _ = scoring.token_logprobs(model, mb["tokens"], positions=mb["positions"],
-                                         attention_mask=mb["attention_mask"], temperature=1.0)
+    m = mb.loss_mask > 0
+    logprobs, _ = scoring.token_logprobs(model, mb.tokens, positions=mb.positions,
+                                         attention_mask=mb.attention_mask, temperature=1.0)
     nll = aggregate_exact(-logprobs, m, "token-mean", aux)
     return nll, {"nll": nll}
 

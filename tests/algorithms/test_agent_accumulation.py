@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rlvr.records.batch import TrainingBatch
 from rlvr.learner import batch_denominators
 from tests.algorithms.helpers import build
 
@@ -47,16 +48,16 @@ def test_policy_objective_exact_accumulation(case, n):
     adv = (rng.normal(size=(b, lm.shape[1])) * lm).astype(np.float32) if name == "sao" else \
         rng.normal(size=b).astype(np.float32)
     ent = rng.uniform(0.5, 2.0, lm.shape).astype(np.float32)
-    mb = {"loss_mask": lm, "valid": valid, "old_logprobs": old, "advantages": adv, "ref_logprobs": ref}
+    mb = TrainingBatch(loss_mask=lm, valid=valid, old_logprobs=old, advantages=adv, ref_logprobs=ref)
 
     def f(x, sl=slice(None), aux=None):
-        part = {k: v[sl] for k, v in mb.items()}
-        aux = dict(aux or batch_denominators({"loss_mask": jnp.asarray(part["loss_mask"]),
-                                              "valid": jnp.asarray(part["valid"])}), kl_coef=0.1)
+        part = jax.tree.map(lambda v: v[sl], mb)
+        aux = dict(aux or batch_denominators(TrainingBatch(loss_mask=jnp.asarray(part.loss_mask),
+                                                           valid=jnp.asarray(part.valid))), kl_coef=0.1)
         return algo.policy_objective(x[sl], ent[sl], part, aux)[0]
 
     full, gfull = jax.value_and_grad(f)(lp)
-    aux = batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.asarray(valid)})
+    aux = batch_denominators(TrainingBatch(loss_mask=jnp.asarray(lm), valid=jnp.asarray(valid)))
     k = b // n
 
     def acc(x):
@@ -74,16 +75,16 @@ def test_value_objective_exact_accumulation():
     algo, _ = build("ppo", value_clip=0.2, value_coef=0.5)
     _, old, ref, lm, valid, rng = _data(seed=1)
     values = (old + rng.normal(0, 0.3, old.shape)).astype(np.float32)
-    mb = {"loss_mask": lm, "old_values": old, "returns": ref}
+    mb = TrainingBatch(loss_mask=lm, old_values=old, returns=ref)
 
     def f(x, sl=slice(None), aux=None):
-        part = {k: v[sl] for k, v in mb.items()}
-        aux = aux or batch_denominators({"loss_mask": jnp.asarray(part["loss_mask"]),
-                                         "valid": jnp.asarray(valid[sl])})
+        part = jax.tree.map(lambda v: v[sl], mb)
+        aux = aux or batch_denominators(TrainingBatch(loss_mask=jnp.asarray(part.loss_mask),
+                                                      valid=jnp.asarray(valid[sl])))
         return algo.critic_objective(x[sl], part, aux)[0]
 
     full, gfull = jax.value_and_grad(f)(values)
-    aux = batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.asarray(valid)})
+    aux = batch_denominators(TrainingBatch(loss_mask=jnp.asarray(lm), valid=jnp.asarray(valid)))
     v, g = jax.value_and_grad(lambda x: f(x, slice(0, 3), aux) + f(x, slice(3, None), aux))(values)
     np.testing.assert_allclose(float(v), float(full), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(g), np.asarray(gfull), rtol=1e-5, atol=1e-6)

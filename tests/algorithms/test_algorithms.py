@@ -125,8 +125,8 @@ def test_no_grad_passes_in_micro_batch_chunks_equal_one_pass(name, remat):
         got[label] = scored, metrics
     keys = ["old_logprobs", "ref_logprobs"] + (["old_values"] if name == "ppo" else [])
     for k in keys:
-        np.testing.assert_allclose(np.asarray(got["chunked"][0][k]), np.asarray(got["one"][0][k]),
+        np.testing.assert_allclose(np.asarray(getattr(got["chunked"][0], k)), np.asarray(getattr(got["one"][0], k)),
                                    atol=1e-6, err_msg=k)
-        assert np.abs(np.asarray(got["one"][0][k])).max() > 0, k
+        assert np.abs(np.asarray(getattr(got["one"][0], k))).max() > 0, k
     for k, v in got["one"][1].items():
         np.testing.assert_allclose(float(got["chunked"][1][k]), float(v), atol=1e-6, err_msg=k)

@@ -12,6 +12,7 @@ from rlvr.core.kl import kl_estimate
 from rlvr.core.losses import sequence_clip_loss
 from rlvr.envs.kv_store import ALPHABET, KVStoreEnv, parse_action
 from rlvr.models.tokenizer import CharTokenizer
+from rlvr.records.batch import TrainingBatch
 from rlvr.records.verdict import Verdict, env_error
 from rlvr.rollout.agent_loop import restore_env, turn_samples_from_texts
 from rlvr.tasks import kv_agent
@@ -144,8 +145,8 @@ def test_prefix_and_observation_tokens_get_no_gradient():
     mask = np.array([[0, 0, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 0, 0]], np.float32)  # prefix|action|pad
     old = rng.normal(size=mask.shape).astype(np.float32) * mask
     ref = rng.normal(size=mask.shape).astype(np.float32) * mask
-    mb = {"loss_mask": mask, "valid": np.ones(2, bool), "old_logprobs": old,
-          "advantages": jnp.array([1.0, -1.0]), "ref_logprobs": ref}
+    mb = TrainingBatch(loss_mask=mask, valid=np.ones(2, bool), old_logprobs=old,
+                       advantages=jnp.array([1.0, -1.0]), ref_logprobs=ref)
     aux = {"num_tokens": jnp.float32(mask.sum()), "num_seqs": jnp.float32(2), "kl_coef": 0.1}
 
     def f(lp):
@@ -171,8 +172,8 @@ def test_asymmetric_clip_bounds_reach_the_turn_level_objective():
     lp = np.zeros((2, 3), np.float32)
     lp[:, 1] = lp[:, 2] = np.log(ratios) / 2
     adv = jnp.array([1.0, -1.0])
-    mb = {"loss_mask": mask, "valid": np.ones(2, bool), "old_logprobs": np.zeros((2, 3), np.float32),
-          "advantages": adv}
+    mb = TrainingBatch(loss_mask=mask, valid=np.ones(2, bool),
+                       old_logprobs=np.zeros((2, 3), np.float32), advantages=adv)
     aux = {"num_tokens": jnp.float32(mask.sum()), "num_seqs": jnp.float32(2), "kl_coef": 0.0}
     loss, _ = algo.policy_objective(jnp.asarray(lp), jnp.zeros((2, 3)), mb, aux)
     # J = mean(min(r Â, clip(r) Â)) = (1.25 + min(-0.85, -0.9)) / 2

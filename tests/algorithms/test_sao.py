@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlvr.records.batch import TrainingBatch
 from rlvr.algorithms.base import last_token_rewards
 from rlvr.core.gae import gae
 from tests.algorithms.helpers import build
@@ -20,7 +21,8 @@ def _stream():
 def _aux(lm):
     from rlvr.learner import batch_denominators
 
-    return dict(batch_denominators({"loss_mask": jnp.asarray(lm), "valid": jnp.ones(lm.shape[0], bool)}),
+    return dict(batch_denominators(TrainingBatch(loss_mask=jnp.asarray(lm),
+                                                 valid=jnp.ones(lm.shape[0], bool))),
                 kl_coef=0.0)
 
 
@@ -63,11 +65,11 @@ def test_observation_tokens_get_no_policy_gradient():
     for skip in (True, False):
         adv, _ = gae(last_token_rewards(jnp.array([1.0, 0.0]), lm), values, lm > 0, gamma=1.0,
                      lam=0.95, skip_observations=skip)
-        tb = algo.weight_advantages({"advantages": adv, "loss_mask": lm,
-                                     "sample_weights": jnp.array([1.0, 0.5])})
-        assert np.all(np.asarray(tb["advantages"])[lm == 0] == 0)
-        mb = {"loss_mask": lm, "valid": np.ones(2, bool), "old_logprobs": behavior,
-              "advantages": tb["advantages"]}
+        tb = algo.weight_advantages(TrainingBatch(advantages=adv, loss_mask=lm,
+                                                  sample_weights=jnp.array([1.0, 0.5])))
+        assert np.all(np.asarray(tb.advantages)[lm == 0] == 0)
+        mb = TrainingBatch(loss_mask=lm, valid=np.ones(2, bool), old_logprobs=behavior,
+                           advantages=tb.advantages)
 
         def f(lp):
             return algo.policy_objective(lp, jnp.zeros_like(lp), mb, _aux(lm))[0]
@@ -84,10 +86,10 @@ def test_staleness_weight_scales_loss_linearly():
     lp = jnp.zeros(lm.shape)
     losses = []
     for w in (1.0, 0.5):
-        tb = algo.weight_advantages({"advantages": jnp.asarray(lm), "loss_mask": lm,
-                                     "sample_weights": jnp.array([w, w])})
-        mb = {"loss_mask": lm, "valid": np.ones(2, bool), "old_logprobs": lp,
-              "advantages": tb["advantages"]}
+        tb = algo.weight_advantages(TrainingBatch(advantages=jnp.asarray(lm), loss_mask=lm,
+                                                  sample_weights=jnp.array([w, w])))
+        mb = TrainingBatch(loss_mask=lm, valid=np.ones(2, bool), old_logprobs=lp,
+                           advantages=tb.advantages)
         losses.append(float(algo.policy_objective(lp, jnp.zeros_like(lp), mb, _aux(lm))[0]))
     np.testing.assert_allclose(losses[1], 0.5 * losses[0], rtol=1e-6)
 
@@ -138,8 +140,8 @@ def test_critic_learns_outcomes_on_fixed_kv_rollouts():
     toks = np.array(toks, np.int32)
     lm = np.array(masks, np.float32)
     am = np.array([[j < n for j in range(T)] for n in (lm.shape[1] - np.argmax((toks != tok.pad_id)[:, ::-1], 1))])
-    bd = {"tokens": toks, "positions": np.where(am, np.cumsum(am, 1) - 1, 0).astype(np.int32),
-          "attention_mask": am, "loss_mask": lm, "valid": np.ones(len(toks), bool)}
+    bd = TrainingBatch(tokens=toks, positions=np.where(am, np.cumsum(am, 1) - 1, 0).astype(np.int32),
+                       attention_mask=am, loss_mask=lm, valid=np.ones(len(toks), bool))
 
     cfg = ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64, num_layers=1,
                       num_heads=2, num_kv_heads=2, head_dim=16, max_position_embeddings=64)
@@ -153,15 +155,15 @@ def test_critic_learns_outcomes_on_fixed_kv_rollouts():
 
     cupdate = jax.jit(make_update(cgraph, sao.critic_loss, copt, params_field="critic_params",
                                   opt_field="critic_opt_state", rest=crest, prefix="critic/"))
-    values_of = jax.jit(lambda cp: token_values(nnx.merge(cgraph, cp, crest), bd["tokens"],
-                                                positions=bd["positions"], attention_mask=bd["attention_mask"]))
+    values_of = jax.jit(lambda cp: token_values(nnx.merge(cgraph, cp, crest), bd.tokens,
+                                                positions=bd.positions, attention_mask=bd.attention_mask))
     losses, evs = [], []
     for step in range(60):  # the loop's critic_step: advantages/targets from the pre-update critic
         vals = values_of(state.critic_params)
         _, ret = gae(last_token_rewards(jnp.asarray(rewards), lm), vals, lm > 0, gamma=1.0, lam=0.95,
                      skip_observations=True)
         evs.append(float(explained_variance(vals, ret, lm > 0)))
-        state, met = cupdate(state, dict(bd, old_values=vals, returns=ret), {}, jax.random.PRNGKey(step))
+        state, met = cupdate(state, bd.replace(old_values=vals, returns=ret), {}, jax.random.PRNGKey(step))
         losses.append(float(met["critic/value_loss"]))
     # targets: with γ = 1 the return on every action token is the outcome (up to λ-mixing of V)
     assert losses[-1] < 0.3 * losses[0], losses

@@ -86,12 +86,12 @@ def test_stale_rows_keep_the_behaviour_policy_as_pi_old(epochs):
     scored, _ = algo.score(state, tb)
     # the loss's π_old, as the policy objective sees it, for both paths
     logprobs, _ = algo._logprobs(algo.policy_model(state.params), tb)
-    mb = {k: scored[k] for k in algo.policy_batch_keys(scored) if k != "advantages"}
-    m = np.asarray(tb["loss_mask"]) > 0
-    if "old_logprobs" in mb:
-        old = np.asarray(mb["old_logprobs"])
+    mb = scored.only(*[k for k in algo.policy_batch_keys(scored) if k != "advantages"])
+    m = np.asarray(tb.loss_mask) > 0
+    if mb.old_logprobs is not None:
+        old = np.asarray(mb.old_logprobs)
     else:
-        old = np.where(np.asarray(mb["stale_rows"])[:, None], np.asarray(mb["behavior_logprobs"]),
+        old = np.where(np.asarray(mb.stale_rows)[:, None], np.asarray(mb.behavior_logprobs),
                        np.where(m, np.asarray(logprobs), 0.0))
     behav = np.asarray(batch.behavior_logprobs)
     lp = np.where(m, np.asarray(logprobs), 0.0)
@@ -108,4 +108,4 @@ def test_stale_rows_keep_the_behaviour_policy_as_pi_old(epochs):
 def test_synchronous_rows_are_never_stale():
     algo, state = build("grpo", recompute_old_logprobs=True)
     tb = algo.make_train_batch(fixed_batch())
-    assert algo.stale_rows(state, tb) is None and "policy_version" not in tb
+    assert algo.stale_rows(state, tb) is None and tb.policy_version is None

@@ -2,8 +2,9 @@
 
     python -m tests.train.multihost_worker KIND WORKDIR [PORT PROCESS_ID NUM_PROCESSES]
 
-KIND: "text" (single-turn GRPO, the quickstart task) or "agent" (full-trajectory GRPO on the
-multi-turn KV agent kit).
+KIND: "text" (single-turn GRPO, the quickstart task, groups collector), "agent" (full-trajectory
+GRPO on the multi-turn KV agent kit, groups collector) or "pivot" (PivotRL on the agent kit, pivots
+collector), optionally followed by ":STEPS" (default 2 training steps).
 
 The device count comes from XLA_FLAGS in the environment (set by the test). With PORT the
 process joins a `jax.distributed` job on 127.0.0.1 through the config's mesh fields.
@@ -17,9 +18,14 @@ from tests.train.tiny import run_tiny, tiny_agent_config, tiny_config
 
 
 def config(kind, **mesh):
-    over = dict(train__num_steps=2, train__num_minibatches=2, eval__num_tasks=0, checkpoint__every=0,
-                sampling__prompts_per_step=4, **{f"mesh__{k}": v for k, v in mesh.items()})
-    c = tiny_config(eval__every=0, **over) if kind == "text" else tiny_agent_config("agent_grpo", **over)
+    kind, _, steps = kind.partition(":")
+    over = dict(train__num_steps=int(steps or 2), train__num_minibatches=2, eval__num_tasks=0,
+                checkpoint__every=0, sampling__prompts_per_step=4,
+                **{f"mesh__{k}": v for k, v in mesh.items()})
+    if kind == "text":
+        c = tiny_config(eval__every=0, **over)
+    else:
+        c = tiny_agent_config({"agent": "agent_grpo", "pivot": "pivotrl"}[kind], **over)
     c.mesh.data = -1
     return c
 

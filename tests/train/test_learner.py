@@ -8,6 +8,7 @@ import pytest
 from flax import nnx
 
 from rlvr.learner import make_optimizer, make_update, map_row_chunks
+from rlvr.records.batch import TrainingBatch
 from rlvr.records.state import create_train_state, split_model
 
 
@@ -22,9 +23,9 @@ class Toy(nnx.Module):
 
 def nll_loss(model, batch, aux):
     """Token-mean NLL, normalised by the minibatch-wide token count (exact under accumulation)."""
-    logits = model(batch["tokens"][:, :-1])
-    lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch["tokens"][:, 1:, None], -1)[..., 0]
-    m = batch["loss_mask"][:, 1:] * batch["valid"][:, None]
+    logits = model(batch.tokens[:, :-1])
+    lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch.tokens[:, 1:, None], -1)[..., 0]
+    m = batch.loss_mask[:, 1:] * batch.valid[:, None]
     loss = -jnp.sum(lp * m) / aux["num_tokens"]
     big = 1e9
     return loss, {"nll": loss, "tokens": jnp.sum(m) / aux["num_tokens"],
@@ -37,8 +38,8 @@ def make_batch(b=8, t=6, seed=0):
     tokens = rng.integers(0, 7, (b, t)).astype(np.int32)
     lengths = rng.integers(1, t, (b,))
     mask = (np.arange(t)[None] >= t - lengths[:, None]).astype(np.float32)  # ragged lengths
-    return {"tokens": jnp.asarray(tokens), "loss_mask": jnp.asarray(mask),
-            "valid": jnp.ones((b,), bool)}
+    return TrainingBatch(tokens=jnp.asarray(tokens), loss_mask=jnp.asarray(mask),
+                         valid=jnp.ones((b,), bool))
 
 
 def setup(opt=None, **kw):
@@ -70,9 +71,9 @@ def test_accumulation_is_exact_token_mean():
 
     def plain(p):
         model = nnx.merge(graphdef, p, rest)
-        logits = model(batch["tokens"][:, :-1])
-        lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch["tokens"][:, 1:, None], -1)[..., 0]
-        m = batch["loss_mask"][:, 1:]
+        logits = model(batch.tokens[:, :-1])
+        lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch.tokens[:, 1:, None], -1)[..., 0]
+        m = batch.loss_mask[:, 1:]
         return -jnp.sum(lp * m) / jnp.sum(m)
 
     g = jax.grad(plain)(s0.params)
@@ -86,9 +87,9 @@ def test_accumulation_is_exact_token_mean():
         for i in range(4):
             sl = slice(2 * i, 2 * i + 2)
             model = nnx.merge(graphdef, p, rest)
-            logits = model(batch["tokens"][sl, :-1])
-            lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch["tokens"][sl, 1:, None], -1)[..., 0]
-            m = batch["loss_mask"][sl, 1:]
+            logits = model(batch.tokens[sl, :-1])
+            lp = jnp.take_along_axis(jax.nn.log_softmax(logits), batch.tokens[sl, 1:, None], -1)[..., 0]
+            m = batch.loss_mask[sl, 1:]
             parts.append(-jnp.sum(lp * m) / jnp.sum(m))
         return sum(parts) / 4
 
@@ -166,7 +167,7 @@ def test_non_finite_update_from_finite_grads_is_skipped_and_counted():
     assert float(metrics["skipped"]) == 1.0 and float(metrics["num_updates"]) == 2.0
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(new.params))
     # exactly the first minibatch's step was applied
-    first = {k: v[:4] for k, v in batch.items()}
+    first = jax.tree.map(lambda v: v[:4], batch)
     one = jax.jit(make_update(graphdef, nll_loss, optax.sgd(0.1), rest=rest))
     want, _ = one(create_train_state(params, optax.sgd(0.1), seed=0), first, {}, jax.random.PRNGKey(1))
     for a, b in zip(jax.tree.leaves(want.params), jax.tree.leaves(new.params)):

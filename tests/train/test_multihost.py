@@ -1,6 +1,8 @@
 """Multi-host with plain jax.distributed: 2 processes × 2 CPU devices on localhost (gloo) give the
-same training metrics as one process with 4 devices (docs/architecture.md (B.1), §8), for single-turn GRPO
-and for full-trajectory GRPO on the multi-turn agent kit."""
+same training metrics as one process with 4 devices (docs/architecture.md (B.1), §8) — the same
+global batch — for each collector: groups (single-turn GRPO, full-trajectory GRPO on the multi-turn
+agent kit) and pivots (PivotRL). A fast one-step variant of each collector runs in the default
+suite; the two-step runs are slow."""
 
 import os
 import socket
@@ -37,10 +39,8 @@ def _check(p, name):
     return out
 
 
-@pytest.mark.slow  # three processes with their own compiles, ~100 s on 2 cores
-@pytest.mark.parametrize("kind", ["text", "agent"])
-def test_two_processes_match_one_process(tmp_path, kind):
-    cmd = [sys.executable, "-m", "tests.train.multihost_worker", kind]
+def _two_vs_one(tmp_path, kind, steps):
+    cmd = [sys.executable, "-m", "tests.train.multihost_worker", f"{kind}:{steps}"]
     ref = subprocess.run(cmd + [str(tmp_path / "single")], cwd=ROOT, env=_env(4), capture_output=True,
                          text=True, timeout=300)
     assert "DEVICES 4 PROCESSES 1" in _check(ref, "single-process run")
@@ -56,7 +56,20 @@ def test_two_processes_match_one_process(tmp_path, kind):
     assert all("DEVICES 4 PROCESSES 2" in o for o in outs)
     single = {r["step"]: r for r in read_metrics(str(tmp_path / "single"))}
     multi = {r["step"]: r for r in read_metrics(str(tmp_path / "multi"))}
-    for step in (1, 2):
-        for k in KEYS:
+    keys = KEYS + (("pivot/num_kept", "pivot/hinted_fraction") if kind == "pivot" else ())
+    assert sorted(single) == sorted(multi) and set(range(1, steps + 1)) <= set(single)
+    for step in range(1, steps + 1):
+        for k in keys:
             np.testing.assert_allclose(multi[step][k], single[step][k], rtol=1e-4, atol=1e-5,
                                        err_msg=f"step {step} {k}")
+
+
+@pytest.mark.slow  # three processes with their own compiles, ~100 s on 2 cores
+@pytest.mark.parametrize("kind", ["text", "agent", "pivot"])
+def test_two_processes_match_one_process(tmp_path, kind):
+    _two_vs_one(tmp_path, kind, steps=2)
+
+
+@pytest.mark.parametrize("kind", ["text", "pivot"])  # one per collector: groups, pivots
+def test_two_processes_match_one_process_one_step(tmp_path, kind):
+    _two_vs_one(tmp_path, kind, steps=1)

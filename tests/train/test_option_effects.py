@@ -9,6 +9,7 @@ import numpy as np
 import optax
 import pytest
 
+from rlvr.records.batch import TrainingBatch
 from rlvr.algorithms import get_algorithm
 from rlvr.learner import make_optimizer, make_update
 from rlvr.records.state import create_train_state
@@ -126,7 +127,7 @@ def test_gradient_clipping_bounds_the_update_norm():
             self.w = nnx.Param(jnp.array([3.0, 4.0]))
 
     graphdef, params = nnx.split(W(), nnx.Param)
-    batch = {"loss_mask": jnp.ones((1, 1)), "valid": jnp.ones((1,), bool)}
+    batch = TrainingBatch(loss_mask=jnp.ones((1, 1)), valid=jnp.ones((1,), bool))
     for clip, expect in ((1.0, 1.0), (0.0, 5.0)):
         opt = make_optimizer(1.0, name="sgd", max_grad_norm=clip)
         update = make_update(graphdef, lambda m, mb, aux: (0.5 * jnp.sum(m.w[...] ** 2), {}), opt)
@@ -144,13 +145,13 @@ def test_ppo_value_clipping_follows_the_clipped_loss():
     ret = np.array([[0.0, 1.0, 1.0, -1.0]], np.float32)
     lm = np.array([[0, 1, 1, 1]], np.float32)
     aux = {"num_tokens": jnp.float32(3.0), "num_seqs": jnp.float32(1.0)}
-    loss, _ = algo.critic_objective(jnp.asarray(v), {"loss_mask": lm, "old_values": v_old,
-                                                     "returns": ret}, aux)
+    loss, _ = algo.critic_objective(jnp.asarray(v), TrainingBatch(loss_mask=lm, old_values=v_old,
+                                                                  returns=ret), aux)
     clipped = v_old + np.clip(v - v_old, -0.2, 0.2)
     per = 0.5 * np.maximum((v - ret) ** 2, (clipped - ret) ** 2)
     np.testing.assert_allclose(float(loss), per[lm > 0].mean(), rtol=1e-6)
     unclipped, _ = build("ppo", value_clip=0.0, value_coef=1.0)[0].critic_objective(
-        jnp.asarray(v), {"loss_mask": lm, "old_values": v_old, "returns": ret}, aux)
+        jnp.asarray(v), TrainingBatch(loss_mask=lm, old_values=v_old, returns=ret), aux)
     np.testing.assert_allclose(float(unclipped), (0.5 * (v - ret) ** 2)[lm > 0].mean(), rtol=1e-6)
     assert float(loss) > float(unclipped)
 
@@ -159,9 +160,9 @@ def test_grpo_eps_is_added_to_the_std_not_inside_the_square_root():
     """Â = (R − mean) / (std + δ) (docs/algorithms.md (A.2)): with δ = 1 and rewards [1, 0, 0, 0], Â_0 =
     0.75 / (0.4330 + 1) = 0.5234, not 0.75 / √(0.1875 + 1) = 0.6882."""
     algo, state = build("grpo", adv_eps=1.0, group_size=4)
-    tb = {"rewards": jnp.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]),
-          "valid": jnp.ones(8, bool)}
+    tb = TrainingBatch(rewards=jnp.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]),
+                       valid=jnp.ones(8, bool))
     _, tb, _ = algo.compute_advantages(state, tb)
     std = np.sqrt(0.1875)
-    np.testing.assert_allclose(float(tb["advantages"][0]), 0.75 / (std + 1.0), rtol=1e-5)
-    np.testing.assert_allclose(float(tb["advantages"][4]), 0.5 / (0.5 + 1.0), rtol=1e-5)
+    np.testing.assert_allclose(float(tb.advantages[0]), 0.75 / (std + 1.0), rtol=1e-5)
+    np.testing.assert_allclose(float(tb.advantages[4]), 0.5 / (0.5 + 1.0), rtol=1e-5)
