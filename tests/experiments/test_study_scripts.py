@@ -48,7 +48,7 @@ def test_every_study_script_runs_quick_and_reruns_from_the_cache(tmp_path):
     assert "0 computed now" in again and "From the cache:" in again
     with open(os.path.join(out, "study_summary.md")) as f:
         summary = f.read()
-    assert "PivotRL reaches GRPO's plateau" in summary and "CPU-hours" in summary
+    assert "GRPO ÷ PivotRL rollout tokens to ℓ" in summary and "primary" in summary and "CPU-hours" in summary
     assert "Where the pivot arms' final policies fail (study_failures)" in summary
     with open(os.path.join(out, "study_failures.json")) as f:
         failures = json.load(f)
