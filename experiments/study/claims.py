@@ -177,11 +177,13 @@ def read(results: str = report.RESULTS) -> list[Reading]:
             if d is None:
                 continue
             per_seed, left_out, reached = _per_seed(claim, d)
-            if not per_seed:
-                continue
+            if not per_seed and (claim.kind != "ratio" or not left_out):
+                continue  # the claim's arms did not run (or left no values) in this block
             values = [math.log(v) if claim.kind == "ratio" else v for v, _ in per_seed]
             t = stats.t_reading(values, alpha=ALPHA)
-            drafts.append(Reading(claim, b, tuple(per_seed), t, _bound(k for _, k in per_seed),
+            # a cost ratio with every seed censored in both arms: reported, not measurable
+            bound = _bound(k for _, k in per_seed) if per_seed else stats.UNKNOWN
+            drafts.append(Reading(claim, b, tuple(per_seed), t, bound,
                                   left_out, reached, None, tuple(d["run_code_versions"])))
     for b in found:  # Holm over the primary endpoints measured in the block (exact readings only)
         prim = [i for i, r in enumerate(drafts) if r.block == b and r.claim.primary]

@@ -76,6 +76,22 @@ def test_primary_endpoints_are_holm_adjusted_together_within_a_block(tmp_path):
     assert claims.verdict(prim[1]).startswith("UNRESOLVED (Holm-adjusted p")
 
 
+def test_a_primary_endpoint_no_arm_reached_is_reported_not_measurable(tmp_path):
+    """Neither arm reached ℓ in any seed: the primary endpoint still gets its row (not
+    measurable, every seed left out), never silently dropped from the table."""
+    _write(str(tmp_path / "study_pivot.json"), {
+        "run_code_versions": ["a"], "final": {},
+        "tokens_to_level": {"grpo": [[100.0, False], [90.0, False]],
+                            "pivotrl": [[80.0, False], [70.0, False]]}})
+    prim = [r for r in claims.read(str(tmp_path)) if r.claim.primary]
+    assert len(prim) == 1
+    r = prim[0]
+    assert r.seeds == 0 and r.left_out == 2 and r.reached == (0, 0) and r.bound == stats.UNKNOWN
+    assert claims.verdict(r).startswith("not measurable")
+    assert claims.CLAIMS[0].label in claims.summary_text([r])
+    assert claims.CLAIMS[0].label in claims.primary_text([r])
+
+
 def test_every_claim_names_a_measure_the_study_scripts_write():
     """A claim's measure and arms exist in a committed result file of its script (no dead rows)."""
     seen = {}
