@@ -27,8 +27,9 @@ measured as one optimiser step over one micro-batch (no learner loop) and every 
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
 whole program; the decode step has no loop. The figures are the compiled programs' static
 counts on the CPU backend: they compare programs before and after a change, not devices.
-`--set k=v` overrides an `AlgorithmSettings` field of the learner step (e.g.
-`--set epochs=2`; a learner loop is then counted once).
+The learner step scores the completion columns only, as a single-turn training run does
+(`--set completion_columns=0`: every column). `--set k=v` overrides an `AlgorithmSettings`
+field of the learner step (e.g. `--set epochs=2`; a learner loop is then counted once).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def learner_program(shape: dict, overrides: dict):
     settings = dataclasses.replace(
         AlgorithmSettings(name="grpo", group_size=shape["group"], num_minibatches=shape["minibatches"],
                           num_microbatches=shape["microbatches"],
-                          max_new_tokens=shape["new_tokens"]), **overrides)
+                          max_new_tokens=shape["new_tokens"],
+                          completion_columns=shape["new_tokens"]), **overrides)
     opt = optax.adamw(1e-6)
     model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), remat=shape["remat"]))
     graphdef, params, rest = split_model(model)
