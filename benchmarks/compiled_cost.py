@@ -11,7 +11,9 @@ For each shape it lowers and compiles, with abstract inputs only (`jax.ShapeDtyp
                 minibatch × micro-batch gradient steps through `rlvr.learner.make_update`).
   decode step   one iteration of the sampler's decode loop (`rlvr.rollout.sampler`): the choice of
                 the next token from the last logits (greedy, or temperature + top-p), one cached
-                forward of the new token and the LM head.
+                forward of the new token and the LM head. `decode-top-p-bisect`: the same with
+                the sort-free top-p threshold (`nucleus_threshold_bisect`) in place of the
+                sampler's top-k / full-sort one.
 
 Shapes:
   small         2 layers, d 64, vocab 512, fp32; 8 prompts × 4 samples, prompt 24 + 40 new;
@@ -111,7 +113,7 @@ def learner_program(shape: dict, overrides: dict):
     return jax.jit(algo.train_step), state, _abstract(batch)
 
 
-def decode_program(shape: dict, sampling: smp.SamplingParams):
+def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False):
     """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body."""
     cfg = ModelConfig(**shape["model"])
     model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
@@ -135,7 +137,26 @@ def decode_program(shape: dict, sampling: smp.SamplingParams):
     args = (state, cache, S((b, cfg.vocab_size), jnp.float32), keys, S((), jnp.int32),
             S((b,), jnp.bool_), S((b, n), jnp.int32), S((b, n), jnp.float32),
             S((b, p + n), jnp.bool_), S((b,), jnp.int32))
-    return (jax.jit(step), *args)
+    fn = jax.jit(step)
+    if bisect:  # the sort-free threshold in place of the top-k / full-sort one, while tracing
+        def traced(*a):
+            saved = smp.nucleus_threshold
+            smp.nucleus_threshold = lambda z, top_p, candidates=0: smp.nucleus_threshold_bisect(
+                z, top_p)
+            try:
+                return fn.lower(*a)
+            finally:
+                smp.nucleus_threshold = saved
+
+        return (_Lowerable(traced), *args)
+    return (fn, *args)
+
+
+class _Lowerable:
+    """An object with `.lower(*args)` (what `analyse` calls)."""
+
+    def __init__(self, lower):
+        self.lower = lower
 
 
 def analyse(fn, *args, compile_: bool = True) -> dict:
@@ -165,7 +186,8 @@ def _fmt(x):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
-    ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p")
+    ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
+                    help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect")
     ap.add_argument("--lower-only", action="store_true",
                     help="cost analysis of the lowered (unoptimised) programs, no compile")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -191,6 +213,10 @@ def main():
                                                               temperature=1.0, top_p=0.95))):
             if prog in programs:
                 todo.append((f"decode step ({prog[7:]})", lambda sp=sp: decode_program(shape, sp)))
+        if "decode-top-p-bisect" in programs:
+            sp = smp.SamplingParams(max_new_tokens=shape["decode_new"], temperature=1.0, top_p=0.95)
+            todo.append(("decode step (top-p, bisection)",
+                         lambda sp=sp: decode_program(shape, sp, bisect=True)))
         for label, build in todo:
             fn, *fargs = build()
             r = analyse(fn, *fargs, compile_=not args.lower_only)
