@@ -69,7 +69,7 @@ def outcome(state: Mapping[str, Any]) -> bool:
 
 def task_message(state: Mapping[str, Any]) -> str:
     """The user message of a task: the query in words."""
-    return "What is " + kv_store.render_query(state["query"]).strip() + " ?"
+    return "What is " + kv_store.render_query(state["query"]).strip()
 
 
 ENVIRONMENT = ToolEnvironment("kv_tools", TOOLSET, reset, outcome, SYSTEM_PROMPT)

@@ -98,6 +98,16 @@ class ChatBinding:
         return ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}]
 
+    def with_system(self, messages) -> list[dict]:
+        """A recorded conversation start with the run's system prompt: when `system_prompt` is
+        set (`tokenizer.system_prompt`) it replaces the record's own system message (or is put
+        first where the record has none); unset, the record is kept as it was recorded."""
+        msgs = [dict(m) for m in messages]
+        if not self.system_prompt:
+            return msgs
+        return [{"role": "system", "content": self.system_prompt}] + [
+            m for m in msgs if m.get("role") != "system"]
+
     def strip_eot(self, text: str) -> str:
         text = text.rstrip()
         return text[:-len(self.eot_text)] if text.endswith(self.eot_text) else text
@@ -316,9 +326,11 @@ class ChatTasks:
 
     def _chat(self, task: TaskSpec) -> TaskSpec:
         meta = dict(task.public_metadata)
-        msgs = meta.get("messages") or (self.binding.start_messages(self.user_message(task))
-                                        if self.binding else
-                                        [{"role": "user", "content": self.user_message(task)}])
+        if meta.get("messages"):  # a record's own start (a trajectories file)
+            msgs = self.binding.with_system(meta["messages"]) if self.binding else meta["messages"]
+        else:
+            msgs = (self.binding.start_messages(self.user_message(task)) if self.binding else
+                    [{"role": "user", "content": self.user_message(task)}])
         meta["messages"] = msgs
         prompt = self.binding.prompt(msgs) if self.binding else task.prompt
         return dataclasses.replace(task, prompt=prompt, public_metadata=meta)

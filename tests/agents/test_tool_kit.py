@@ -285,3 +285,33 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_at_start(hf_tokenizer
         "(message.role == 'assistant' and not message.tool_calls and loop.last)")
     with pytest.raises(chat.TemplatePrefixError, match="cannot run tool episodes turn by turn"):
         get_kit("kv_tools").bind_tokenizer(tok)
+
+
+def test_kv_task_message_asks_one_question_and_the_shipped_records_use_it():
+    from rlvr.agents.trajectories import load_trajectories
+
+    records = load_trajectories(SHIPPED_TRAJECTORIES["kv_tools"])
+    assert records
+    for r in records:
+        msg = kv_tools.task_message(r.snapshot["state"])
+        assert msg.endswith("?") and msg.count("?") == 1, msg
+        user = [m["content"] for m in r.messages if m["role"] == "user"]
+        assert user == [msg]
+
+
+@pytest.mark.parametrize("system_prompt", ["", "Be brief."])
+def test_tokenizer_system_prompt_replaces_a_file_records_system_message(hf_tokenizer, system_prompt):
+    """Set, `tokenizer.system_prompt` is the system message of every record from a file (the
+    record's own is dropped); unset, the record keeps its own."""
+    kit = get_kit("kv_tools").bind_tokenizer(hf_tokenizer.tok,
+                                              trajectories=SHIPPED_TRAJECTORIES["kv_tools"],
+                                              system_prompt=system_prompt)
+    task = kit.source.sample(1, seed=0)[0]
+    msgs = task.public_metadata["messages"]
+    systems = [m["content"] for m in msgs if m["role"] == "system"]
+    assert msgs[0]["role"] == "system" and len(systems) == 1
+    if system_prompt:
+        assert systems == [system_prompt] and system_prompt in task.prompt
+        assert kv_tools.SYSTEM_PROMPT not in task.prompt
+    else:
+        assert systems == [kv_tools.SYSTEM_PROMPT] and kv_tools.SYSTEM_PROMPT in task.prompt
