@@ -146,10 +146,40 @@ _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
 
 # imported before the introspection block is armed: these modules read their caller's frame
 # while they are being imported (typing, enum, collections …); candidate code then finds them
-# in sys.modules. Creating a namedtuple, Enum or TypeVar at run time is refused in asserts mode.
+# in sys.modules. Their run-time factories that would read a caller's frame to name the new
+# type's module (namedtuple, the functional Enum API, TypeVar / NewType / NamedTuple) are given
+# the candidate's module name instead (`_name_types_without_frames`).
 _PRELOAD = ("typing", "collections", "enum", "dataclasses", "re", "functools", "itertools",
             "math", "heapq", "string", "bisect", "statistics", "fractions", "decimal", "hashlib",
             "copy", "operator", "random", "array", "datetime", "json", "cmath")
+
+
+def _name_types_without_frames(module: str) -> None:
+    """Asserts mode: the stdlib factories that look up their caller's module through
+    `sys._getframe` (refused once the introspection block is armed) take `module` instead, so a
+    candidate can create a namedtuple, an Enum or a TypeVar at run time; no frame is reachable
+    through them. Applied before the module snapshot, so `restore` keeps it."""
+    import collections
+    import enum
+    import typing
+
+    namedtuple = collections.namedtuple
+
+    def named_tuple(typename, field_names, *, rename=False, defaults=None, module=None):
+        return namedtuple(typename, field_names, rename=rename, defaults=defaults,
+                          module=module if module is not None else module_name)
+
+    module_name = module
+    collections.namedtuple = named_tuple
+    create = enum.EnumType._create_
+
+    def _create_(cls, class_name, names, *, module=None, **kw):
+        return create(cls, class_name, names, module=module if module is not None else module_name,
+                      **kw)
+
+    enum.EnumType._create_ = _create_
+    if hasattr(typing, "_caller"):  # TypeVar, ParamSpec, NewType, NamedTuple('P', [...])
+        typing._caller = lambda depth=1, default="__main__": module_name
 
 
 def _run_asserts(ctrl, res_fd, code, arm):
@@ -181,6 +211,7 @@ def _run_asserts(ctrl, res_fd, code, arm):
             __import__(name)
         except ImportError:
             pass
+    _name_types_without_frames("solution")
     sys_modules = sys.modules
     mod_snap = [(m, type_(m), dict_t(m.__dict__)) for m in list_t(sys_modules.values())
                 if type_(m) is types.ModuleType]

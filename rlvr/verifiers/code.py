@@ -90,6 +90,14 @@ def stdout_tokens_equal(got: str, expected: str, tol: Optional[float] = None) ->
     return True
 
 
+CHECKER_FAILED_EXIT = 3  # a checker's exit status for its own failure (testlib's "FAIL")
+
+
+class CheckerFault(Exception):
+    """A task's checker program could not judge an output for a reason of its own (see
+    `CodeVerifier._checker_accepts`): the verdict is env_error, masked."""
+
+
 class CodeVerifier(Verifier):
     """Runs a program against public and hidden tests in the sandbox (docs/verifiers.md §3).
 
@@ -107,7 +115,7 @@ class CodeVerifier(Verifier):
         command (`python -m rlvr.verifiers.sandbox --install`).
     """
 
-    version = "code-3"
+    version = "code-4"
 
     def __init__(self, *, limits: SandboxLimits = SandboxLimits(), max_source_chars: int = 64_000,
                  strip_markdown: bool = True, drop_privileges: Optional[bool] = None,
@@ -176,14 +184,28 @@ class CodeVerifier(Verifier):
 
     def _checker_accepts(self, ref: CodeReference, test, actual: str, limits) -> bool:
         """Runs the task's checker program in the sandbox on {"input", "expected", "actual"}
-        (JSON on stdin); exit status 0 accepts. A checker that fails to run rejects."""
+        (JSON on stdin): exit status 0 accepts.
+
+        What the candidate's output can cause counts against the candidate: any other exit
+        status, an exception or a checker time-out rejects, so output crafted to break a checker
+        never escapes its failure. What happens whatever the output is the environment's fault
+        (`CheckerFault`, the verdict becomes env_error): the sandbox could not run the checker,
+        the checker does not compile, or it reports its own failure with exit status
+        `CHECKER_FAILED_EXIT` (3, testlib's "FAIL")."""
         import json
 
         r = run_sandboxed(ref.checker, mode="stdio", stdin=json.dumps(
             {"input": test["stdin"], "expected": test["stdout"], "actual": actual}),
             tests=[], limits=limits, drop_privileges=self.drop_privileges,
             use_netns=self.use_netns, filesystem=self.filesystem)
-        return r.status == "ok" and r.compiled and r.returncode == 0
+        if r.status == "sandbox_error":
+            raise CheckerFault(f"the checker's sandbox failed: {r.error}")
+        if r.compiled is False:
+            raise CheckerFault("the checker program does not compile: " + r.stderr[-300:])
+        if r.returncode == CHECKER_FAILED_EXIT and r.limit is None and not r.timed_out:
+            raise CheckerFault(f"the checker reported its own failure (exit status "
+                               f"{CHECKER_FAILED_EXIT}): " + r.stderr[-300:])
+        return r.status == "ok" and bool(r.compiled) and r.returncode == 0
 
     def _grade(self, runs: List[SandboxResult], ref: CodeReference, n: int, limits=None):
         """→ (passed flags [n], first failure note, tests_back) using the read-back tests."""
@@ -291,7 +313,10 @@ class CodeVerifier(Verifier):
                 ev["reason"] = "load_error"
                 ev["load_error"] = load_err
                 break
-            passed, notes = self._grade(runs, ref, len(tests), limits)
+            try:
+                passed, notes = self._grade(runs, ref, len(tests), limits)
+            except CheckerFault as e:  # not the candidate's fault
+                return env_error(f"{split} tests: {e}", verifier_version=self.version)
             w = [float(t.get("weight", 1.0)) for t in tests]
             comps[split] = (sum(wi for wi, p in zip(w, passed) if p) / sum(w)) if sum(w) else \
                 float(all(passed))

@@ -152,7 +152,7 @@ def test_jsonl_code_tasks_get_the_code_verifier(tmp_path):
     path = tmp_path / "code.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     src = get_task_source(f"jsonl:{path}")
-    assert "type:code=code-3" in src.verifier.version
+    assert "type:code=code-4" in src.verifier.version
     tasks = {t.task_id: t for t in src.tasks}
     add, cfg = tasks["add"], tasks["cfg"]
     good = src.verifier.verify(add, "def add(a, b):\n    return a + b\n")

@@ -185,8 +185,8 @@ def test_code_file_through_the_sandbox_and_launch_modes(tmp_path, tiny_hf_checkp
                            capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, (mode, p.stderr[-3000:])
     ev = json.load(open(tmp_path / "run" / "eval.json"))
-    assert ev["origin"]["checkpoint_step"] == 2 and set(ev["by_verifier"]) == {"code-3"}
-    assert ev["by_verifier"]["code-3"]["env_error_rate"] == 0.0
+    assert ev["origin"]["checkpoint_step"] == 2 and set(ev["by_verifier"]) == {"code-4"}
+    assert ev["by_verifier"]["code-4"]["env_error_rate"] == 0.0
     samples = [json.loads(x) for x in open(tmp_path / "run" / "eval_samples.jsonl")]
     assert {s["task_id"] for s in samples} == {t.task_id for t in tasks[24:26]}
     assert all("hidden" in s["components"] or s["evidence"].get("reason") for s in samples)

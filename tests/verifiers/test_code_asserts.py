@@ -149,3 +149,37 @@ def test_candidate_code_running_beside_the_asserts_cannot_fake_them(name):
     # call, or by a thread of the candidate's, would be read then
     v = V.verify(LATE_LOOKUP, CONCURRENT[name])
     assert v.decision == "fail" and v.components["hidden"] == 0.0, (name, v.evidence)
+
+
+TYPES_CHECK = "def check(candidate):\n    assert candidate(3) == [3, 'RED', 'T', 4]\n"
+TYPES_SRC = (
+    "import collections, enum, typing\n"
+    "def f(x):\n"
+    "    P = collections.namedtuple('P', 'a b')\n"  # run-time factories that name the new
+    "    Color = enum.Enum('Color', 'RED GREEN')\n"  # type's module from the caller's frame
+    "    T = typing.TypeVar('T')\n"
+    "    N = typing.NamedTuple('N', [('v', int)])\n"
+    "    UserId = typing.NewType('UserId', int)\n"
+    "    class Shape(enum.Enum):\n"
+    "        SQUARE = 4\n"
+    "    p = P(x, UserId(1))\n"
+    "    return [p.a, Color(1).name, T.__name__, N(Shape.SQUARE.value).v]\n")
+
+
+def test_namedtuple_enum_and_typevar_created_at_run_time_work():
+    task = TaskSpec(task_id="types", prompt="p", task_type="code",
+                    reference_answer={"entry_point": "f", "test_code": TYPES_CHECK})
+    v = _verify(TYPES_SRC, task)
+    assert v.decision == "pass", v.evidence
+
+
+def test_the_named_types_hold_no_frame_to_reach_the_tests():
+    """The factories still give no way to a frame: reading one through them is refused."""
+    task = TaskSpec(task_id="types", prompt="p", task_type="code",
+                    reference_answer={"entry_point": "f", "test_code": TYPES_CHECK})
+    src = ("import sys, collections\n"
+           "def f(x):\n"
+           "    collections.namedtuple('P', 'a')\n"
+           "    return sys._getframe(1).f_locals\n")
+    v = _verify(src, task)
+    assert v.decision == "fail" and v.components["hidden"] == 0.0, v.evidence

@@ -1,6 +1,8 @@
 """stdin/stdout suites with the checker options of competitive-programming sets: whitespace-
 insensitive tokens and float tolerance (stdout_compare)."""
 
+import dataclasses
+
 import pytest
 
 from rlvr.records.code_tests import CodeTestsError, parse_code_reference
@@ -64,3 +66,47 @@ def test_custom_checker_program_decides():
     assert v.decision == "fail" and v.evidence["hidden_passed"] == "1/2", v.evidence
     with pytest.raises(CodeTestsError, match="reference_answer.checker"):
         parse_code_reference({**task.reference_answer, "checker": ""})
+
+
+def _checker_task(checker):
+    return TaskSpec(task_id="c", prompt="p", task_type="code", reference_answer={
+        "entry_point": None, "stdout_compare": "checker", "checker": checker,
+        "hidden_tests": [{"stdin": "3 4\n", "stdout": "3 4\n"}]})
+
+
+PAIR = "a, b = map(int, input().split())\nprint(a + b, 0)\n"
+
+
+@pytest.mark.parametrize("checker,why", [
+    ("def broken(:\n", "not valid Python"),  # refused when the task is read
+    ("import sys\nsys.exit(3)\n", "its own failure"),
+])
+def test_a_checker_that_fails_whatever_the_output_is_env_error(checker, why):
+    v = V.verify(_checker_task(checker), PAIR)
+    assert v.trial == "env_error", v.evidence
+    assert why in str(v.evidence), v.evidence
+
+
+def test_a_checker_sandbox_fault_is_env_error(monkeypatch):
+    import rlvr.verifiers.code as code
+
+    real = code.run_sandboxed
+
+    def faulty(source, **kw):
+        r = real(source, **kw)
+        if source == CHECKER:  # the checker's run only; the candidate's runs as usual
+            return dataclasses.replace(r, status="sandbox_error", error="not ready")
+        return r
+
+    monkeypatch.setattr(code, "run_sandboxed", faulty)
+    v = V.verify(_checker_task(CHECKER), PAIR)
+    assert v.trial == "env_error" and "sandbox failed" in str(v.evidence), v.evidence
+
+
+@pytest.mark.parametrize("actual", ["print('x y')\n", "print('1 2 3 4 ' * 5)\n",
+                                    "while True: print(7, end=' ')\n"])
+def test_output_that_breaks_the_checker_is_the_candidates_failure(actual):
+    """The checker raises on non-numbers or too many fields (exit status 1): a fail, never a
+    mask the policy could hide behind."""
+    v = V.verify(_checker_task(CHECKER), actual)
+    assert v.decision == "fail", v.evidence
