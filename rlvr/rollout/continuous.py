@@ -77,6 +77,7 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
                    max_tokens: int = 256, wall_time_s: float = 60.0, prompt_bucket: int = 32,
                    batch_bucket: int = 0, should_stop: Callable[[], bool] = lambda: False,
                    stop_when_idle: bool = True, policy: Optional[Callable] = None,
+                   on_round: Optional[Callable[[float, float], None]] = None,
                    idle_sleep_s: float = 0.002) -> dict:
     """Runs episodes continuously (module docstring) until `should_stop()` or, with
     `stop_when_idle`, until `next_start` has nothing and no episode is in flight.
@@ -93,6 +94,7 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
       key: one PRNG key; episode i uses fold_in(key, i).
       slots: most episodes in flight (ended ones waiting for their last call included).
       should_stop: () -> True to return at once; episodes in flight are dropped.
+      on_round: optional (seconds sampling, seconds stepping environments) after each round.
     Returns:
       stats: rollout/episodes, rollout/turns, rollout/rounds, rollout/mean_round_rows,
       time/generate_s, time/env_s.
@@ -158,12 +160,14 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
             model_of(params), [sl.episode.tokens for sl in ready], sub, sampling,
             tokenizer=tokenizer, terminator_id=term_id, prompt_bucket=prompt_bucket,
             batch_bucket=batch_bucket, max_tokens=max_tokens, policy=policy)
-        t_gen += time.monotonic() - tg
+        gen_s = time.monotonic() - tg
+        t_gen += gen_s
         rounds += 1
         rows += len(ready)
+        env_s = 0.0
         for i, sl in enumerate(ready):
             e = sl.episode
-            t_env += apply_action(e, ids[i], lps[i], texts[i], eos=eos[i], truncated=truncated[i],
+            env_s += apply_action(e, ids[i], lps[i], texts[i], eos=eos[i], truncated=truncated[i],
                                   turn_id=e.first_turn + sl.turn, tokenizer=tokenizer,
                                   max_new_tokens=n_new, max_tokens=max_tokens)
             sl.turn += 1
@@ -171,6 +175,9 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
             sl.last_version = int(version)
             if sl.first_version < 0:
                 sl.first_version = int(version)
+        t_env += env_s
+        if on_round is not None:
+            on_round(gen_s, env_s)
         hand_over(time.monotonic())
     return {"rollout/episodes": float(arrived), "rollout/turns": float(turns),
             "rollout/rounds": float(rounds),

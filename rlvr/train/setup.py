@@ -439,7 +439,8 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
         collector = col.AsyncCollector(
             collector, prompts_per_step=s.prompts_per_step, producer_batch=ro.producer_batch,
             queue_size=ro.queue_size, max_staleness=ro.max_staleness,
-            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure)
+            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure,
+            arrival=ro.arrival, slots=ro.episode_slots)
     return collector
 
 
