@@ -180,6 +180,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.staleness_backpressure = True  # asynchronous: the thread waits while its next batch
                                     # would arrive with lag > max_staleness (no stale work made).
     c.rollout.staleness_decay = 1.0  # asynchronous: sample weight decay**lag (1 = no down-weighting).
+    c.rollout.arrival = "batch"     # asynchronous: "batch" (producer_batch tasks' groups at a time)
+                                    # | "episode" (multi-turn, group_size 1: episode_slots episodes in
+                                    # flight, each queued as it ends; docs/algorithms.md §7).
+    c.rollout.episode_slots = 0     # arrival "episode": episodes in flight (0 = prompts_per_step).
 
     # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()

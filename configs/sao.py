@@ -26,7 +26,8 @@ def get_config():
     c.algorithm.recompute_old_logprobs = False   # ratios against the behaviour log-probs (docs/algorithms.md (A.19)).
     c.sampling.prompts_per_step = 16  # samples per learner step (taken in arrival order).
     c.rollout.asynchronous = True   # rollout thread + bounded queue (docs/algorithms.md §7, docs/architecture.md §1).
-    c.rollout.producer_batch = 16   # episodes per rollout-thread call.
+    c.rollout.arrival = "episode"   # each episode queued as it ends (docs/algorithms.md §7).
+    c.rollout.episode_slots = 16    # episodes in flight.
     c.rollout.queue_size = 32       # back-pressure beyond it.
     c.rollout.max_staleness = 2     # drop samples whose policy-version lag exceeds this.
     c.rollout.staleness_backpressure = True  # the thread waits rather than produce stale work.

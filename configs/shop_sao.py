@@ -1,7 +1,7 @@
 """SAO on the checkout task (docs/algorithms.md §7):
 `python launch.py --config=configs/shop_sao.py --workdir=/tmp/shop_sao`.
 
-One episode per task (no group) from a rollout thread (32 per call) into a bounded queue, 32 per
+One episode per task (no group) from a rollout thread (32 in flight, each queued as it ends) into a bounded queue, 32 per
 learner step in arrival order, staleness bound 2 with back-pressure, so rollouts (and their tool
 latency) overlap the learner's updates; critic +
 Skip-Observation GAE; trust-region token masking against the behaviour log-probs; 2 critic updates
@@ -26,7 +26,8 @@ def get_config():
     c.algorithm.critic_freeze_attention = True
     c.algorithm.recompute_old_logprobs = False
     c.rollout.asynchronous = True
-    c.rollout.producer_batch = 32
+    c.rollout.arrival = "episode"  # each episode queued as it ends, 32 in flight
+    c.rollout.episode_slots = 32
     c.rollout.queue_size = 64
     c.rollout.max_staleness = 2
     c.rollout.staleness_backpressure = True

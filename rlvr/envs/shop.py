@@ -285,6 +285,12 @@ class ShopEnv(Environment):
         self.total_latency_s = 0.0  # sum over this environment's calls (seconds)
 
     # -- latency -------------------------------------------------------------------------------
+    @property
+    def busy_until(self) -> float:
+        """Monotonic time at which the latest tool call completes (the environment is busy
+        until then; 0 or past: ready)."""
+        return self._busy_until
+
     def _wait(self) -> None:
         """Sleeps until the latest tool call has finished (no-op without latency)."""
         left = self._busy_until - time.monotonic()

@@ -287,6 +287,101 @@ class AgentRollout:
                                  rewards=rewards, valid=valid, policy_version=policy_version)
 
 
+def action_sampling(sampling, tokenizer, terminator: str):
+    """(sampling with the action terminator and EOS among its stop tokens, the terminator's
+    id); ValueError when the terminator is not one token."""
+    term_ids = tokenizer.encode(terminator)
+    if len(term_ids) != 1:
+        raise ValueError(f"run_episodes: terminator {terminator!r} must be one token, got {term_ids}")
+    term_id = term_ids[0]
+    stops = tuple(sorted(set(tuple(sampling.stop_token_ids)) | {term_id, tokenizer.eos_id}))
+    return dataclasses.replace(sampling, stop_token_ids=stops), term_id
+
+
+def sample_actions(model, prefixes, keys, sampling, *, tokenizer, terminator_id: int,
+                   prompt_bucket: int, batch_bucket: int, max_tokens: int,
+                   policy: Optional[Callable] = None):
+    """One action per prefix (`sample_turn`, or the scripted `policy`): (action ids, their
+    behaviour log-probs, texts, eos flags, truncated flags), one entry per prefix."""
+    if policy is None:
+        ts = sample_turn(model, prefixes, keys, sampling, tokenizer=tokenizer,
+                         terminator_id=terminator_id, prompt_bucket=prompt_bucket,
+                         batch_bucket=batch_bucket, max_prompt_len=max_tokens - sampling.max_new_tokens)
+    else:
+        ts = policy(prefixes, keys, sampling, tokenizer=tokenizer, terminator_id=terminator_id,
+                    prompt_bucket=prompt_bucket)
+    p = ts.tokens.shape[1] - sampling.max_new_tokens
+    lps = [ts.behavior_logprobs[i, p:p + len(ids)] for i, ids in enumerate(ts.action_ids)]
+    return ts.action_ids, lps, ts.texts, ts.eos, ts.truncated
+
+
+def start_episode(s: EpisodeStart, make_env: Callable[[], Any], *, max_new_tokens: int,
+                  max_tokens: int) -> Episode:
+    """A new Episode at `s`: a fresh environment reset from the task (or restored to the pivot
+    snapshot, its state hash checked); done at once with `max_length` when the prefix leaves no
+    room for one action of `max_new_tokens` within `max_tokens`."""
+    env = make_env()
+    if s.snapshot is None:
+        env.reset(s.task, seed=s.seed)
+        if s.state_hash is not None and env.state_hash() != s.state_hash:
+            raise RuntimeError(f"run_episodes: reset hash {env.state_hash()} != {s.state_hash}")
+    else:
+        restore_env(env, s.snapshot, s.state_hash)
+    n = len(s.prefix_tokens)
+    e = Episode(task=s.task, env=env, tokens=list(s.prefix_tokens), loss_mask=[0.0] * n,
+                behavior_logprobs=[0.0] * n, turn_ids=[-1] * n, first_turn=s.turn_index)
+    if n + max_new_tokens > max_tokens:  # no room for a single action
+        e.done, e.stop_reason, e.truncated = True, "max_length", True
+    return e
+
+
+def record_turn_start(e: Episode) -> None:
+    """The pivot candidate before the episode's next action: environment snapshot, state hash
+    and stream length."""
+    e.snapshots.append(e.env.snapshot())
+    e.state_hashes.append(e.env.state_hash())
+    e.turn_starts.append(len(e.tokens))
+
+
+def apply_action(e: Episode, ids, logprobs, text: str, *, eos: bool, truncated: bool,
+                 turn_id: int, tokenizer, max_new_tokens: int, max_tokens: int) -> float:
+    """Appends one sampled action to the episode's stream (loss_mask 1, its behaviour
+    log-probs, `turn_id`), steps the environment with its text and appends the observation
+    (loss_mask 0), setting the stop reason when the episode ends (module docstring). Returns
+    the seconds the environment step took."""
+    e.tokens += ids
+    e.loss_mask += [1.0] * len(ids)
+    e.behavior_logprobs += [float(x) for x in logprobs]
+    e.turn_ids += [turn_id] * len(ids)
+    e.actions.append(text)
+    if truncated:
+        e.done, e.stop_reason, e.truncated = True, "max_length", True
+        return 0.0
+    if eos:
+        e.done, e.stop_reason = True, "eos"
+        return 0.0
+    te = time.monotonic()
+    res = e.env.step(text)
+    spent = time.monotonic() - te
+    if res.error is not None:
+        e.done, e.stop_reason, e.env_error = True, "env_error", str(res.error)
+        return spent
+    obs = tokenizer.encode(res.observation)
+    e.observations.append(res.observation)
+    if len(e.tokens) + len(obs) > max_tokens:
+        e.done, e.stop_reason, e.truncated = True, "max_length", True
+        return spent
+    e.tokens += obs
+    e.loss_mask += [0.0] * len(obs)
+    e.behavior_logprobs += [0.0] * len(obs)
+    e.turn_ids += [-1] * len(obs)
+    if res.done:
+        e.done, e.stop_reason = True, "eos"
+    elif len(e.tokens) + max_new_tokens > max_tokens:  # no room for an action
+        e.done, e.stop_reason, e.truncated = True, "max_length", True
+    return spent
+
+
 def run_episodes(
     model,
     starts: Sequence[EpisodeStart],
@@ -344,12 +439,7 @@ def run_episodes(
         raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
                          f"{max_turns}, {max_tokens}")
     batch_size_bucket(1, batch_bucket)  # validates batch_bucket
-    term_ids = tokenizer.encode(terminator)
-    if len(term_ids) != 1:
-        raise ValueError(f"run_episodes: terminator {terminator!r} must be one token, got {term_ids}")
-    term_id = term_ids[0]
-    stops = tuple(sorted(set(tuple(sampling.stop_token_ids)) | {term_id, tokenizer.eos_id}))
-    sampling = dataclasses.replace(sampling, stop_token_ids=stops)
+    sampling, term_id = action_sampling(sampling, tokenizer, terminator)
     t0 = time.monotonic()
     t_gen = t_env = 0.0
 
@@ -358,21 +448,10 @@ def run_episodes(
     episode_keys = per_sample_keys(key, len(starts))
     episodes: list[Episode] = []
     for s in starts:
-        env = make_env()
         te = time.monotonic()
-        if s.snapshot is None:
-            env.reset(s.task, seed=s.seed)
-            if s.state_hash is not None and env.state_hash() != s.state_hash:
-                raise RuntimeError(f"run_episodes: reset hash {env.state_hash()} != {s.state_hash}")
-        else:
-            restore_env(env, s.snapshot, s.state_hash)
+        episodes.append(start_episode(s, make_env, max_new_tokens=sampling.max_new_tokens,
+                                      max_tokens=max_tokens))
         t_env += time.monotonic() - te
-        n = len(s.prefix_tokens)
-        e = Episode(task=s.task, env=env, tokens=list(s.prefix_tokens), loss_mask=[0.0] * n,
-                    behavior_logprobs=[0.0] * n, turn_ids=[-1] * n, first_turn=s.turn_index)
-        if n + sampling.max_new_tokens > max_tokens:  # no room for a single action
-            e.done, e.stop_reason, e.truncated = True, "max_length", True
-        episodes.append(e)
 
     turn = 0
     prompt_tokens = prefill_tokens = 0
@@ -395,9 +474,7 @@ def run_episodes(
                 e.done, e.stop_reason, e.truncated = True, "max_turns", True
             break
         for e in active:  # pivot candidates: state before this action
-            e.snapshots.append(e.env.snapshot())
-            e.state_hashes.append(e.env.state_hash())
-            e.turn_starts.append(len(e.tokens))
+            record_turn_start(e)
         idx = np.array([i for i, e in enumerate(episodes) if not e.done])
         sub = jax.vmap(lambda k: jax.random.fold_in(k, turn))(episode_keys[idx])
         tg = time.monotonic()
@@ -410,52 +487,17 @@ def run_episodes(
             texts, _, eos = split_actions(all_ids, tokenizer=tokenizer, terminator_id=term_id)
             truncated = st.truncated
         else:
-            if policy is None:
-                ts = sample_turn(model, prefixes, sub, sampling, tokenizer=tokenizer,
-                                 terminator_id=term_id, prompt_bucket=prompt_bucket,
-                                 batch_bucket=batch_bucket,
-                                 max_prompt_len=max_tokens - sampling.max_new_tokens)
-            else:
-                ts = policy(prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
-                            prompt_bucket=prompt_bucket)
+            all_ids, all_lps, texts, eos, truncated = sample_actions(
+                model, prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
+                prompt_bucket=prompt_bucket, batch_bucket=batch_bucket, max_tokens=max_tokens,
+                policy=policy)
             prefill_tokens += sum(len(p) for p in prefixes)
-            p = ts.tokens.shape[1] - sampling.max_new_tokens
-            all_ids, texts, eos, truncated = ts.action_ids, ts.texts, ts.eos, ts.truncated
-            all_lps = [ts.behavior_logprobs[i, p:p + len(ids)] for i, ids in enumerate(all_ids)]
         t_gen += time.monotonic() - tg
         for i, e in enumerate(active):
-            ids = all_ids[i]
-            tid = e.first_turn + turn
-            e.tokens += ids
-            e.loss_mask += [1.0] * len(ids)
-            e.behavior_logprobs += [float(x) for x in all_lps[i]]
-            e.turn_ids += [tid] * len(ids)
-            e.actions.append(texts[i])
-            if truncated[i]:
-                e.done, e.stop_reason, e.truncated = True, "max_length", True
-                continue
-            if eos[i]:
-                e.done, e.stop_reason = True, "eos"
-                continue
-            te = time.monotonic()
-            res = e.env.step(texts[i])
-            t_env += time.monotonic() - te
-            if res.error is not None:
-                e.done, e.stop_reason, e.env_error = True, "env_error", str(res.error)
-                continue
-            obs = tokenizer.encode(res.observation)
-            e.observations.append(res.observation)
-            if len(e.tokens) + len(obs) > max_tokens:
-                e.done, e.stop_reason, e.truncated = True, "max_length", True
-                continue
-            e.tokens += obs
-            e.loss_mask += [0.0] * len(obs)
-            e.behavior_logprobs += [0.0] * len(obs)
-            e.turn_ids += [-1] * len(obs)
-            if res.done:
-                e.done, e.stop_reason = True, "eos"
-            elif len(e.tokens) + sampling.max_new_tokens > max_tokens:  # no room for an action
-                e.done, e.stop_reason, e.truncated = True, "max_length", True
+            t_env += apply_action(e, all_ids[i], all_lps[i], texts[i], eos=eos[i],
+                                  truncated=truncated[i], turn_id=e.first_turn + turn,
+                                  tokenizer=tokenizer, max_new_tokens=sampling.max_new_tokens,
+                                  max_tokens=max_tokens)
         turn += 1
 
     n_act = sum(e.num_action_tokens for e in episodes)

@@ -322,6 +322,12 @@ class EpisodeEngine:
             sampling: SamplingParams, policy_version: int) -> Collected:
         rows = [t for t in tasks for _ in range(group_size)]
         episodes, cost, t_gen = self.sample_episodes(params, rows, keys, sampling)
+        return self.judged(rows, episodes, group_size, cost, t_gen, sampling, policy_version)
+
+    def judged(self, rows: Sequence[TaskSpec], episodes, group_size: int, cost: RolloutCost,
+               t_gen: float, sampling: SamplingParams, policy_version) -> Collected:
+        """The ended `episodes` of `rows` judged (an environment fault: env_error, masked) into
+        a Collected of groups of `group_size`; policy_version: an int or one per row."""
         t1 = time.perf_counter()
         faulted = [e.env_error is not None for e in episodes]
         outputs = [self.kit.episode_output(e.env) for e in episodes]
@@ -521,6 +527,9 @@ class GroupCollector(Collector):
         pass
 
 
+ARRIVALS = ("batch", "episode")  # rollout.arrival: how the rollout thread's samples arrive
+
+
 @dataclasses.dataclass(frozen=True)
 class _Published:
     version: int
@@ -542,9 +551,17 @@ class AsyncCollector(Collector):
 
     def __init__(self, inner, *, prompts_per_step: int, producer_batch: int, queue_size: int,
                  max_staleness: int, staleness_decay: float, backpressure: bool,
-                 timeout_s: float = 600.0):
+                 timeout_s: float = 600.0, arrival: str = "batch", slots: int = 0):
         from rlvr.train.config import predicted_lag
 
+        if arrival not in ARRIVALS:
+            raise ValueError(f"rollout.arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+        if arrival == "episode" and not (isinstance(getattr(inner, "engine", None), EpisodeEngine)
+                                         and inner.group_size == 1):
+            raise ValueError("rollout.arrival='episode' needs single-rollout multi-turn collection "
+                             "(an episode kit, sampling.group_size=1)")
+        self.arrival = arrival
+        self.slots = slots or producer_batch or prompts_per_step
         self.inner = inner
         self.learn_batch = prompts_per_step
         self.producer_batch = producer_batch or prompts_per_step
@@ -564,8 +581,82 @@ class AsyncCollector(Collector):
         with self._lock:
             self._published = _Published(int(version), params)
         if self._thread is None:
-            self._thread = threading.Thread(target=self._produce, daemon=True, name="rlvr-rollout")
+            target = self._produce_episodes if self.arrival == "episode" else self._produce
+            self._thread = threading.Thread(target=target, daemon=True, name="rlvr-rollout")
             self._thread.start()
+
+    def _produce_episodes(self) -> None:
+        """Per-episode arrival (`arrival="episode"`, SAO): `rlvr.rollout.continuous` keeps
+        `slots` episodes in flight; each ended episode is judged on its own and queued at once,
+        tagged with the policy version of its first action. An episode that ended in an
+        environment fault is started again with fresh environment randomness up to the engine's
+        `max_env_retries` times before it is queued (masked)."""
+        import collections
+
+        from rlvr.rollout.continuous import run_continuous
+
+        inner, engine = self.inner, self.inner.engine
+        key = jax.random.fold_in(inner.rollout_key, stream_seed("async-episodes") % 2**31)
+        starts: dict = {}            # index -> (task, attempt)
+        retries = collections.deque()  # (task, attempt) to run before new draws
+        drawn = [0]
+
+        def next_start(i: int):
+            # the new episode arrives behind the queued ones and the ones in flight
+            in_flight = len(starts)
+            if self.backpressure and self._lag(len(self.queue) + in_flight, 1,
+                                               self.learn_batch) > self.max_staleness:
+                return None
+            if retries:
+                task, attempt = retries.popleft()
+            else:
+                task, attempt = inner.sampler.draw(f"async-episode/{drawn[0]}", 1)[0], 0
+                drawn[0] += 1
+            starts[i] = (task, attempt)
+            return engine.start(task, attempt)
+
+        def current():
+            with self._lock:
+                pub = self._published
+            return pub.params, pub.version
+
+        def on_round(gen_s: float, env_s: float) -> None:
+            with self._lock:
+                self._times["time/generate_s"] += gen_s + env_s
+
+        def on_arrival(a) -> None:
+            task, attempt = starts.pop(a.index)
+            e = a.episode
+            cost = RolloutCost(turns=e.num_turns, sampled_tokens=e.num_action_tokens,
+                               prompt_tokens=sum(e.turn_starts), prefill_tokens=sum(e.turn_starts))
+            if e.env_error is not None and attempt < engine.max_env_retries:
+                with self._lock:
+                    self._cost = self._cost + cost
+                retries.append((task, attempt + 1))
+                return
+            got = engine.judged([task], [e], 1, cost, 0.0, inner.sampling,
+                                max(a.policy_version, 0))
+            with self._lock:
+                self._cost = self._cost + got.cost
+                self._times["time/verify_s"] += got.stats.get("time/verify_s", 0.0)
+            if not self.queue.put(got, policy_version=max(a.policy_version, 0)):
+                self._stop.set()
+
+        try:
+            stats = run_continuous(
+                model_of=engine.model_of, current_params=current, next_start=next_start,
+                on_arrival=on_arrival, make_env=engine.kit.env_factory, key=key,
+                tokenizer=engine.tokenizer, sampling=inner.sampling, slots=self.slots,
+                terminator=engine.kit.action_terminator, max_turns=engine.max_turns,
+                max_tokens=engine.max_tokens, prompt_bucket=engine.prompt_bucket,
+                batch_bucket=engine.batch_bucket, should_stop=self._stop.is_set,
+                stop_when_idle=False, on_round=on_round)
+            del stats
+        except BaseException as e:  # noqa: BLE001 — surfaced to the learner by `collect`
+            with self._lock:
+                self._error = e
+        finally:
+            self.queue.close()
 
     def _produce(self) -> None:
         calls = 0

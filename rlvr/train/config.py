@@ -47,6 +47,7 @@ CHOICES = {
     "algorithm.is_correction": IS_CORRECTIONS,
     "algorithm.is_level": IS_LEVELS,
     "rollout.collector": COLLECTORS,
+    "rollout.arrival": ("batch", "episode"),
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
     "pivot.reward": ("functional", "exact"),
@@ -89,6 +90,7 @@ BOUNDS = {
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
     "rollout.batch_bucket": (0, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
+    "rollout.episode_slots": (0, True, None, True),
     "rollout.max_staleness": (0, True, None, True),
     "rollout.staleness_decay": (0.0, False, 1.0, True),
     "pivot.m": (2, True, None, True), "pivot.lambda_diff": (0.0, False, 1.0, True),
@@ -254,9 +256,15 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["task.curriculum_alpha"], f"task.curriculum is {c.task.curriculum!r}, not 'variance'")
     if not ro.asynchronous:
         na(["rollout.producer_batch", "rollout.queue_size", "rollout.max_staleness",
-            "rollout.staleness_backpressure", "rollout.staleness_decay"], "rollout.asynchronous is off")
+            "rollout.staleness_backpressure", "rollout.staleness_decay", "rollout.arrival",
+            "rollout.episode_slots"], "rollout.asynchronous is off")
+    elif ro.arrival != "episode":
+        na(["rollout.episode_slots"], "rollout.arrival is 'batch'")
+    else:
+        na(["rollout.producer_batch"], "rollout.arrival is 'episode' (episode_slots in flight)")
     if multi_turn is False:
-        na(["rollout.max_turns", "rollout.kv_reuse"], "the task kit is single-turn", True)
+        na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots"],
+           "the task kit is single-turn", True)
         if r["collector"] != "pivots":
             na(["rollout.batch_bucket"], "the task kit is single-turn", True)
     if r["collector"] != "pivots":
@@ -536,8 +544,20 @@ def _consistency_errors(raw) -> list[str]:
         errors.append(f"config.pivot.reprofile_every={raw.pivot.reprofile_every} does not apply with "
                       f"config.rollout.asynchronous=True (the rollout thread's draws have no step "
                       f"to re-profile at): set pivot.reprofile_every=0 or rollout.asynchronous=False")
+    if ro.asynchronous and ro.arrival == "episode":
+        if a.group_size != 1:
+            errors.append(f"config.rollout.arrival='episode' trains single rollouts as each ends: "
+                          f"it needs algorithm.group_size=1, got {a.group_size}")
+        if r["collector"] != "groups":
+            errors.append(f"config.rollout.arrival='episode' needs the groups collector, got "
+                          f"rollout.collector={r['collector']!r}")
+        if ro.kv_reuse:
+            errors.append("config.rollout.arrival='episode' cannot keep KV caches across turns "
+                          "yet (episodes join and leave the sampler's batch every round): set "
+                          "rollout.kv_reuse=False")
     if ro.asynchronous and ro.staleness_backpressure:
-        producer = ro.producer_batch or raw.sampling.prompts_per_step
+        # an episode of per-episode arrival is a producer batch of one
+        producer = 1 if ro.arrival == "episode" else (ro.producer_batch or raw.sampling.prompts_per_step)
         if predicted_lag(0, producer, raw.sampling.prompts_per_step) > ro.max_staleness:
             errors.append(f"config.rollout.staleness_backpressure needs producer_batch <= "
                           f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "

@@ -440,10 +440,13 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
             workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
             **common)
     if ro.asynchronous:
+        per_episode = ro.arrival == "episode"  # producer_batch or episode_slots, as applies
         collector = col.AsyncCollector(
-            collector, prompts_per_step=s.prompts_per_step, producer_batch=ro.producer_batch,
+            collector, prompts_per_step=s.prompts_per_step,
+            producer_batch=0 if per_episode else ro.producer_batch,
             queue_size=ro.queue_size, max_staleness=ro.max_staleness,
-            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure)
+            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure,
+            arrival=ro.arrival, slots=ro.episode_slots if per_episode else 0)
     return collector
 
 

@@ -56,3 +56,47 @@ def test_asynchronous_pivotrl_refuses_reprofiling():
     c = tiny_agent_config("pivotrl", rollout__asynchronous=True, pivot__reprofile_every=2)
     with pytest.raises(ConfigError, match=r"pivot.reprofile_every=2 does not apply"):
         validate_config(c)
+
+
+def test_sao_with_per_episode_arrival_trains_on_single_episodes(tmp_path, monkeypatch):
+    """rollout.arrival='episode': the rollout thread keeps episode_slots episodes in flight and
+    queues each as it ends (one group of one episode), the learner trains on them."""
+    import rlvr.rollout.continuous as continuous
+
+    arrived, real = [], continuous.run_continuous
+
+    def spy(**kw):
+        on_arrival = kw["on_arrival"]
+        kw["on_arrival"] = lambda a: (arrived.append(a), on_arrival(a))
+        assert kw["slots"] == 3
+        return real(**kw)
+
+    monkeypatch.setattr(continuous, "run_continuous", spy)
+    c = tiny_agent_config("sao", rollout__arrival="episode", rollout__episode_slots=3,
+                          train__num_steps=2, eval__every=2, checkpoint__every=2)
+    r, result = run_tiny(c, tmp_path)
+    assert isinstance(r.collector, AsyncCollector) and r.collector.arrival == "episode"
+    assert r.collector._thread.name == "rlvr-rollout"
+    assert result["step"] == 2
+    rows = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
+    train = [x for x in rows if "advantage/mean" in x]  # the learner steps
+    assert train and all(x["cost/turns"] > 0 for x in train)
+    assert not r.collector._thread.is_alive(), "close() ends the rollout thread"
+    assert len(arrived) >= 2 * 4  # two learner steps of prompts_per_step=4 single episodes
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(algorithm__group_size=2, algorithm__advantage="grpo"), r"arrival='episode'.*group_size=1"),
+    (dict(rollout__kv_reuse=True), r"arrival='episode'.*kv_reuse"),
+    (dict(rollout__arrival="stream"), r"rollout.arrival must be one of"),
+])
+def test_per_episode_arrival_combinations_that_cannot_work_are_refused_at_start(over, match):
+    c = tiny_agent_config("sao", **{"rollout__arrival": "episode", **over})
+    with pytest.raises(ConfigError, match=match):
+        validate_config(c)
+
+
+def test_per_episode_arrival_is_refused_for_a_single_turn_kit():
+    c = tiny_config(rollout__asynchronous=True, rollout__arrival="episode")
+    with pytest.raises(ConfigError, match=r"rollout.arrival"):
+        validate_config(c)
