@@ -164,7 +164,8 @@ def _load_builtin() -> None:
     if _BUILTIN_LOADED:
         return
     _BUILTIN_LOADED = True
-    from rlvr.tasks import files, kv_agent, registry, shop, tool_agent  # noqa: F401  (their imports register the kits)
+    from rlvr.tasks import (episode_files, files, kv_agent, registry, shop,  # noqa: F401
+                            tool_agent)  # (their imports register the kits)
 
 
 _BUILTIN_LOADED = False
