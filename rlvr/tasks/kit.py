@@ -132,7 +132,8 @@ def get_kit(name: str, **kwargs: Any) -> TaskKit:
 
 def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mapping[str, Any] = None
               ) -> TaskKit:
-    """The kit of `config.task`: one name, or a weighted mixture of single-turn kits (docs/algorithms.md (A.20)).
+    """The kit of `config.task`: one name, or a weighted mixture of single-turn kits, or of
+    multi-turn kits (`rlvr.tasks.episode_mixture`; docs/algorithms.md (A.20)).
 
     `kwargs` go to every named kit's builder (a mixture's kits must accept them all).
     """
@@ -143,10 +144,10 @@ def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mappi
     kits = [get_kit(n, **kwargs) for n in names]
     if len(kits) == 1:
         return kits[0]
-    multi = [k.name for k in kits if k.multi_turn]
-    if multi:
-        raise ValueError(f"task.names: a mixture can only hold single-turn kits; {multi} are "
-                         f"multi-turn")
+    if any(k.multi_turn for k in kits):  # episodes routed by environment
+        from rlvr.tasks.episode_mixture import episode_mixture_kit
+
+        return episode_mixture_kit(kits, weights)
     from rlvr.tasks.registry import MixtureSource
 
     weights = list(weights) or [1.0] * len(kits)
@@ -163,7 +164,8 @@ def _load_builtin() -> None:
     if _BUILTIN_LOADED:
         return
     _BUILTIN_LOADED = True
-    from rlvr.tasks import files, kv_agent, registry, shop, tool_agent  # noqa: F401  (their imports register the kits)
+    from rlvr.tasks import (episode_files, files, kv_agent, registry, shop,  # noqa: F401
+                            tool_agent)  # (their imports register the kits)
 
 
 _BUILTIN_LOADED = False
