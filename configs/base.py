@@ -150,6 +150,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.algorithm.dynamic_sampling_max_rounds = 3  # dynamic sampling: extra rollout rounds allowed.
     c.algorithm.recompute_old_logprobs = True  # π_old = the learner's own scores before the update;
                                     # False: the sampler's behaviour log-probs (SAO, docs/algorithms.md (A.19)).
+    c.algorithm.old_logprobs_gap_bound = 0.0  # > 0: when the π_old pass would run (several
+                                    # optimiser steps), score one micro-batch of rows first; if its
+                                    # mean |log π_θ − log μ| over loss tokens is <= this bound, π_old
+                                    # = the behaviour log-probs μ and the rest of the pass is skipped,
+                                    # else it is recomputed. 0 = always recomputed.
 
     # ---------------------------------------------------------------- rollout (rlvr.train.collectors)
     c.rollout = ml_collections.ConfigDict()

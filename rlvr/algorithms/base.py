@@ -51,6 +51,7 @@ from flax import nnx
 
 from rlvr.core import kl as core_kl
 from rlvr.core._util import masked_mean, safe_div
+from rlvr.core.layout import align_completions
 from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS, importance_weights
 from rlvr.core.losses import (
     AGGREGATIONS,
@@ -110,6 +111,9 @@ class AlgorithmSettings:
     is_level: str = "token"
     is_threshold: float = 2.0
     is_threshold_low: float = 0.0
+    # π_old from the behaviour log-probs when a probe's mean |log π_θ − log μ| over loss tokens
+    # is <= this bound, else recomputed (`Algorithm.probed_old_logprobs`); 0: always recomputed
+    old_logprobs_gap_bound: float = 0.0
     # the constant L of aggregation "seq-mean-token-sum-norm" (Dr. GRPO); 0 with other modes
     loss_length_normalizer: int = 0
     # DAPO overlong shaping (buffer L_cache > 0: on) against max_new_tokens (L_max), filtering
@@ -117,6 +121,10 @@ class AlgorithmSettings:
     overlong_penalty: float = 1.0
     overlong_filter: bool = False
     max_new_tokens: int = 0
+    # the loss covers only each row's last `completion_columns` columns (a single-turn batch's
+    # completion, the sampler's layout): log-probs and entropies are computed there alone;
+    # 0: every column (multi-turn batches, whose observations and actions interleave)
+    completion_columns: int = 0
 
     def __post_init__(self):
         def bad(field, allowed):
@@ -141,6 +149,12 @@ class AlgorithmSettings:
                 bad("is_threshold_low", f"in [0, is_threshold={self.is_threshold})")
             if self.is_level == "token" and (self.policy_loss or "") in SEQUENCE_LOSSES:
                 bad("is_level", f"'sequence' with the sequence objective {self.policy_loss!r}")
+        if not self.old_logprobs_gap_bound >= 0:
+            bad("old_logprobs_gap_bound", ">= 0 (0: off)")
+        if self.old_logprobs_gap_bound > 0 and self.is_correction != "none":
+            bad("old_logprobs_gap_bound", "0 with is_correction (its weights need the recomputed π_old)")
+        if isinstance(self.completion_columns, bool) or self.completion_columns < 0:
+            bad("completion_columns", "an int >= 0 (0: every column)")
         if self.overlong_buffer and not 1 <= self.overlong_buffer <= self.max_new_tokens:
             bad("overlong_buffer", f"0 (off) or in [1, max_new_tokens={self.max_new_tokens}]")
 
@@ -260,7 +274,7 @@ class Algorithm:
     # ------------------------------------------------------------------ stage 1-2
     def make_train_batch(self, batch: RolloutBatch) -> TrainingBatch:
         valid = batch.valid.astype(bool)
-        return TrainingBatch(
+        tb = TrainingBatch(
             tokens=batch.tokens,
             attention_mask=batch.attention_mask,
             positions=batch.positions,
@@ -274,6 +288,12 @@ class Algorithm:
             ref_logprobs=batch.ref_logprobs,
             token_rewards=batch.token_rewards,
             policy_version=batch.policy_version if self.settings.off_policy_rows else None)
+        n = self.settings.completion_columns
+        if 0 < n < batch.tokens.shape[1]:  # each row's completion in the last n columns
+            present = {f.name: getattr(tb, f.name) for f in dataclasses.fields(tb)
+                       if getattr(tb, f.name) is not None}
+            tb = tb.replace(**align_completions(present, tb.loss_mask, n))
+        return tb
 
     def stale_rows(self, state, tb: TrainingBatch):
         """bool [B]: rows sampled by an older policy version than the learner's (asynchronous
@@ -286,10 +306,18 @@ class Algorithm:
             return None
         return jnp.asarray(tb.policy_version) < state.policy_version
 
+    def score_start(self, tokens) -> int:
+        """The first column whose log-prob the loss can read (static): T - completion_columns
+        when that setting is on and shorter than the rows, else 0 (every column)."""
+        t = tokens.shape[1]
+        n = self.settings.completion_columns
+        return t - n if 0 < n < t else 0
+
     def _logprobs(self, model, tb):
         return scoring.token_logprobs(model, tb.tokens, positions=tb.positions,
                                       attention_mask=tb.attention_mask,
-                                      temperature=self.settings.temperature)
+                                      temperature=self.settings.temperature,
+                                      start=self.score_start(tb.tokens))
 
     def score_chunks(self) -> int:
         """Row chunks of the no-grad passes over a whole rollout batch (π_old, π_ref, values).
@@ -341,6 +369,12 @@ class Algorithm:
             elif stale is not None:  # π_old = π_θ on fresh rows, the behaviour policy on stale ones
                 tb = tb.replace(stale_rows=stale)
             return self._score_reference(state, tb, m, {})
+        if s.old_logprobs_gap_bound > 0 and s.recompute_old_logprobs:
+            logprobs, metrics = self.probed_old_logprobs(state, tb, m)
+            if stale is not None:
+                logprobs = jnp.where(stale[:, None], tb.behavior_logprobs, logprobs)
+            tb = tb.replace(old_logprobs=logprobs)
+            return self._score_reference(state, tb, m, metrics)
         logprobs, entropy = self.score_rows(lambda: self.policy_model(state.params),
                                             self._logprobs, tb)
         logprobs = jax.lax.stop_gradient(jnp.where(m, logprobs, 0.0))
@@ -352,6 +386,43 @@ class Algorithm:
             logprobs = jnp.where(stale[:, None], tb.behavior_logprobs, logprobs)
         tb = tb.replace(old_logprobs=logprobs)
         return self._score_reference(state, tb, m, metrics)
+
+    def probed_old_logprobs(self, state, tb: TrainingBatch, m):
+        """π_old [B, T] from the behaviour log-probs when the sampler and the learner agree,
+        else recomputed (`old_logprobs_gap_bound` > 0). Returns (old_logprobs, metrics).
+
+        The policy's no-grad pass runs on a probe: the first B / (num_minibatches ·
+        num_microbatches) rows (one learner micro-batch). Its mean absolute gap to the behaviour
+        log-probs over the loss tokens, g = Σ m·|log π_θ − log μ| / Σ m, decides (`lax.cond`):
+        g <= bound: π_old = μ (the behaviour log-probs) on every row and the pass over the other
+        rows is skipped; else the pass runs over the remaining rows and π_old = π_θ as without
+        the bound. Metrics: `policy/behavior_logprob_gap` (g, the probe's), `policy/entropy`
+        (the probe's rows), `policy/old_logprobs_reused` (1 when μ was used, else 0).
+        """
+        s = self.settings
+        b = tb.tokens.shape[0]
+        k = max(1, b // (s.num_minibatches * s.num_microbatches))
+        inputs = tb.only("tokens", "positions", "attention_mask")
+        run = lambda x: self._logprobs(self.policy_model(state.params), x)  # noqa: E731
+        probe_lp, probe_ent = run(jax.tree.map(lambda x: x[:k], inputs))
+        mk = m[:k]
+        probe_lp = jax.lax.stop_gradient(jnp.where(mk, probe_lp, 0.0))
+        behav = tb.behavior_logprobs
+        gap = masked_mean(jnp.abs(probe_lp - behav[:k]), mk)
+        reuse = gap <= s.old_logprobs_gap_bound
+
+        def recompute(_):
+            if k == b:
+                return probe_lp
+            n_rest = (b - k) // k if (b - k) % k == 0 else 1
+            rest, _ = map_row_chunks(run, jax.tree.map(lambda x: x[k:], inputs), n_rest)
+            return jnp.concatenate([probe_lp, jax.lax.stop_gradient(jnp.where(m[k:], rest, 0.0))])
+
+        old = jax.lax.cond(reuse, lambda _: jnp.where(m, behav, 0.0), recompute, None)
+        metrics = {"policy/entropy": masked_mean(probe_ent, mk),
+                   "policy/behavior_logprob_gap": gap,
+                   "policy/old_logprobs_reused": reuse.astype(jnp.float32)}
+        return old, metrics
 
     def _score_reference(self, state, tb: TrainingBatch, m, metrics: dict) -> tuple[dict, dict]:
         """Reference log-probs (KL on) and the KL metrics against π_old when it is known."""
@@ -436,7 +507,8 @@ class Algorithm:
             return self.policy_objective(logprobs, entropy, mb, aux)
         logprobs, entropy, router = scoring.token_logprobs(
             model, mb.tokens, positions=mb.positions, attention_mask=mb.attention_mask,
-            temperature=self.settings.temperature, with_router_loss=True)
+            temperature=self.settings.temperature, with_router_loss=True,
+            start=self.score_start(mb.tokens))
         total, metrics = self.policy_objective(logprobs, entropy, mb, aux)
         share = token_share(mb.loss_mask > 0, aux)
         metrics["router_aux_loss"] = router * share

@@ -49,8 +49,14 @@ def _chunk_stats(h, w, targets, temperature, dtype, logit_softcap=None):
 
 def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature=1.0,
                          chunk_size: Optional[int] = None, dtype=jnp.float32,
-                         logit_softcap: Optional[float] = None):
+                         logit_softcap: Optional[float] = None, start: int = 0):
     """Pure core of `token_logprobs`.
+
+    Only the target columns t >= max(start, 1) are scored: the LM head and the log-softmax run
+    on the hidden states of positions start-1 .. T-2 alone, and columns t < start are 0 (as if
+    masked). With `start` at a batch's first completion column (the sampler's layout: prompt
+    in columns < P, completion in P..T-1) the log-probs and entropies of the completion equal
+    those of start = 0 while the head's work shrinks by P / (T - 1).
 
     Args:
       hidden: [B, T, D] final hidden states.
@@ -59,22 +65,26 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
       temperature: scalar dividing the logits.
       chunk_size: positions per logits block (default `default_chunk_size(B, V, T - 1)`).
       logit_softcap: c: logits z -> c·tanh(z / c) before the temperature (Gemma 2); None off.
+      start: static int in [0, T), the first target column scored (0 and 1: all of them).
     Returns:
       (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
     """
     chex.assert_rank([hidden, tokens, attention_mask], [3, 2, 2])
     b, t, d = hidden.shape
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < max(t, 1):
+        raise ValueError(f"start must be an int in [0, T={t}), got {start!r}")
     if t < 2:
         z = jnp.zeros((b, t), jnp.float32)
         return z, z
-    n = t - 1
+    s0 = max(start, 1)  # first scored target column
+    n = t - s0
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     c = min(n, chunk_size) if chunk_size else default_chunk_size(b, lm_head.shape[-1], n)
     num = -(-n // c)
     pad = num * c - n
-    h = jnp.pad(hidden[:, :-1], ((0, 0), (0, pad), (0, 0)))
-    tg = jnp.pad(tokens[:, 1:].astype(jnp.int32), ((0, 0), (0, pad)))
+    h = jnp.pad(hidden[:, s0 - 1:-1], ((0, 0), (0, pad), (0, 0)))
+    tg = jnp.pad(tokens[:, s0:].astype(jnp.int32), ((0, 0), (0, pad)))
     h = h.reshape(b, num, c, d).swapaxes(0, 1)
     tg = tg.reshape(b, num, c).swapaxes(0, 1)
 
@@ -89,7 +99,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
         lp = lp.swapaxes(0, 1).reshape(b, num * c)
         ent = ent.swapaxes(0, 1).reshape(b, num * c)
     lp, ent = lp[:, :n], ent[:, :n]
-    zero = jnp.zeros((b, 1), jnp.float32)
+    zero = jnp.zeros((b, s0), jnp.float32)
     lp = jnp.concatenate([zero, lp], axis=1)
     ent = jnp.concatenate([zero, ent], axis=1)
     am = attention_mask.astype(bool)
@@ -100,14 +110,16 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
 
 
 def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
-                   chunk_size: Optional[int] = None, with_router_loss: bool = False):
+                   chunk_size: Optional[int] = None, with_router_loss: bool = False,
+                   start: int = 0):
     """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
 
     tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
     (default all True). Works under `jax.jit` / `jax.grad` with `nnx.split` / `nnx.merge`
     (see `token_logprobs_from_state`). with_router_loss: also returns the mixture-of-experts
     load-balancing loss of the same forward pass over the real tokens (a scalar, 0.0 for a
-    dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss).
+    dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss). start: the
+    first target column scored (`logprobs_from_hidden`; earlier columns are 0).
     """
     tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
     if with_router_loss:
@@ -118,7 +130,7 @@ def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temper
     out = logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
                                temperature=temperature, chunk_size=chunk_size,
                                dtype=jnp_dtype(model.config.dtype),
-                               logit_softcap=model.config.final_logit_softcapping)
+                               logit_softcap=model.config.final_logit_softcapping, start=start)
     return (*out, router_loss) if with_router_loss else out
 
 

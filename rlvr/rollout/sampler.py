@@ -255,6 +255,49 @@ def nucleus_threshold(z: jnp.ndarray, top_p: float, candidates: int = NUCLEUS_CA
     return jax.lax.cond(fits, lambda _: t_head, full, None)
 
 
+def _ordered_key(x):
+    """float32 -> uint32 with the same order (negative floats: all bits flipped; others: the
+    sign bit set)."""
+    u = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+    return jnp.where(u >> 31 == 1, ~u, u | jnp.uint32(0x80000000))
+
+
+def _from_ordered_key(k):
+    u = jnp.where(k >> 31 == 1, k & jnp.uint32(0x7FFFFFFF), ~k)
+    return jax.lax.bitcast_convert_type(u, jnp.float32)
+
+
+def nucleus_threshold_bisect(z: jnp.ndarray, top_p: float) -> jnp.ndarray:
+    """[..., V] finite float32 logits -> [..., 1] top-p threshold without a sort.
+
+    The same definition as `nucleus_threshold` (the smallest kept sorted logit): with
+    q = softmax(z) and M(x) = Σ_{u: z_u > x} q_u (the mass strictly above x, non-increasing in
+    x), token v is kept iff M(z_v) < top_p. Bisection over the float32 values in their bit
+    order (32 steps, exact on the representable values) finds the smallest x with M(x) < top_p;
+    the threshold is the smallest logit >= x. Each step is one masked sum over V, so the work
+    is 32 passes over the row and no [V] sort. The masses are plain sums rather than a sorted
+    cumulative sum: the kept set can differ from the sort's only where a cumulative mass lies
+    within float rounding of top_p.
+    """
+    z = z.astype(jnp.float32)
+    top = jnp.max(z, axis=-1, keepdims=True)
+    e = jnp.exp(z - top)
+    q = e / jnp.sum(e, axis=-1, keepdims=True)
+    lo = _ordered_key(jnp.min(z, axis=-1, keepdims=True)) - jnp.uint32(1)  # M(lo) = 1: not kept
+    hi = _ordered_key(top)                                                 # M(hi) = 0: kept
+
+    def step(_, bounds):
+        lo, hi = bounds
+        mid = lo + (hi - lo) // jnp.uint32(2)
+        x = _from_ordered_key(mid)
+        kept = jnp.sum(jnp.where(z > x, q, 0.0), axis=-1, keepdims=True) < top_p
+        return jnp.where(kept, lo, mid), jnp.where(kept, mid, hi)
+
+    _, hi = jax.lax.fori_loop(0, 32, step, (lo, hi), unroll=True)
+    x = _from_ordered_key(hi)
+    return jnp.min(jnp.where(z >= x, z, jnp.inf), axis=-1, keepdims=True)
+
+
 def _choose(logits, keys, step, params: SamplingParams):
     """logits [B, V] f32, keys [B] -> (tokens [B] int32, logprobs [B] f32)."""
     if params.greedy:

@@ -84,6 +84,7 @@ BOUNDS = {
     "algorithm.is_threshold": (0.0, False, None, True),
     "algorithm.is_threshold_low": (0.0, True, None, True),
     "algorithm.overlong_buffer": (0, True, None, True),
+    "algorithm.old_logprobs_gap_bound": (0.0, True, None, True),
     "algorithm.overlong_penalty": (0.0, True, None, True),
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
     "rollout.batch_bucket": (0, True, None, True),
@@ -463,6 +464,10 @@ def _consistency_errors(raw) -> list[str]:
             errors.append(f"config.algorithm.is_correction={a.is_correction!r} needs "
                           f"algorithm.recompute_old_logprobs=True: with π_old = the behaviour "
                           f"log-probs every weight π_old/μ is 1 (set is_correction='none')")
+        if a.old_logprobs_gap_bound > 0:
+            errors.append(f"config.algorithm.old_logprobs_gap_bound must be 0 with "
+                          f"is_correction={a.is_correction!r} (its weights π_old/μ need the "
+                          f"recomputed π_old), got {a.old_logprobs_gap_bound}")
         if a.is_level == "token" and r["policy_loss"] in SEQUENCE_LOSSES:
             errors.append(f"config.algorithm.is_level must be 'sequence' with the sequence "
                           f"objective {r['policy_loss']!r} (one ratio per sequence), got 'token'")

@@ -35,9 +35,11 @@ from rlvr.train.policy import build_policy_seam
 
 
 # ------------------------------------------------------------------------------- readers
-def algorithm_settings(config) -> AlgorithmSettings:
+def algorithm_settings(config, *, single_turn: bool = False) -> AlgorithmSettings:
     """AlgorithmSettings from the config fields that apply to the algorithm (others keep the
-    dataclass defaults and are never read)."""
+    dataclass defaults and are never read). single_turn: the batches are prompt + completion
+    rows with the completion in the last `sampling.max_new_tokens` columns, so only those are
+    scored (`completion_columns`)."""
     a = config.algorithm
     skip = inapplicable(config)
     names = {f.name for f in dataclasses.fields(AlgorithmSettings)}
@@ -46,7 +48,8 @@ def algorithm_settings(config) -> AlgorithmSettings:
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
               num_microbatches=config.train.num_microbatches,
               off_policy_rows=bool(config.rollout.asynchronous),
-              max_new_tokens=config.sampling.max_new_tokens)
+              max_new_tokens=config.sampling.max_new_tokens,
+              completion_columns=config.sampling.max_new_tokens if single_turn else 0)
     if kw.get("aggregation") == "seq-mean-token-sum-norm" and not kw.get("loss_length_normalizer"):
         kw["loss_length_normalizer"] = config.sampling.max_new_tokens
     if config.kl.mode != "none":
@@ -374,9 +377,10 @@ def critic_from_policy(c, policy, mesh):
     return graphdef, jax.device_put(params, param_shardings(params, mesh)), rest
 
 
-def build_algorithm(c, policy, mesh, lora=None):
+def build_algorithm(c, policy, mesh, lora=None, *, single_turn: bool = False):
     """(algorithm, policy graphdef / params / rest, optimiser, critic params and optimiser).
-    `lora`: the policy's `LoRAPolicy` (only its adapters are trained), or None."""
+    `lora`: the policy's `LoRAPolicy` (only its adapters are trained), or None. single_turn:
+    see `algorithm_settings`."""
     from rlvr.parallel import param_shardings
 
     cls = resolved(c)["cls"]
@@ -391,7 +395,7 @@ def build_algorithm(c, policy, mesh, lora=None):
         critic_opt = optimizer_from_config(c, learning_rate=a.critic_learning_rate)
         kw.update(critic_graphdef=cg, critic_rest=cr, critic_optimizer=critic_opt,
                   critic_trainable=(trainable_filter(True) if a.critic_freeze_attention else None))
-    algorithm = cls(algorithm_settings(c), **kw)
+    algorithm = cls(algorithm_settings(c, single_turn=single_turn), **kw)
     return algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt
 
 
@@ -490,7 +494,7 @@ def build_run(config, workdir: str) -> Run:
     lora = build_lora(c, policy)
     mesh, replicated = build_mesh(c)
     algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt = \
-        build_algorithm(c, policy, mesh, lora)
+        build_algorithm(c, policy, mesh, lora, single_turn=not kit.multi_turn)
 
     s = c.sampling
     sampling = SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,

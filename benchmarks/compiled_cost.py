@@ -1,0 +1,242 @@
+"""XLA's cost analysis of the compiled learner step and decode step: a proxy measurable on a CPU.
+
+    python benchmarks/compiled_cost.py [--shapes small,qwen2.5-0.5b] [--out FILE]
+
+For each shape it lowers and compiles, with abstract inputs only (`jax.ShapeDtypeStruct` from
+`jax.eval_shape`: no weights are allocated), two programs and prints what XLA's
+`cost_analysis()` and `memory_analysis()` report for them:
+
+  learner step  `Algorithm.train_step` of GRPO (the program the training loop jits: the no-grad
+                π_old pass when the settings need it, the advantages, then the learner's
+                minibatch × micro-batch gradient steps through `rlvr.learner.make_update`).
+  decode step   one iteration of the sampler's decode loop (`rlvr.rollout.sampler`): the choice of
+                the next token from the last logits (greedy, or temperature + top-p), one cached
+                forward of the new token and the LM head. `decode-top-p-bisect`: the same with
+                the sort-free top-p threshold (`nucleus_threshold_bisect`) in place of the
+                sampler's top-k / full-sort one.
+
+Shapes:
+  small         2 layers, d 64, vocab 512, fp32; 8 prompts × 4 samples, prompt 24 + 40 new;
+                1 minibatch × 1 micro-batch (the quickstart's kind of run).
+  qwen2.5-0.5b  `benchmarks/model_shapes.py` (24 layers, d 896, vocab 151,936), bf16 compute,
+                fp32 master weights, remat; one group of 8 samples, prompt 256 + 512 new (the
+                rows and lengths of benchmarks/hf_train_loop.py's GPU run, whose 64 groups cost
+                64× these counts); decode at batch 256, prompt 128 + 256 (benchmarks/model.py's
+                decode shape).
+
+XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
+measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
+traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
+whole program; the decode step has no loop. The figures are the compiled programs' static
+counts on the CPU backend: they compare programs before and after a change, not devices.
+The learner step scores the completion columns only, as a single-turn training run does
+(`--set completion_columns=0`: every column). `--set k=v` overrides an `AlgorithmSettings`
+field of the learner step (e.g. `--set epochs=2`; a learner loop is then counted once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from benchmarks.model_shapes import QWEN2_SIZES  # noqa: E402
+from rlvr.algorithms import AlgorithmSettings, get_algorithm  # noqa: E402
+from rlvr.models import ModelConfig, Transformer  # noqa: E402
+from rlvr.models.transformer import KVCache  # noqa: E402
+from rlvr.records.batch import RolloutBatch  # noqa: E402
+from rlvr.records.state import create_train_state, split_model  # noqa: E402
+from rlvr.rollout import sampler as smp  # noqa: E402
+
+_scan = jax.lax.scan
+
+
+def _unrolled_scan(*args, **kwargs):
+    """`jax.lax.scan` fully unrolled, so XLA's cost analysis counts every iteration."""
+    kwargs["unroll"] = True
+    return _scan(*args, **kwargs)
+
+
+SHAPES = {
+    "small": dict(model=dict(vocab_size=512, hidden_size=64, intermediate_size=256, num_layers=2,
+                             num_heads=4, num_kv_heads=4, head_dim=16,
+                             max_position_embeddings=512),
+                  remat=False, prompts=8, group=4, prompt_len=24, new_tokens=40,
+                  minibatches=1, microbatches=1, decode_batch=32, decode_prompt=24,
+                  decode_new=40),
+    "qwen2.5-0.5b": dict(model=dict(QWEN2_SIZES["qwen2.5-0.5b"], dtype="bfloat16",
+                                    param_dtype="float32"),
+                         remat=True, prompts=1, group=8, prompt_len=256, new_tokens=512,
+                         minibatches=1, microbatches=1, decode_batch=256, decode_prompt=128,
+                         decode_new=256),
+}
+
+
+def _abstract(tree):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+
+
+def learner_program(shape: dict, overrides: dict):
+    """(jitted GRPO train_step, abstract state, abstract RolloutBatch) at `shape`."""
+    cfg = ModelConfig(**shape["model"])
+    b = shape["prompts"] * shape["group"]
+    t = shape["prompt_len"] + shape["new_tokens"]
+    settings = dataclasses.replace(
+        AlgorithmSettings(name="grpo", group_size=shape["group"], num_minibatches=shape["minibatches"],
+                          num_microbatches=shape["microbatches"],
+                          max_new_tokens=shape["new_tokens"],
+                          completion_columns=shape["new_tokens"]), **overrides)
+    opt = optax.adamw(1e-6)
+    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), remat=shape["remat"]))
+    graphdef, params, rest = split_model(model)
+    algo = get_algorithm("grpo")(settings, policy_graphdef=graphdef, policy_rest=rest,
+                                 optimizer=opt)
+    state = jax.eval_shape(lambda p: create_train_state(p, opt, seed=0), params)
+    p = shape["prompt_len"]
+    cols = np.arange(t)[None]
+    loss_mask = np.broadcast_to(cols >= p, (b, t)).astype(np.float32)
+    batch = RolloutBatch.create(tokens=np.ones((b, t), np.int32), loss_mask=loss_mask,
+                                behavior_logprobs=np.zeros((b, t), np.float32),
+                                rewards=np.zeros((b,), np.float32))
+    return jax.jit(algo.train_step), state, _abstract(batch)
+
+
+def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False):
+    """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body."""
+    cfg = ModelConfig(**shape["model"])
+    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(model)
+    b, p, n = shape["decode_batch"], shape["decode_prompt"], shape["decode_new"]
+    stops = (0,)
+
+    def step(state, cache, logits, keys, i, done, out_tok, out_lp, kv_mask, prompt_len):
+        m = nnx.merge(graphdef, state)
+        kv_mask = kv_mask.at[:, p + i].set(~done)
+        tok, out_tok, out_lp, done = smp._decode_choice(
+            logits, keys, i, sampling, done, out_tok, out_lp, pad_id=0,
+            stops=jnp.asarray(stops, jnp.int32))
+        hidden, cache = m.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
+                                         cache, p + i)
+        return cache, m.project(hidden[:, 0]), out_tok, out_lp, done, kv_mask
+
+    cache = jax.eval_shape(lambda: KVCache.init(cfg, b, p + n))
+    keys = jax.eval_shape(lambda: smp.per_sample_keys(jax.random.key(0), b))
+    S = jax.ShapeDtypeStruct
+    args = (state, cache, S((b, cfg.vocab_size), jnp.float32), keys, S((), jnp.int32),
+            S((b,), jnp.bool_), S((b, n), jnp.int32), S((b, n), jnp.float32),
+            S((b, p + n), jnp.bool_), S((b,), jnp.int32))
+    fn = jax.jit(step)
+    if bisect:  # the sort-free threshold in place of the top-k / full-sort one, while tracing
+        def traced(*a):
+            saved = smp.nucleus_threshold
+            smp.nucleus_threshold = lambda z, top_p, candidates=0: smp.nucleus_threshold_bisect(
+                z, top_p)
+            try:
+                return fn.lower(*a)
+            finally:
+                smp.nucleus_threshold = saved
+
+        return (_Lowerable(traced), *args)
+    return (fn, *args)
+
+
+class _Lowerable:
+    """An object with `.lower(*args)` (what `analyse` calls)."""
+
+    def __init__(self, lower):
+        self.lower = lower
+
+
+def analyse(fn, *args, compile_: bool = True) -> dict:
+    """flops, bytes accessed (and temp / argument bytes when compiled) of `fn` at `args`."""
+    t0 = time.perf_counter()
+    lowered = fn.lower(*args)
+    if not compile_:
+        cost = lowered.cost_analysis() or {}
+        return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"), temp=None,
+                    args=None, compile_s=time.perf_counter() - t0, stage="lowered")
+    compiled = lowered.compile()
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    cost = cost or {}
+    mem = compiled.memory_analysis()
+    return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"),
+                temp=getattr(mem, "temp_size_in_bytes", None),
+                args=getattr(mem, "argument_size_in_bytes", None),
+                compile_s=time.perf_counter() - t0, stage="compiled")
+
+
+def _fmt(x):
+    return "—" if x is None else f"{float(x):.4g}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
+    ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
+                    help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect")
+    ap.add_argument("--lower-only", action="store_true",
+                    help="cost analysis of the lowered (unoptimised) programs, no compile")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="AlgorithmSettings override of the learner step (repeatable)")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    overrides = {}
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        default = getattr(AlgorithmSettings(), k)
+        overrides[k] = (v.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)(v)
+    programs = args.programs.split(",")
+    jax.lax.scan = _unrolled_scan
+    rows = []
+    for name in args.shapes.split(","):
+        shape = SHAPES[name]
+        todo = []
+        if "learner" in programs:
+            todo.append(("learner step", lambda: learner_program(shape, overrides)))
+        for prog, sp in (("decode-greedy", smp.SamplingParams(max_new_tokens=shape["decode_new"],
+                                                               greedy=True)),
+                         ("decode-top-p", smp.SamplingParams(max_new_tokens=shape["decode_new"],
+                                                              temperature=1.0, top_p=0.95))):
+            if prog in programs:
+                todo.append((f"decode step ({prog[7:]})", lambda sp=sp: decode_program(shape, sp)))
+        if "decode-top-p-bisect" in programs:
+            sp = smp.SamplingParams(max_new_tokens=shape["decode_new"], temperature=1.0, top_p=0.95)
+            todo.append(("decode step (top-p, bisection)",
+                         lambda sp=sp: decode_program(shape, sp, bisect=True)))
+        for label, build in todo:
+            fn, *fargs = build()
+            r = analyse(fn, *fargs, compile_=not args.lower_only)
+            rows.append((name, label, r))
+            print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
+                  f"temp {_fmt(r['temp'])}  ({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
+    lines = [f"Command: `python benchmarks/compiled_cost.py {' '.join(sys.argv[1:])}`; "
+             f"{datetime.date.today()}, {platform.machine()} CPU backend, jax {jax.__version__}.",
+             "",
+             "| shape | program | flops | bytes accessed | temp bytes | argument bytes |",
+             "|---|---|---:|---:|---:|---:|"]
+    for name, label, r in rows:
+        lines.append(f"| {name} | {label} | {_fmt(r['flops'])} | {_fmt(r['bytes'])} | "
+                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
