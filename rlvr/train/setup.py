@@ -47,6 +47,7 @@ def algorithm_settings(config, *, single_turn: bool = False) -> AlgorithmSetting
     kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
               num_microbatches=config.train.num_microbatches,
+              length_bucket=config.train.length_bucket,
               off_policy_rows=bool(config.rollout.asynchronous),
               max_new_tokens=config.sampling.max_new_tokens,
               completion_columns=config.sampling.max_new_tokens if single_turn else 0)
