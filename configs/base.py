@@ -155,6 +155,10 @@ def get_config() -> ml_collections.ConfigDict:
                                     # mean |log π_θ − log μ| over loss tokens is <= this bound, π_old
                                     # = the behaviour log-probs μ and the rest of the pass is skipped,
                                     # else it is recomputed. 0 = always recomputed.
+    c.algorithm.score_completions_only = True  # single-turn runs: the learner's LM head and
+                                    # log-softmax run on the completion columns only (the loss
+                                    # covers no prompt token); the same loss up to float summation
+                                    # order. False = every column (multi-turn runs always do).
 
     # ---------------------------------------------------------------- rollout (rlvr.train.collectors)
     c.rollout = ml_collections.ConfigDict()
