@@ -33,6 +33,10 @@ Shapes:
                 distinct width's micro-step (value and gradient of the GRPO loss over one
                 micro-batch) is compiled once; the table gives Σ over micro-batches of its counts.
 
+  decode-segments  one greedy decode step attending to every cache slot, and the mean over the
+                steps of a loop in `--decode-segments` parts whose attention reads only the
+                slots written so far (`sample(decode_segments=k)`, `decode_windows`).
+
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
@@ -122,8 +126,10 @@ def learner_program(shape: dict, overrides: dict):
     return jax.jit(algo.train_step), state, _abstract(batch)
 
 
-def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False):
-    """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body."""
+def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False,
+                   kv_len=None):
+    """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body
+    (kv_len: attention over the first kv_len cache slots only, `sample(decode_segments=...)`)."""
     cfg = ModelConfig(**shape["model"])
     model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
     graphdef, state = nnx.split(model)
@@ -137,7 +143,7 @@ def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = Fal
             logits, keys, i, sampling, done, out_tok, out_lp, pad_id=0,
             stops=jnp.asarray(stops, jnp.int32))
         hidden, cache = m.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
-                                         cache, p + i)
+                                         cache, p + i, kv_len=kv_len)
         return cache, m.project(hidden[:, 0]), out_tok, out_lp, done, kv_mask
 
     cache = jax.eval_shape(lambda: KVCache.init(cfg, b, p + n))
@@ -229,6 +235,23 @@ def length_bucket_rows(shape: dict, args, overrides: dict) -> list:
                           f"(widths {min(chosen)}–{max(chosen)}, mean {np.mean(chosen):.0f})")]
 
 
+def decode_segment_rows(shape: dict, segments: int) -> list:
+    """Table rows of the `decode-segments` program: one greedy decode step attending to every
+    cache slot, and the step-weighted mean over the `decode_windows` parts of the loop."""
+    p, n = shape["decode_prompt"], shape["decode_new"]
+    sp = smp.SamplingParams(max_new_tokens=n, greedy=True)
+    parts = smp.decode_windows(p, n, segments)
+    full = analyse(*decode_program(shape, sp))
+    per = [(end - first, analyse(*decode_program(shape, sp, kv_len=w))) for first, end, w in parts]
+    mean = {k: sum(c * r[k] for c, r in per) / n for k in ("flops", "bytes")}
+    mean.update(temp=max(r["temp"] for _, r in per), args=full["args"],
+                compile_s=sum(r["compile_s"] for _, r in per), stage="compiled")
+    widths = ", ".join(str(w) for _, _, w in parts)
+    return [("decode step (greedy), every slot", full),
+            (f"decode step (greedy), decode_segments={segments}: mean over steps "
+             f"(windows {widths} of {p + n})", mean)]
+
+
 class _Lowerable:
     """An object with `.lower(*args)` (what `analyse` calls)."""
 
@@ -270,7 +293,9 @@ def main():
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
     ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
                     help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect, "
-                         "learner-lengths")
+                         "learner-lengths, decode-segments")
+    ap.add_argument("--decode-segments", type=int, default=8,
+                    help="decode-segments: parts of the decode loop")
     ap.add_argument("--rows", type=int, default=512, help="learner-lengths: rows of the batch")
     ap.add_argument("--micro-rows", type=int, default=16, help="learner-lengths: rows per micro-batch")
     ap.add_argument("--median-new", type=float, default=0.0,
@@ -311,6 +336,10 @@ def main():
             r = analyse(fn, *fargs, compile_=not args.lower_only)
             rows.append((name, label, r))
             _print_row(name, label, r)
+        if "decode-segments" in programs:
+            for label, r in decode_segment_rows(shape, args.decode_segments):
+                rows.append((name, label, r))
+                _print_row(name, label, r)
         if "learner-lengths" in programs:
             for label, r in length_bucket_rows(shape, args, overrides):
                 rows.append((name, label, r))
