@@ -24,6 +24,19 @@ Shapes:
                 64× these counts); decode at batch 256, prompt 128 + 256 (benchmarks/model.py's
                 decode shape).
 
+  learner-lengths  the learner's micro-steps over a batch with a long-tailed completion-length
+                spread (`--rows` rows in micro-batches of `--micro-rows`, completion lengths
+                drawn from a log-normal with median `--median-new` (default: a fifth of the limit) capped at the new-token
+                limit, seed `--lengths-seed`): the padded path runs every micro-batch at the
+                full width T; with `train.length_bucket` = `--bucket` (rows sorted by length,
+                `rlvr.learner`) each runs at its longest row rounded up to the bucket. Each
+                distinct width's micro-step (value and gradient of the GRPO loss over one
+                micro-batch) is compiled once; the table gives Σ over micro-batches of its counts.
+
+  decode-segments  one greedy decode step attending to every cache slot, and the mean over the
+                steps of a loop in `--decode-segments` parts whose attention reads only the
+                slots written so far (`sample(decode_segments=k)`, `decode_windows`).
+
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
@@ -113,8 +126,10 @@ def learner_program(shape: dict, overrides: dict):
     return jax.jit(algo.train_step), state, _abstract(batch)
 
 
-def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False):
-    """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body."""
+def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False,
+                   kv_len=None):
+    """(jitted decode step, its abstract arguments): one iteration of the sampler's loop body
+    (kv_len: attention over the first kv_len cache slots only, `sample(decode_segments=...)`)."""
     cfg = ModelConfig(**shape["model"])
     model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
     graphdef, state = nnx.split(model)
@@ -128,7 +143,7 @@ def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = Fal
             logits, keys, i, sampling, done, out_tok, out_lp, pad_id=0,
             stops=jnp.asarray(stops, jnp.int32))
         hidden, cache = m.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
-                                         cache, p + i)
+                                         cache, p + i, kv_len=kv_len)
         return cache, m.project(hidden[:, 0]), out_tok, out_lp, done, kv_mask
 
     cache = jax.eval_shape(lambda: KVCache.init(cfg, b, p + n))
@@ -150,6 +165,91 @@ def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = Fal
 
         return (_Lowerable(traced), *args)
     return (fn, *args)
+
+
+def long_tailed_lengths(rows: int, limit: int, median: float, seed: int) -> np.ndarray:
+    """int [rows]: completion lengths, log-normal (σ 1) with this median, clipped to [1, limit]."""
+    rng = np.random.default_rng(seed)
+    return np.clip(np.round(rng.lognormal(np.log(median), 1.0, rows)), 1, limit).astype(int)
+
+
+def micro_step_program(shape: dict, rows: int, width: int, overrides: dict):
+    """(jitted value-and-gradient of the GRPO loss over one micro-batch [rows, width], its
+    abstract arguments): the learner's micro-step (`rlvr.learner.accumulate_gradients`)."""
+    from rlvr.learner import accumulate_gradients, batch_denominators
+    from rlvr.records.batch import TrainingBatch
+
+    cfg = ModelConfig(**shape["model"])
+    n = shape["new_tokens"]
+    settings = dataclasses.replace(
+        AlgorithmSettings(name="grpo", group_size=shape["group"], max_new_tokens=n,
+                          completion_columns=n), **overrides)
+    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), remat=shape["remat"]))
+    graphdef, params, rest = split_model(model)
+    algo = get_algorithm("grpo")(settings, policy_graphdef=graphdef, policy_rest=rest,
+                                 optimizer=optax.adamw(1e-6))
+    S = jax.ShapeDtypeStruct
+    tok = lambda dt: S((rows, width), dt)  # noqa: E731
+    mb = TrainingBatch(tokens=tok(jnp.int32), attention_mask=tok(jnp.bool_),
+                       positions=tok(jnp.int32), loss_mask=tok(jnp.float32),
+                       valid=S((rows,), jnp.bool_), behavior_logprobs=tok(jnp.float32),
+                       advantages=S((rows,), jnp.float32))
+
+    def step(params, mb):
+        aux = {"kl_coef": jnp.zeros((), jnp.float32), **batch_denominators(mb)}
+        loss, grads, _ = accumulate_gradients(graphdef, rest, algo.policy_loss, params, mb, aux, 1)
+        return loss, grads
+
+    return jax.jit(step), params, mb
+
+
+def length_bucket_rows(shape: dict, args, overrides: dict) -> list:
+    """Table rows (label, counts) of the `learner-lengths` program: padded vs length-bucketed."""
+    from rlvr.learner import bucket_widths
+
+    p, n = shape["prompt_len"], shape["new_tokens"]
+    t = p + n
+    median = args.median_new or n / 5
+    lengths = np.sort(p + long_tailed_lengths(args.rows, n, median, args.lengths_seed))
+    widths = bucket_widths(t, args.bucket)
+    chosen = [next(w for w in widths if w >= m)
+              for m in lengths.reshape(-1, args.micro_rows).max(axis=1)]
+    counts = {}
+    for w in sorted(set(chosen) | {t}):
+        fn, *fargs = micro_step_program(shape, args.micro_rows, w, overrides)
+        counts[w] = analyse(fn, *fargs)
+    k = len(chosen)
+
+    def total(ws, label):
+        r = {key: (sum(counts[w][key] for w in ws) if counts[t][key] is not None else None)
+             for key in ("flops", "bytes")}
+        r.update(temp=max(counts[w]["temp"] or 0 for w in ws), args=counts[t]["args"],
+                 compile_s=sum(c["compile_s"] for c in counts.values()), stage="compiled")
+        return label, r
+
+    spread = (f"{args.rows} rows, new-token lengths median {np.median(lengths) - p:.0f} / mean "
+              f"{np.mean(lengths) - p:.0f} / max {np.max(lengths) - p}")
+    print(f"learner-lengths: {spread}; micro-batch widths {chosen}", flush=True)
+    return [total([t] * k, f"learner micro-steps, padded ({k} × T={t}; {spread})"),
+            total(chosen, f"learner micro-steps, length_bucket={args.bucket} "
+                          f"(widths {min(chosen)}–{max(chosen)}, mean {np.mean(chosen):.0f})")]
+
+
+def decode_segment_rows(shape: dict, segments: int) -> list:
+    """Table rows of the `decode-segments` program: one greedy decode step attending to every
+    cache slot, and the step-weighted mean over the `decode_windows` parts of the loop."""
+    p, n = shape["decode_prompt"], shape["decode_new"]
+    sp = smp.SamplingParams(max_new_tokens=n, greedy=True)
+    parts = smp.decode_windows(p, n, segments)
+    full = analyse(*decode_program(shape, sp))
+    per = [(end - first, analyse(*decode_program(shape, sp, kv_len=w))) for first, end, w in parts]
+    mean = {k: sum(c * r[k] for c, r in per) / n for k in ("flops", "bytes")}
+    mean.update(temp=max(r["temp"] for _, r in per), args=full["args"],
+                compile_s=sum(r["compile_s"] for _, r in per), stage="compiled")
+    widths = ", ".join(str(w) for _, _, w in parts)
+    return [("decode step (greedy), every slot", full),
+            (f"decode step (greedy), decode_segments={segments}: mean over steps "
+             f"(windows {widths} of {p + n})", mean)]
 
 
 class _Lowerable:
@@ -179,6 +279,11 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
                 compile_s=time.perf_counter() - t0, stage="compiled")
 
 
+def _print_row(name, label, r):
+    print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
+          f"temp {_fmt(r['temp'])}  ({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
+
+
 def _fmt(x):
     return "—" if x is None else f"{float(x):.4g}"
 
@@ -187,7 +292,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
     ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
-                    help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect")
+                    help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect, "
+                         "learner-lengths, decode-segments")
+    ap.add_argument("--decode-segments", type=int, default=8,
+                    help="decode-segments: parts of the decode loop")
+    ap.add_argument("--rows", type=int, default=512, help="learner-lengths: rows of the batch")
+    ap.add_argument("--micro-rows", type=int, default=16, help="learner-lengths: rows per micro-batch")
+    ap.add_argument("--median-new", type=float, default=0.0,
+                    help="learner-lengths: median completion length (0: a fifth of the limit)")
+    ap.add_argument("--bucket", type=int, default=64, help="learner-lengths: train.length_bucket")
+    ap.add_argument("--lengths-seed", type=int, default=0)
     ap.add_argument("--lower-only", action="store_true",
                     help="cost analysis of the lowered (unoptimised) programs, no compile")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -221,8 +335,15 @@ def main():
             fn, *fargs = build()
             r = analyse(fn, *fargs, compile_=not args.lower_only)
             rows.append((name, label, r))
-            print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
-                  f"temp {_fmt(r['temp'])}  ({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
+            _print_row(name, label, r)
+        if "decode-segments" in programs:
+            for label, r in decode_segment_rows(shape, args.decode_segments):
+                rows.append((name, label, r))
+                _print_row(name, label, r)
+        if "learner-lengths" in programs:
+            for label, r in length_bucket_rows(shape, args, overrides):
+                rows.append((name, label, r))
+                _print_row(name, label, r)
     lines = [f"Command: `python benchmarks/compiled_cost.py {' '.join(sys.argv[1:])}`; "
              f"{datetime.date.today()}, {platform.machine()} CPU backend, jax {jax.__version__}.",
              "",

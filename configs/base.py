@@ -155,6 +155,10 @@ def get_config() -> ml_collections.ConfigDict:
                                     # mean |log π_θ − log μ| over loss tokens is <= this bound, π_old
                                     # = the behaviour log-probs μ and the rest of the pass is skipped,
                                     # else it is recomputed. 0 = always recomputed.
+    c.algorithm.score_completions_only = True  # single-turn runs: the learner's LM head and
+                                    # log-softmax run on the completion columns only (the loss
+                                    # covers no prompt token); the same loss up to float summation
+                                    # order. False = every column (multi-turn runs always do).
 
     # ---------------------------------------------------------------- rollout (rlvr.train.collectors)
     c.rollout = ml_collections.ConfigDict()
@@ -235,6 +239,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.num_microbatches = 1    # gradient-accumulation chunks per minibatch (exact token-mean);
     #                                 above 1, the no-grad π_old / π_ref / value passes also run in
     #                                 chunks of a micro-batch's rows (memory of one micro-batch).
+    c.train.length_bucket = 0       # > 0: length-aware learner micro-batches: rows sorted by length,
+    #                                 each micro-batch cut to its longest row rounded up to a
+    #                                 multiple of this many columns (⌈T / it⌉ compiled widths;
+    #                                 same loss and gradients); 0 = every row at the batch's width.
     c.train.sft_steps = 0           # supervised warm-start steps on task demonstrations (0 = none).
     c.train.sft_batch_size = 32     # SFT: demonstrations per step.
     c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).

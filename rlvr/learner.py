@@ -25,6 +25,17 @@ parameters or optimiser state non-finite, e.g. from a learning-rate schedule or 
 statistics that overflow while the gradients are finite), the optimiser update is discarded
 (`jnp.where` on params and optimiser state) and `learner/skipped` counts it; nothing is applied.
 
+**Length-aware micro-batches** (`length_bucket` = b > 0). Rows padded to the longest row of the
+batch waste the forward and backward work of their padding columns. With b > 0 each minibatch's
+rows are sorted by live length (first to last real token), each row is rotated right so that its
+last real token sits in the last column (its padding moves to the front, where the attention mask
+and explicit positions already describe it, so the model's outputs on real tokens are
+unchanged), and each micro-batch runs on its last W columns only, W = its longest live row
+rounded up to a multiple of b (at most T). The widths b, 2b, ..., T are the branches of one
+`lax.switch`: the step compiles ⌈T / b⌉ micro-step programs and runs, per micro-batch, the
+narrowest that holds its rows. Denominators are taken over the whole minibatch before, so the
+loss and gradients equal those of the padded path (up to float summation order).
+
 Gradient clipping by global norm is part of the optimiser (`make_optimizer`), after
 accumulation. `jit_step` wraps a step function with explicit in/out shardings and donates the
 state buffers.
@@ -39,6 +50,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from rlvr.core.layout import rotate_rows
 from rlvr.records.state import split_trainable
 
 LossFn = Callable[[nnx.Module, dict, dict], tuple[jnp.ndarray, dict]]
@@ -129,6 +141,60 @@ def map_row_chunks(fn: Callable, tree, n: int):
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
 
 
+def live_lengths(attention_mask) -> jnp.ndarray:
+    """int32 [B]: columns from each row's first to its last real token, inclusive (0 for a row
+    without one). attention_mask: bool [B, T]."""
+    am = jnp.asarray(attention_mask).astype(bool)
+    t = am.shape[1]
+    first = jnp.argmax(am, axis=1)
+    last = t - 1 - jnp.argmax(am[:, ::-1], axis=1)
+    return jnp.where(jnp.any(am, axis=1), last - first + 1, 0).astype(jnp.int32)
+
+
+def bucket_widths(seq_len: int, bucket: int) -> tuple[int, ...]:
+    """The micro-batch widths of `length_bucket` = bucket: bucket, 2·bucket, ... below seq_len,
+    then seq_len itself."""
+    if bucket <= 0:
+        raise ValueError(f"learner: length_bucket must be > 0 here, got {bucket}")
+    return tuple(range(bucket, seq_len, bucket)) + (seq_len,)
+
+
+def width_index(lengths, bucket: int, num_widths: int) -> jnp.ndarray:
+    """int32 scalar: the index into `bucket_widths` of the narrowest width holding every row of
+    `lengths` (int [rows], live lengths): ⌈max / bucket⌉ - 1, clipped to [0, num_widths - 1]."""
+    need = jnp.max(lengths, initial=0)
+    return jnp.clip((need + bucket - 1) // bucket - 1, 0, num_widths - 1).astype(jnp.int32)
+
+
+def _per_token(x, b: int, t: int) -> bool:
+    return x.ndim >= 2 and x.shape[:2] == (b, t)
+
+
+def length_sorted(batch, sort: bool = True):
+    """(batch, lengths): the batch's rows sorted by live length, ascending (`sort`), each rotated
+    right so its last real token is in the last column (every per-token leaf, [B, T, ...], alike;
+    per-row leaves [B, ...] are only permuted). lengths: int32 [B] `live_lengths` in the new
+    order. Requires `batch.attention_mask` [B, T]."""
+    am = batch.attention_mask
+    b, t = am.shape
+    lengths = live_lengths(am)
+    if sort:
+        order = jnp.argsort(lengths, stable=True)
+        batch = jax.tree.map(lambda x: jnp.take(x, order, axis=0), batch)
+        am, lengths = batch.attention_mask, lengths[order]
+    real = jnp.asarray(am).astype(bool)
+    trailing = jnp.where(jnp.any(real, axis=1), jnp.argmax(real[:, ::-1], axis=1), 0)
+    shift = trailing.astype(jnp.int32)
+    batch = jax.tree.map(lambda x: rotate_rows(x, shift) if _per_token(x, b, t) else x, batch)
+    return batch, lengths
+
+
+def last_columns(batch, width: int):
+    """Every per-token leaf [B, T, ...] of `batch` cut to its last `width` columns (static)."""
+    b, t = batch.attention_mask.shape
+    return jax.tree.map(lambda x: x[:, t - width:] if _per_token(x, b, t) else x, batch)
+
+
 def _reducer(key: str):
     """How a metric combines over micro-batches: `*_max` by max, `*_min` by min, others add."""
     if key.endswith("_max"):
@@ -143,10 +209,13 @@ def _combine_metrics(acc: dict, new: dict) -> dict:
 
 
 def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dict, aux: dict,
-                         num_microbatches: int, *, frozen=None, train_mode=None, key=None):
+                         num_microbatches: int, *, frozen=None, train_mode=None, key=None,
+                         length_bucket: int = 0):
     """Σ over micro-batches of (loss, grads, metrics); exact when losses use aux denominators.
 
-    frozen: parameters merged into the module but not differentiated (None: `params` are all
+    length_bucket: b > 0: length-aware micro-batches (module doc): rows sorted by live length,
+    right-aligned, and each micro-batch cut to its longest row rounded up to a multiple of b;
+    0: every micro-batch at the full width T. frozen: parameters merged into the module but not differentiated (None: `params` are all
     of them). train_mode: `train_mode(model, key)` called on each micro-batch's module with its
     own key (stochastic layers, e.g. adapter dropout), or None.
 
@@ -164,12 +233,27 @@ def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dic
         loss, metrics = loss_fn(model, mb, aux)
         return loss, metrics
 
-    grad_fn = jax.value_and_grad(micro, has_aux=True)
+    value_and_grad = jax.value_and_grad(micro, has_aux=True)
+    lengths = None
+    if length_bucket > 0:
+        minibatch, lengths = length_sorted(minibatch, sort=num_microbatches > 1)
+        widths = bucket_widths(minibatch.attention_mask.shape[1], length_bucket)
+
+        def grad_fn(p, mb, k, mb_lengths):
+            return jax.lax.switch(width_index(mb_lengths, length_bucket, len(widths)), [
+                (lambda w: lambda p, mb, k: value_and_grad(p, last_columns(mb, w), k))(w)
+                for w in widths], p, mb, k)
+    else:
+        def grad_fn(p, mb, k, mb_lengths):
+            return value_and_grad(p, mb, k)
+
     keys = jax.random.split(key, num_microbatches) if train_mode is not None else None
     if num_microbatches == 1:
-        (loss, metrics), grads = grad_fn(params, minibatch, None if keys is None else keys[0])
+        (loss, metrics), grads = grad_fn(params, minibatch, None if keys is None else keys[0],
+                                         lengths)
         return loss, grads, metrics
     micro_batches = _split_leading(minibatch, num_microbatches)
+    micro_lengths = None if lengths is None else lengths.reshape(num_microbatches, -1)
     first = jax.tree.map(lambda x: x[0], micro_batches)
     k0 = None if keys is None else keys[0]
     _, metrics_shape = jax.eval_shape(lambda p, mb: micro(p, mb, k0), params, first)
@@ -177,14 +261,14 @@ def accumulate_gradients(graphdef, rest, loss_fn: LossFn, params, minibatch: dic
     zeros_g = jax.tree.map(jnp.zeros_like, params)
 
     def body(carry, xs):
-        mb, k = xs
+        mb, k, mb_lengths = xs
         loss_acc, g_acc, m_acc = carry
-        (loss, metrics), grads = grad_fn(params, mb, k)
+        (loss, metrics), grads = grad_fn(params, mb, k, mb_lengths)
         return (loss_acc + loss, jax.tree.map(jnp.add, g_acc, grads),
                 _combine_metrics(m_acc, metrics)), None
 
     (loss, grads, metrics), _ = jax.lax.scan(body, (jnp.zeros((), jnp.float32), zeros_g, zeros_m),
-                                             (micro_batches, keys))
+                                             (micro_batches, keys, micro_lengths))
     return loss, grads, metrics
 
 
@@ -203,6 +287,7 @@ def make_update(
     prefix: str = "",
     trainable=None,
     train_mode: Optional[Callable] = None,
+    length_bucket: int = 0,
 ) -> Callable:
     """Builds `update(state, batch, aux, key) -> (state, metrics)` (pure; jit it via the caller).
 
@@ -223,6 +308,8 @@ def make_update(
         optimiser state covers only the trainable ones (`create_train_state(trainable=...)`).
       train_mode: `train_mode(model, key)` switching stochastic layers on for the loss's forward
         pass (LoRA dropout), called with a fresh key per micro-batch; None: deterministic.
+      length_bucket: b > 0: length-aware micro-batches (module doc; the batch needs
+        `attention_mask` [B, T]); 0: off.
 
     batch: a `rlvr.records.batch.TrainingBatch` (a pytree of arrays with a common leading batch
       dimension B; absent fields are None), with `loss_mask` [B, T] and `valid` [B]. aux: dict of scalars passed to the loss (KL coefficient, ...), extended
@@ -241,7 +328,7 @@ def make_update(
             mb_aux.update(batch_denominators(minibatch))
             loss, grads, metrics = accumulate_gradients(
                 graphdef, rest, loss_fn, params, minibatch, mb_aux, num_microbatches,
-                frozen=frozen, train_mode=train_mode, key=mb_key)
+                frozen=frozen, train_mode=train_mode, key=mb_key, length_bucket=length_bucket)
             finite = jnp.isfinite(loss) & _tree_all_finite(grads)
             grad_norm = optax.tree.norm(grads)
             safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)

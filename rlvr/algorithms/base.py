@@ -106,6 +106,8 @@ class AlgorithmSettings:
     epochs: int = 1
     num_minibatches: int = 1
     num_microbatches: int = 1
+    # > 0: length-aware learner micro-batches of widths rounded to this multiple (rlvr.learner)
+    length_bucket: int = 0
     # off-policy correction against the behaviour log-probs (rlvr.core.importance)
     is_correction: str = "none"
     is_level: str = "token"
@@ -153,6 +155,9 @@ class AlgorithmSettings:
             bad("old_logprobs_gap_bound", ">= 0 (0: off)")
         if self.old_logprobs_gap_bound > 0 and self.is_correction != "none":
             bad("old_logprobs_gap_bound", "0 with is_correction (its weights need the recomputed π_old)")
+        if isinstance(self.length_bucket, bool) or not isinstance(self.length_bucket, int) \
+                or self.length_bucket < 0:
+            bad("length_bucket", "an int >= 0 (0: off)")
         if isinstance(self.completion_columns, bool) or self.completion_columns < 0:
             bad("completion_columns", "an int >= 0 (0: every column)")
         if self.overlong_buffer and not 1 <= self.overlong_buffer <= self.max_new_tokens:
@@ -245,7 +250,7 @@ class Algorithm:
         self.policy_update = make_update(
             policy_graphdef, loss_fn or self.policy_loss, optimizer, epochs=s.epochs,
             num_minibatches=s.num_minibatches, num_microbatches=s.num_microbatches,
-            rest=policy_rest, prefix="policy/",
+            rest=policy_rest, prefix="policy/", length_bucket=s.length_bucket,
             trainable=None if lora is None else lora.trainable,
             train_mode=None if lora is None else lora.train_mode)
 

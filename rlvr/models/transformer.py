@@ -311,6 +311,9 @@ class Attention(nnx.Module):
             ck, cv = cache_kv
             ck, cv = write_cache(ck, k, cache_index), write_cache(cv, v, cache_index)
             k, v, new_kv = ck, cv, (ck, cv)
+            w = mask.shape[-1] if mask.ndim == 4 else k.shape[1]
+            if w < k.shape[1]:  # a mask over the first w slots only: attend to those alone
+                k, v = k[:, :w], v[:, :w]
         if self.cap is not None:
             out = softcapped_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask,
                                        scale=self.scale, cap=self.cap, window=self.window)
@@ -558,12 +561,17 @@ class Decoder(nnx.Module):
                 x = apply(block, x, *args)
         return self.norm(x), (jnp.stack(routers) if routers else None)
 
-    def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index):
+    def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index,
+                       kv_len: int | None = None):
         """Runs T new tokens written at cache slots [cache_index, cache_index + T).
 
         cache_index: a scalar, or int [B] per-row start slots (`cached_mask`, `write_cache`).
+        kv_len: static W: attention reads cache slots [0, W) only (the caller keeps every slot
+        a query may see, its own included, below W); None: every slot.
         """
         x, cos, sin = self._embed(tokens, positions)
+        if kv_len is not None:
+            kv_mask = kv_mask[:, :kv_len]
         mask = cached_mask(kv_mask, cache_index, tokens.shape[1])
         if any(b.sliding for b in self.layers):
             local = cached_mask(kv_mask, cache_index, tokens.shape[1], self.window)
@@ -648,10 +656,12 @@ class Transformer(nnx.Module):
         return self.project(self.hidden_states(tokens, positions=positions,
                                                attention_mask=attention_mask))
 
-    def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index):
+    def forward_cached(self, tokens, positions, kv_mask, cache: KVCache, cache_index,
+                       kv_len: int | None = None):
         """(hidden [B, T, D], new cache) for T tokens written at slots cache_index.. (sampler).
 
         cache_index: a scalar (all rows) or int [B] (row b writes at cache_index[b]..; slots past
         the cache's end are dropped), e.g. episodes whose histories have different lengths.
+        kv_len: static W: attention reads only cache slots [0, W) (`Decoder.forward_cached`).
         """
-        return self.model.forward_cached(tokens, positions, kv_mask, cache, cache_index)
+        return self.model.forward_cached(tokens, positions, kv_mask, cache, cache_index, kv_len)

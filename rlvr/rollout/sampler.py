@@ -328,10 +328,24 @@ def _repeat_rows(x, g: int):
     return x if g == 1 else jnp.repeat(x, g, axis=0)
 
 
+def decode_windows(prompt_width: int, max_new_tokens: int, segments: int) -> tuple:
+    """((first step, end step, attended slots W), ...) of a decode loop in `segments` parts.
+
+    Steps [first, end) of part j attend to cache slots [0, W) with W = prompt_width + end (the
+    last slot any of them writes, plus one): attention reads the live prefix of the cache, not
+    all prompt_width + max_new_tokens slots. segments = 1: one part over the whole cache.
+    """
+    if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+        raise ValueError(f"decode segments must be an int >= 1, got {segments!r}")
+    n = max_new_tokens
+    bounds = sorted({-(-n * j // segments) for j in range(segments + 1)})
+    return tuple((a, b, prompt_width + b) for a, b in zip(bounds[:-1], bounds[1:]))
+
+
 @partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
-                                   "num_samples"))
+                                   "num_samples", "decode_segments"))
 def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: SamplingParams,
-                 pad_id: int, cache_sharding=None, num_samples: int = 1):
+                 pad_id: int, cache_sharding=None, num_samples: int = 1, decode_segments: int = 1):
     model = nnx.merge(graphdef, state)
     config = model.config
     u, p = prompt_tokens.shape
@@ -365,23 +379,30 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
             _repeat_rows(x, g) for x in (prompt_tokens, prompt_mask, prompt_len, kv_mask, logits))
     stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
 
-    def cond(c):
-        i, _, _, _, _, done, _ = c
-        return (i < n) & ~jnp.all(done)
+    def segment(end, width):
+        def cond(c):
+            i, _, _, _, _, done, _ = c
+            return (i < end) & ~jnp.all(done)
 
-    def body(c):
-        i, cache, logits, out_tok, out_lp, done, kv_mask = c
-        kv_mask = kv_mask.at[:, p + i].set(~done)
-        tok, out_tok, out_lp, done = _decode_choice(logits, keys, i, params, done, out_tok, out_lp,
-                                                    pad_id=pad_id, stops=stops)
-        hidden, cache = model.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
-                                             cache, p + i)
-        logits = model.project(hidden[:, 0])
-        return i + 1, cache, logits, out_tok, out_lp, done, kv_mask
+        def body(c):
+            i, cache, logits, out_tok, out_lp, done, kv_mask = c
+            kv_mask = kv_mask.at[:, p + i].set(~done)
+            tok, out_tok, out_lp, done = _decode_choice(logits, keys, i, params, done, out_tok,
+                                                        out_lp, pad_id=pad_id, stops=stops)
+            hidden, cache = model.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
+                                                 cache, p + i,
+                                                 kv_len=None if width >= s else width)
+            logits = model.project(hidden[:, 0])
+            return i + 1, cache, logits, out_tok, out_lp, done, kv_mask
 
-    init = (jnp.int32(0), cache, logits, jnp.full((b, n), pad_id, jnp.int32),
-            jnp.zeros((b, n), jnp.float32), jnp.zeros((b,), bool), kv_mask)
-    _, _, _, out_tok, out_lp, done, kv_mask = jax.lax.while_loop(cond, body, init)
+        return cond, body
+
+    carry = (jnp.int32(0), cache, logits, jnp.full((b, n), pad_id, jnp.int32),
+             jnp.zeros((b, n), jnp.float32), jnp.zeros((b,), bool), kv_mask)
+    # decode_segments > 1: step i of part j attends to the slots [0, p + end_j) only
+    for _, end, width in decode_windows(p, n, decode_segments):
+        carry = jax.lax.while_loop(*segment(end, width), carry)
+    _, _, _, out_tok, out_lp, done, kv_mask = carry
 
     gen_mask = kv_mask[:, p:]
     lengths = jnp.sum(gen_mask, axis=1).astype(jnp.int32)
@@ -396,7 +417,7 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
 
 
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
-           cache_sharding=None, num_samples: int = 1) -> SampleOutput:
+           cache_sharding=None, num_samples: int = 1, decode_segments: int = 1) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
     Args:
@@ -413,6 +434,10 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         ([U, P]); the KV cache, last-position logits and per-row state are then repeated G times
         along the batch axis. Output row u*G + j is sample j of prompt u (group-major): the same
         layout, keys and distribution as passing each prompt G times with num_samples=1.
+      decode_segments: static k >= 1: the decode loop runs in k consecutive parts, part j's
+        attention reading only the cache slots written so far by its last step (prompt + its
+        end step, `decode_windows`) instead of all P + max_new_tokens slots; the same tokens
+        and log-probs up to float rounding, k compiled copies of the decode step. 1: one part.
 
     Returns:
       SampleOutput with B = U * num_samples rows of length P + max_new_tokens.
@@ -435,4 +460,4 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
     graphdef, state = nnx.split(model)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
                         params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
-                        num_samples=num_samples)
+                        num_samples=num_samples, decode_segments=decode_segments)

@@ -106,6 +106,7 @@ BOUNDS = {
     "train.num_steps": (0, True, None, True), "train.token_budget": (0, True, None, True),
     "train.epochs": (1, True, None, True), "train.num_minibatches": (1, True, None, True),
     "train.num_microbatches": (1, True, None, True), "train.sft_steps": (0, True, None, True),
+    "train.length_bucket": (0, True, None, True),
     "train.sft_batch_size": (1, True, None, True), "train.sft_learning_rate": (0.0, False, None, True),
     "train.sft_pool": (0, True, None, True),
     "kl.coef": (0.0, True, None, True), "kl.target": (0.0, False, None, True),

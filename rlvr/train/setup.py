@@ -39,7 +39,7 @@ def algorithm_settings(config, *, single_turn: bool = False) -> AlgorithmSetting
     """AlgorithmSettings from the config fields that apply to the algorithm (others keep the
     dataclass defaults and are never read). single_turn: the batches are prompt + completion
     rows with the completion in the last `sampling.max_new_tokens` columns, so only those are
-    scored (`completion_columns`)."""
+    scored (`completion_columns`) unless `algorithm.score_completions_only` is off."""
     a = config.algorithm
     skip = inapplicable(config)
     names = {f.name for f in dataclasses.fields(AlgorithmSettings)}
@@ -47,9 +47,11 @@ def algorithm_settings(config, *, single_turn: bool = False) -> AlgorithmSetting
     kw.update(temperature=config.sampling.temperature, kl_mode=config.kl.mode,
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
               num_microbatches=config.train.num_microbatches,
+              length_bucket=config.train.length_bucket,
               off_policy_rows=bool(config.rollout.asynchronous),
               max_new_tokens=config.sampling.max_new_tokens,
-              completion_columns=config.sampling.max_new_tokens if single_turn else 0)
+              completion_columns=(config.sampling.max_new_tokens
+                                  if single_turn and a.score_completions_only else 0))
     if kw.get("aggregation") == "seq-mean-token-sum-norm" and not kw.get("loss_length_normalizer"):
         kw["loss_length_normalizer"] = config.sampling.max_new_tokens
     if config.kl.mode != "none":

@@ -110,3 +110,5 @@ def test_single_turn_runs_score_the_completion_columns():
     c = validate_config(base.get_config())
     assert algorithm_settings(c, single_turn=True).completion_columns == c.sampling.max_new_tokens
     assert algorithm_settings(c).completion_columns == 0
+    c.algorithm.score_completions_only = False
+    assert algorithm_settings(c, single_turn=True).completion_columns == 0
