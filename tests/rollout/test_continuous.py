@@ -84,8 +84,8 @@ def _slow_starts():
     from rlvr.rollout.agent_loop import EpisodeStart
 
     prefix = tuple([ECHO_TOK.bos_id] + ECHO_TOK.encode("ab\n"))
-    # episode 0: 3 calls of 0.25 s; episodes 1-5: 2 instant calls each
-    return [EpisodeStart(task=(3, 0.25) if i == 0 else (2, 0.0), prefix_tokens=prefix)
+    # episode 0: 3 calls of 0.5 s; episodes 1-5: 2 instant calls each
+    return [EpisodeStart(task=(3, 0.5) if i == 0 else (2, 0.0), prefix_tokens=prefix)
             for i in range(6)]
 
 
@@ -96,20 +96,20 @@ def test_a_slow_tool_call_holds_neither_the_other_episodes_nor_their_arrival():
         envs.append(SlowEnv())
         return envs[-1]
 
-    t0 = time.monotonic()
     arrivals, _ = _continuous(None, _slow_starts(), make_env, slots=2, policy=_say_a)
     order = [a.index for a in arrivals]
     assert sorted(order) == list(range(6))
     assert order[-1] == 0, order  # the slow episode arrives last, the others did not wait for it
     slow = next(a for a in arrivals if a.index == 0)
     assert all(a.arrived_s < slow.arrived_s for a in arrivals if a.index != 0)
-    # the others went through its slot's neighbour while its calls ran
-    assert arrivals[0].arrived_s - t0 < 0.25
-    # its own calls waited for each other: spaced by the call's duration at least
+    # the others went through the other slot while its calls ran: some arrived before its
+    # second call was even made
     calls = envs[0].calls
-    assert len(calls) == 3 and min(np.diff(calls)) >= 0.25
+    assert sum(a.arrived_s < calls[1] for a in arrivals) >= 1
+    # its own calls waited for each other: spaced by the call's duration at least
+    assert len(calls) == 3 and min(np.diff(calls)) >= 0.5
     # it is handed over only once its last call has completed
-    assert slow.arrived_s >= calls[-1] + 0.25
+    assert slow.arrived_s >= calls[-1] + 0.5
 
 
 def test_the_lockstep_loop_would_hold_every_episode_for_the_slow_call():
@@ -120,7 +120,7 @@ def test_the_lockstep_loop_would_hold_every_episode_for_the_slow_call():
     out = run_episodes(None, starts, _WaitingSlowEnv, jax.random.PRNGKey(0), tokenizer=ECHO_TOK,
                        sampling=SamplingParams(max_new_tokens=10), policy=_say_a, max_turns=8,
                        max_tokens=128, wall_time_s=3600.0)
-    assert len(out.episodes) == 6 and time.monotonic() - t0 >= 0.5
+    assert len(out.episodes) == 6 and time.monotonic() - t0 >= 1.0
 
 
 class _WaitingSlowEnv(SlowEnv):
