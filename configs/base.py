@@ -188,6 +188,11 @@ def get_config() -> ml_collections.ConfigDict:
                                     # | "episode" (multi-turn, group_size 1: episode_slots episodes in
                                     # flight, each queued as it ends; docs/algorithms.md §7).
     c.rollout.episode_slots = 0     # arrival "episode": episodes in flight (0 = prompts_per_step).
+    c.rollout.env_executor = "local"  # multi-turn: "local" environments in this process | "ray":
+                                    # in Ray actors on reward.ray_address (rlvr.verifiers.ray_envs).
+    c.rollout.env_workers = 2       # env_executor "ray": host actors (each runs many environments).
+    c.rollout.env_call_timeout_s = 60.0  # env_executor "ray": a call past it ends its episode as
+                                    # env_error and its host actor is replaced.
 
     # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()

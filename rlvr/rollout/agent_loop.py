@@ -38,6 +38,7 @@ import jax
 import numpy as np
 
 from rlvr.records.batch import RolloutBatch
+from rlvr.records.faults import EnvironmentLost
 
 
 def _bucket(n: int, bucket: int) -> int:
@@ -321,26 +322,38 @@ def start_episode(s: EpisodeStart, make_env: Callable[[], Any], *, max_new_token
     snapshot, its state hash checked); done at once with `max_length` when the prefix leaves no
     room for one action of `max_new_tokens` within `max_tokens`."""
     env = make_env()
-    if s.snapshot is None:
-        env.reset(s.task, seed=s.seed)
-        if s.state_hash is not None and env.state_hash() != s.state_hash:
-            raise RuntimeError(f"run_episodes: reset hash {env.state_hash()} != {s.state_hash}")
-    else:
-        restore_env(env, s.snapshot, s.state_hash)
+    lost = None
+    try:
+        if s.snapshot is None:
+            env.reset(s.task, seed=s.seed)
+            if s.state_hash is not None and env.state_hash() != s.state_hash:
+                raise RuntimeError(f"run_episodes: reset hash {env.state_hash()} != {s.state_hash}")
+        else:
+            restore_env(env, s.snapshot, s.state_hash)
+    except EnvironmentLost as err:  # the environment's fault: env_error, masked
+        lost = str(err)
     n = len(s.prefix_tokens)
     e = Episode(task=s.task, env=env, tokens=list(s.prefix_tokens), loss_mask=[0.0] * n,
                 behavior_logprobs=[0.0] * n, turn_ids=[-1] * n, first_turn=s.turn_index)
-    if n + max_new_tokens > max_tokens:  # no room for a single action
+    if lost is not None:
+        e.done, e.stop_reason, e.env_error = True, "env_error", lost
+    elif n + max_new_tokens > max_tokens:  # no room for a single action
         e.done, e.stop_reason, e.truncated = True, "max_length", True
     return e
 
 
-def record_turn_start(e: Episode) -> None:
+def record_turn_start(e: Episode) -> bool:
     """The pivot candidate before the episode's next action: environment snapshot, state hash
-    and stream length."""
-    e.snapshots.append(e.env.snapshot())
-    e.state_hashes.append(e.env.state_hash())
+    and stream length. False (the episode ended as env_error) when the environment is lost."""
+    try:
+        snap, h = e.env.snapshot(), e.env.state_hash()
+    except EnvironmentLost as err:
+        e.done, e.stop_reason, e.env_error = True, "env_error", str(err)
+        return False
+    e.snapshots.append(snap)
+    e.state_hashes.append(h)
     e.turn_starts.append(len(e.tokens))
+    return True
 
 
 def apply_action(e: Episode, ids, logprobs, text: str, *, eos: bool, truncated: bool,
@@ -473,8 +486,9 @@ def run_episodes(
             for e in active:
                 e.done, e.stop_reason, e.truncated = True, "max_turns", True
             break
-        for e in active:  # pivot candidates: state before this action
-            record_turn_start(e)
+        active = [e for e in active if record_turn_start(e)]  # pivot candidates: state before
+        if not active:  # this action (an episode whose environment is lost ends here)
+            continue
         idx = np.array([i for i, e in enumerate(episodes) if not e.done])
         sub = jax.vmap(lambda k: jax.random.fold_in(k, turn))(episode_keys[idx])
         tg = time.monotonic()

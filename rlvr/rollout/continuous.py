@@ -150,9 +150,11 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
             waits = [busy_until(sl.episode.env) - now for sl in flying]
             time.sleep(min([idle_sleep_s] + [w for w in waits if w > 0]) if waits else idle_sleep_s)
             continue
+        ready = [sl for sl in ready if record_turn_start(sl.episode)]  # lost: env_error, ended
+        if not ready:
+            hand_over(time.monotonic())
+            continue
         params, version = current_params()
-        for sl in ready:
-            record_turn_start(sl.episode)
         sub = jax.vmap(jax.random.fold_in)(
             jax.numpy.stack([sl.key for sl in ready]), jax.numpy.asarray([sl.turn for sl in ready]))
         tg = time.monotonic()

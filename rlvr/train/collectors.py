@@ -41,6 +41,7 @@ from rlvr.core.curriculum import learning_progress_weights, variance_weights
 from rlvr.envs.base import retry_seed
 from rlvr.models.prompts import PromptRenderer
 from rlvr.records.batch import RolloutBatch, SampleMeta
+from rlvr.records.faults import EnvironmentLost
 from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import env_error
 from rlvr.rollout.agent_loop import EpisodeStart, episodes_to_batch, run_episodes, sample_turn
@@ -329,8 +330,16 @@ class EpisodeEngine:
         """The ended `episodes` of `rows` judged (an environment fault: env_error, masked) into
         a Collected of groups of `group_size`; policy_version: an int or one per row."""
         t1 = time.perf_counter()
+        outputs = []
+        for e in episodes:  # the final state, read once; a lost environment is a fault
+            out = ""
+            if e.env_error is None:
+                try:
+                    out = self.kit.episode_output(e.env)
+                except EnvironmentLost as err:
+                    e.done, e.stop_reason, e.env_error = True, "env_error", str(err)
+            outputs.append(out)
         faulted = [e.env_error is not None for e in episodes]
-        outputs = [self.kit.episode_output(e.env) for e in episodes]
         judged = self.judge.judge([r for r, f in zip(rows, faulted) if not f],
                                   [o for o, f in zip(outputs, faulted) if not f])
         verdicts, it = [], iter(judged.verdicts)

@@ -48,6 +48,7 @@ CHOICES = {
     "algorithm.is_level": IS_LEVELS,
     "rollout.collector": COLLECTORS,
     "rollout.arrival": ("batch", "episode"),
+    "rollout.env_executor": ("local", "ray"),
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
     "pivot.reward": ("functional", "exact"),
@@ -91,6 +92,7 @@ BOUNDS = {
     "rollout.batch_bucket": (0, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
     "rollout.episode_slots": (0, True, None, True),
+    "rollout.env_workers": (1, True, None, True), "rollout.env_call_timeout_s": (0.0, False, None, True),
     "rollout.max_staleness": (0, True, None, True),
     "rollout.staleness_decay": (0.0, False, 1.0, True),
     "pivot.m": (2, True, None, True), "pivot.lambda_diff": (0.0, False, 1.0, True),
@@ -264,7 +266,8 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     else:
         na(["rollout.producer_batch"], "rollout.arrival is 'episode' (episode_slots in flight)")
     if multi_turn is False:
-        na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots"],
+        na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots",
+            "rollout.env_executor", "rollout.env_workers", "rollout.env_call_timeout_s"],
            "the task kit is single-turn", True)
         if r["collector"] != "pivots":
             na(["rollout.batch_bucket"], "the task kit is single-turn", True)
@@ -309,8 +312,11 @@ def _inactive(c) -> dict[str, str]:
         na(["train.sft_batch_size", "train.sft_learning_rate", "train.sft_pool"], "train.sft_steps is 0")
     if c.reward.executor == "inline":
         na(["reward.num_workers"], "reward.executor is 'inline'")
-    if c.reward.executor != "ray":
-        na(["reward.ray_address"], f"reward.executor is {c.reward.executor!r}, not 'ray'")
+    if c.reward.executor != "ray" and c.rollout.env_executor != "ray":
+        na(["reward.ray_address"], f"reward.executor is {c.reward.executor!r} and "
+                                   f"rollout.env_executor {c.rollout.env_executor!r}, not 'ray'")
+    if c.rollout.env_executor != "ray":
+        na(["rollout.env_workers", "rollout.env_call_timeout_s"], "rollout.env_executor is 'local'")
     if not c.tokenizer.chat_template:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
@@ -449,12 +455,15 @@ def _consistency_errors(raw) -> list[str]:
     r = resolved(raw)
     critic = r["cls"].uses_critic
     adv = r["advantage"]
-    if raw.reward.executor == "ray":
-        import importlib.util
+    for field, value in (("reward.executor", raw.reward.executor),
+                         ("rollout.env_executor", raw.rollout.env_executor)):
+        if value == "ray":
+            import importlib.util
 
-        if importlib.util.find_spec("ray") is None:
-            errors.append('config.reward.executor="ray" needs the ray package: '
-                          'pip install "rlvr[ray]"')
+            if importlib.util.find_spec("ray") is None:
+                errors.append(f'config.{field}="ray" needs the ray package: '
+                              'pip install "rlvr[ray]"')
+    if "ray" in (raw.reward.executor, raw.rollout.env_executor):
         if not raw.reward.ray_address.strip():
             errors.append("config.reward.ray_address must be 'local', 'auto' or a cluster "
                           f"address (host:port or ray://host:port), got {raw.reward.ray_address!r}")

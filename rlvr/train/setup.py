@@ -327,6 +327,19 @@ class Run:
             j.close()
 
 
+def remote_environments(c, kit):
+    """The kit with its environments in Ray actors (`rollout.env_executor="ray"`,
+    `rlvr.verifiers.ray_envs`), else the kit itself."""
+    ro = c.rollout
+    if not kit.multi_turn or ro.env_executor != "ray":
+        return kit
+    from rlvr.verifiers.ray_envs import RayEnvFactory
+
+    return dataclasses.replace(kit, env_factory=RayEnvFactory(
+        kit.env_factory, num_workers=ro.env_workers, address=c.reward.ray_address,
+        call_timeout_s=ro.env_call_timeout_s))
+
+
 def build_kit_checked(c):
     """The task kit of `config.task`, and the kit-dependent config checks (ConfigError)."""
     from rlvr.tasks.files import kit_kwargs
@@ -489,7 +502,7 @@ def build_run(config, workdir: str) -> Run:
                           f"from its own queue): run it on one process or turn it off")
     kit = build_kit_checked(c)
     tokenizer = build_tokenizer(c, kit)
-    kit = bind_kit(c, kit, tokenizer)
+    kit = remote_environments(c, bind_kit(c, kit, tokenizer))
     renderer = build_renderer(c, kit, tokenizer)
     check_prompt_lengths(c, kit, renderer)
     if c.train.sft_steps and kit.demonstration is None:
