@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from rlvr.train.collectors import stream_seed
+
 TOPOLOGIES = ("colocated", "disaggregated")
 
 
@@ -150,3 +152,52 @@ def streaming_timeline(model: TimeModel, durations, step_every: int) -> list[flo
         ends.append(end)
         prev_end = end
     return ends
+
+
+def row_counts(batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row (prompt-side tokens, generated tokens, tool calls) of a RolloutBatch [B, T].
+
+    Generated tokens: loss_mask sum; prompt-side tokens: the other real tokens
+    (prompt and observations); tool calls: turns - 1 (turn_ids), 0 single-turn.
+    """
+    gen = np.asarray(batch.loss_mask).sum(axis=1).astype(np.int64)
+    real = np.asarray(batch.attention_mask).sum(axis=1).astype(np.int64)
+    if getattr(batch, "turn_ids", None) is not None:
+        tools = np.maximum(np.asarray(batch.turn_ids).max(axis=1), 0).astype(np.int64)
+    else:
+        tools = np.zeros_like(gen)
+    return real - gen, gen, tools
+
+
+class SyncModelledClock:
+    """Wraps a synchronous collector (GRPO-sync) and adds the modelled clock.
+
+    Samples are the wrapped collector's, untouched; each collected step adds
+    ``time/modelled_s`` (cumulative virtual seconds: the step's episodes on
+    ``model.slots`` slots, then the learner step) to the step's stats. Every
+    other collector method is delegated. Deterministic: tool latencies are
+    seeded from (seed, step, row).
+    """
+
+    def __init__(self, inner, model: TimeModel, *, seed: int):
+        self.inner, self.model, self.seed = inner, model, seed
+        self.modelled_s = 0.0
+
+    def collect(self, params, step, policy_version: int, num_groups=None):
+        got = self.inner.collect(params, step, policy_version, num_groups)
+        prompt, gen, tools = row_counts(got.batch)
+        durs = [episode_duration(self.model, int(p), int(g), int(t),
+                                 seed=stream_seed("clock", self.seed, str(step), i))
+                for i, (p, g, t) in enumerate(zip(prompt, gen, tools))]
+        self.modelled_s = sync_timeline(self.model, [durs])[0] + self.modelled_s
+        return dataclasses.replace(got, stats={**got.stats, "time/modelled_s": self.modelled_s})
+
+    def state_dict(self) -> dict:
+        return {**self.inner.state_dict(), "modelled_s": self.modelled_s}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.modelled_s = float(d.get("modelled_s", 0.0))
+        self.inner.load_state_dict({k: v for k, v in d.items() if k != "modelled_s"})
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)

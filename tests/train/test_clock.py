@@ -75,3 +75,33 @@ def test_heavier_tail_delays_sync_not_first_arrival():
     first_h = min(clock.arrival_times(durs(heavy), heavy.slots))
     assert sync_h > sync_l
     assert first_h <= first_l
+
+
+def test_sync_wrapper_keeps_samples_and_adds_clock():
+    import numpy as np
+    from types import SimpleNamespace
+
+    batch = SimpleNamespace(loss_mask=np.array([[0, 1, 1, 0], [0, 1, 0, 0]], np.float32),
+                            attention_mask=np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool),
+                            turn_ids=None)
+
+    @dataclasses.dataclass(frozen=True)
+    class Got:
+        batch: object
+        stats: dict
+
+    got = Got(batch, {"time/generate_s": 0.1})
+
+    class Inner:
+        def collect(self, params, step, version, n=None):
+            return got
+        def state_dict(self):
+            return {}
+
+    m = _model(prefill_s_per_token=1.0, decode_s_per_token=2.0, learner_s_per_sample=0.5)
+    w = clock.SyncModelledClock(Inner(), m, seed=0)
+    a = w.collect(None, 0, 0)
+    # rows: (prompt 1, gen 2) -> 5 s; (1, 1) -> 3 s; two slots -> done 5, learner 1 s -> 6
+    assert a.batch is batch and a.stats["time/modelled_s"] == 6.0
+    assert w.collect(None, 1, 1).stats["time/modelled_s"] == 12.0
+    assert w.state_dict()["modelled_s"] == 12.0
