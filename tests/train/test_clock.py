@@ -105,3 +105,28 @@ def test_sync_wrapper_keeps_samples_and_adds_clock():
     assert a.batch is batch and a.stats["time/modelled_s"] == 6.0
     assert w.collect(None, 1, 1).stats["time/modelled_s"] == 12.0
     assert w.state_dict()["modelled_s"] == 12.0
+
+
+def test_sync_wrapper_deterministic_in_seed():
+    import numpy as np
+    from types import SimpleNamespace
+
+    batch = SimpleNamespace(loss_mask=np.ones((4, 6), np.float32),
+                            attention_mask=np.ones((4, 8), bool),
+                            turn_ids=np.array([[0, 1, 2, 3, -1, -1, -1, -1]] * 4))
+
+    @dataclasses.dataclass(frozen=True)
+    class Got:
+        batch: object
+        stats: dict
+
+    class Inner:
+        def collect(self, params, step, version, n=None):
+            return Got(batch, {})
+
+    def run(seed):
+        w = clock.SyncModelledClock(Inner(), _model(tool_tail_index=1.3), seed=seed)
+        return [w.collect(None, s, s).stats["time/modelled_s"] for s in range(3)]
+
+    assert run(0) == run(0)
+    assert run(0) != run(1)
