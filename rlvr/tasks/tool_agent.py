@@ -292,13 +292,9 @@ def demonstration(binding: ChatBinding, env: ToolEnvironment, task: TaskSpec,
 
 
 def _kv_oracle(task: TaskSpec) -> list[dict]:
-    state = task.environment_snapshot["state"]
-    msgs = [{"role": "assistant", "content": "", "tool_calls": [
-        ToolCall("get", {"key": k}).to_message(f"c{i}")]} for i, (_, k) in enumerate(state["query"])]
-    msgs.append({"role": "assistant", "content": "", "tool_calls": [
-        ToolCall("answer", {"value": int(state["goal"])}).to_message("ca")]})
-    msgs.append({"role": "assistant", "content": f"The answer is {state['goal']}."})
-    return msgs
+    from rlvr.agents import kv_tools  # noqa: PLC0415
+
+    return kv_tools.oracle_messages(task.environment_snapshot["state"])
 
 
 # ------------------------------------------------------------------------------- sources

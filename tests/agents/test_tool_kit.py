@@ -285,3 +285,15 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_at_start(hf_tokenizer
         "(message.role == 'assistant' and not message.tool_calls and loop.last)")
     with pytest.raises(chat.TemplatePrefixError, match="cannot run tool episodes turn by turn"):
         get_kit("kv_tools").bind_tokenizer(tok)
+
+
+def test_kv_task_message_ends_in_exactly_one_question_mark_and_the_shipped_file_is_generated(tmp_path):
+    from rlvr.envs import kv_store
+
+    for registers, query, max_turns in kv_tools.SHIPPED_TASKS:
+        msg = kv_tools.task_message(kv_store.initial_state(registers, query, max_turns))
+        assert msg.endswith("?") and msg.count("?") == 1 and not msg.endswith(" ?"), msg
+    # the shipped file is the generator's output, byte for byte
+    out = tmp_path / "kv.jsonl"
+    kv_tools.write_trajectories(str(out))
+    assert out.read_text() == open(SHIPPED_TRAJECTORIES["kv_tools"]).read()
