@@ -98,6 +98,17 @@ class ChatBinding:
         return ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}]
 
+    def recorded_start(self, messages) -> list[dict]:
+        """The start messages of a recorded conversation (a trajectories record): with a
+        configured system prompt (`tokenizer.system_prompt`) that prompt replaces the record's
+        system message (or is inserted when the record has none), so that training and eval
+        see one system prompt; without one, the record's messages as recorded."""
+        msgs = [dict(m) for m in messages]
+        if not self.system_prompt:
+            return msgs
+        rest = msgs[1:] if msgs and msgs[0].get("role") == "system" else msgs
+        return [{"role": "system", "content": self.system_prompt}] + rest
+
     def strip_eot(self, text: str) -> str:
         text = text.rstrip()
         return text[:-len(self.eot_text)] if text.endswith(self.eot_text) else text
@@ -312,9 +323,12 @@ class ChatTasks:
 
     def _chat(self, task: TaskSpec) -> TaskSpec:
         meta = dict(task.public_metadata)
-        msgs = meta.get("messages") or (self.binding.start_messages(self.user_message(task))
-                                        if self.binding else
-                                        [{"role": "user", "content": self.user_message(task)}])
+        msgs = meta.get("messages")
+        if msgs:
+            msgs = self.binding.recorded_start(msgs) if self.binding else msgs
+        else:
+            msgs = (self.binding.start_messages(self.user_message(task)) if self.binding else
+                    [{"role": "user", "content": self.user_message(task)}])
         meta["messages"] = msgs
         prompt = self.binding.prompt(msgs) if self.binding else task.prompt
         return dataclasses.replace(task, prompt=prompt, public_metadata=meta)

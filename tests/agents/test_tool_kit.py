@@ -297,3 +297,28 @@ def test_kv_task_message_ends_in_exactly_one_question_mark_and_the_shipped_file_
     out = tmp_path / "kv.jsonl"
     kv_tools.write_trajectories(str(out))
     assert out.read_text() == open(SHIPPED_TRAJECTORIES["kv_tools"]).read()
+
+
+@pytest.mark.parametrize("configured", ["", "Be brief."])
+def test_system_prompt_applies_to_file_records_and_generated_tasks_alike(hf_tokenizer, configured):
+    base = get_kit("kv_tools")
+    from_file = base.bind_tokenizer(hf_tokenizer.tok, system_prompt=configured,
+                                    trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+    generated = base.bind_tokenizer(hf_tokenizer.tok, system_prompt=configured)
+    rec = from_file.source.sample(1, seed=0)[0]
+    gen = generated.source.sample(1, seed=0)[0]
+    systems = [[m["content"] for m in t.public_metadata["messages"] if m["role"] == "system"]
+               for t in (rec, gen)]
+    if configured:  # the configured prompt replaces the record's own system message
+        assert systems == [[configured], [configured]]
+        assert kv_tools.SYSTEM_PROMPT not in rec.prompt and configured in rec.prompt
+    else:  # the record's own, as recorded; generated tasks: the environment's
+        assert systems == [[kv_tools.SYSTEM_PROMPT], [kv_tools.SYSTEM_PROMPT]]
+    # a record without a system message gets the configured one inserted
+    b = from_file.source.tasks[0]
+    bare = [{"role": "user", "content": "What is a?"}]
+    from rlvr.tasks.tool_agent import bind
+    binding = bind(hf_tokenizer.tok, kv_tools.ENVIRONMENT, system_prompt=configured)
+    assert binding.recorded_start(bare) == (
+        [{"role": "system", "content": configured}] + bare if configured else bare)
+    assert b.public_metadata["messages"][-1]["role"] == "user"
