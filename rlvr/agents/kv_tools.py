@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from typing import Any, Mapping, Sequence
 
@@ -132,7 +133,13 @@ def write_trajectories(path: str, tasks: Sequence = SHIPPED_TASKS) -> int:
     return len(tasks)
 
 
-ENVIRONMENT = ToolEnvironment("kv_tools", TOOLSET, reset, outcome, SYSTEM_PROMPT)
+def reply_check(state: Mapping[str, Any], text: str) -> bool:
+    """The closing reply states the answer: the last integer in `text` is the query's value."""
+    nums = re.findall(r"-?\d+", text)
+    return bool(nums) and int(nums[-1]) == int(state["goal"])
+
+
+ENVIRONMENT = ToolEnvironment("kv_tools", TOOLSET, reset, outcome, SYSTEM_PROMPT, reply_check)
 
 
 if __name__ == "__main__":

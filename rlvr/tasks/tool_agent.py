@@ -240,14 +240,28 @@ class ToolTurnVerifier(Verifier):
     """PivotRL's turn reward on a turn task (`rlvr.tasks.kit.turn_task`): the turn's text
     against the demonstration's action (`reference_answer`, parsed in the same format) by
     `rlvr.agents.turn_verifier.verify_turn` in `mode`. A reference turn without tool calls
-    (the final reply) has no functional check: env_error (masked). Components: correct,
-    malformed_calls (the turn's calls that do not parse)."""
+    (the closing reply) is judged as a reply: a turn with tool calls fails; "functional" asks
+    the environment's `reply_check(state, text)` in the turn's tool state (the key-value kit:
+    the reply states the query's value), or, without one, the recorded reply's text up to case
+    and whitespace; "exact" asks for the recorded text. Components: correct, malformed_calls
+    (the turn's calls that do not parse)."""
 
     def __init__(self, binding: Optional[ChatBinding], env: ToolEnvironment, mode: str):
         if mode not in tv.MODES:
             raise ValueError(f"turn verifier mode must be one of {', '.join(tv.MODES)}")
         self.binding, self.env, self.mode = binding, env, mode
         self.version = f"tool_turn_{mode}/1"
+
+    def _reply_predicate(self, task: TaskSpec):
+        """(reply text, recorded reply text) -> bool for a closing-reply turn (class docstring)."""
+        if self.mode == "exact":
+            return lambda got, want: got.strip() == want.strip()
+        if self.env.reply_check is not None:
+            from rlvr.tasks.kit import turn_snapshot  # noqa: PLC0415
+
+            state = turn_snapshot(task).state()["tools"]
+            return lambda got, want: self.env.reply_check(state, got)
+        return lambda got, want: " ".join(got.lower().split()) == " ".join(want.lower().split())
 
     def _verify(self, task: TaskSpec, output: str) -> Verdict:
         if self.binding is None:
@@ -260,11 +274,8 @@ class ToolTurnVerifier(Verifier):
                   "tool_calls": [c.to_message() for c in ref.calls]}
         for c in target["tool_calls"]:
             c["function"]["arguments"] = json.loads(c["function"]["arguments"])
-        exact = None
-        if self.mode == "exact":
-            exact = lambda got, want: got.strip() == want.strip()  # noqa: E731
         v = tv.verify_turn(b.strip_eot(output), target, self.env.toolset, b.fmt, mode=self.mode,
-                           answer_predicate=exact)
+                           answer_predicate=self._reply_predicate(task))
         if v.status == "env_error":
             from rlvr.records.verdict import env_error  # noqa: PLC0415
 
@@ -280,15 +291,30 @@ def demonstration(binding: ChatBinding, env: ToolEnvironment, task: TaskSpec,
                   assistant: Sequence[Mapping[str, Any]]) -> list[Turn]:
     """The Turns of `task` whose assistant messages are `assistant` (OpenAI form, tool calls
     structured): each action is the template's render of that message (through its
-    end-of-turn token), stepped through a `ToolChatEnv` from the task's start."""
+    end-of-turn token), stepped through a `ToolChatEnv` from the task's start.
+
+    The closing reply (an assistant message without tool calls) is a turn too, also after a
+    tool that ends the episode (the key-value `answer`): the observation of the turn before it
+    then ends with the template's generation prompt, so that the reply's prefix is the
+    conversation as the template renders it for the next assistant turn (a PivotRL candidate
+    state and an SFT target). Rollouts still end at that tool."""
     e = ToolChatEnv(binding, env)
     e.reset(task, seed=task.random_seed)
     turns = []
     for m in assistant:
-        if e.done:
+        reply = not m.get("tool_calls")
+        if e.done and not (reply and turns):
             break
         msgs = e._state["messages"]
         head = binding.render(msgs, generation_prompt=True)
+        if e.done:  # the closing reply after a finishing tool: reopen the conversation
+            closed = binding.render(msgs, generation_prompt=False)
+            if not head.startswith(closed):
+                raise chat.TemplatePrefixError("chat template: the generation prompt does not "
+                                               "extend the rendered conversation")
+            last = turns[-1]
+            turns[-1] = dataclasses.replace(last, observation=last.observation
+                                            + head[len(closed):])
         full = binding.render(msgs + [dict(m)], generation_prompt=False)
         if not full.startswith(head):
             raise chat.TemplatePrefixError("chat template: an assistant message's render does "

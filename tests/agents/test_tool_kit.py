@@ -60,7 +60,8 @@ def run(kit, tokenizer, task, actions, max_turns=6):
 def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_tokens(kit, hf_tokenizer):
     tok = hf_tokenizer
     task = kit.source.sample(1, seed=3)[0]
-    turns = kit.demonstration(task)
+    demo = kit.demonstration(task)
+    turns = demo[:-1]  # the closing reply follows the finishing `answer` call: not rolled out
     actions = [t.action[:-len(kit.action_terminator)] for t in turns]  # the terminator: sampled
     e = run(kit, tok, task, actions)
     assert e.stop_reason == "eos" and e.num_turns == len(turns)
@@ -73,13 +74,16 @@ def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_toke
     assert list(e.tokens) == full.ids.tolist()
     # loss on exactly the assistant-generated tokens (through each turn's <|im_end|>)
     assert list(np.asarray(e.loss_mask, np.int32)) == full.assistant_mask.tolist()
-    # and the demonstration text is the same stream (the PivotRL / SFT prefixes match rollouts)
-    assert tok.encode(kit.render_episode(task, turns)) == list(e.tokens)
+    # and the demonstration text starts with the same stream (the PivotRL / SFT prefixes match
+    # rollouts), then reopens the conversation for the closing reply
+    n = len(e.tokens)
+    assert tok.encode(kit.render_episode(task, demo))[:n] == list(e.tokens)
     from rlvr.models.prompts import PromptRenderer
     from rlvr.train.sft import demo_stream
 
     ids, mask = demo_stream(kit, task, tok, PromptRenderer(tok))
-    assert ids == list(e.tokens) and mask == list(e.loss_mask)
+    assert ids[:n] == list(e.tokens) and mask[:n] == list(e.loss_mask)
+    assert sum(mask[n:]) == len(tok.encode(demo[-1].action))  # the reply's tokens train
 
 
 def test_malformed_and_rejected_calls_are_observations_and_counted(kit, hf_tokenizer):
@@ -120,8 +124,9 @@ def test_trajectory_tasks_demonstrate_the_recorded_turns(hf_tokenizer):
     task = kit.source.sample(1, seed=0)[0]
     turns = kit.demonstration(task)
     recorded = [m for m in task.public_metadata["demo"] if m.get("tool_calls")]
-    assert len(turns) == len(recorded)  # the answer call ends the episode
-    assert '"name": "answer"' in turns[-1].action
+    # the answer call ends the episode; the closing reply after it is a turn too
+    assert len(turns) == len(recorded) + 1
+    assert '"name": "answer"' in turns[-2].action and "The answer is" in turns[-1].action
     # every turn's state is the replayed one: restoring it gives the same hash
     env = kit.env_factory()
     env.restore(turns[1].state_before)
@@ -135,9 +140,9 @@ def test_turn_verifier_functional_accepts_coerced_arguments_exact_does_not(kit, 
 
     task = kit.source.sample(1, seed=5)[0]
     turns = kit.demonstration(task)
-    last = turns[-1]  # answer(value=<goal>)
+    last = turns[-2]  # answer(value=<goal>) (the closing reply follows it)
     goal = last.state_before.state()["tools"]["goal"]
-    t = turn_task(task, snapshot=last.state_before, turn_index=len(turns) - 1,
+    t = turn_task(task, snapshot=last.state_before, turn_index=len(turns) - 2,
                   reference_action=last.action, key="k")
     same = f'<tool_call>\n{{"name": "answer", "arguments": {{"value": "{goal}"}}}}\n</tool_call>'
     assert kit.turn_verifiers[mode].verify(t, same).decision == expected
@@ -322,3 +327,37 @@ def test_system_prompt_applies_to_file_records_and_generated_tasks_alike(hf_toke
     assert binding.recorded_start(bare) == (
         [{"role": "system", "content": configured}] + bare if configured else bare)
     assert b.public_metadata["messages"][-1]["role"] == "user"
+
+
+def test_the_closing_reply_is_a_pivot_candidate_judged_as_a_reply(hf_tokenizer):
+    from rlvr.models.prompts import PromptRenderer
+    from rlvr.train.pivots import demo_candidates
+    from rlvr.train.sft import demo_stream
+
+    kit = get_kit("kv_tools").bind_tokenizer(hf_tokenizer.tok,
+                                              trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+    task = kit.source.tasks[0]
+    goal = task.environment_snapshot["state"]["goal"]
+    cands = demo_candidates([task], tokenizer=hf_tokenizer, demonstrations=kit.demonstration,
+                            render_episode=kit.render_episode)
+    reply = cands[-1]
+    assert len(cands) == len(task.public_metadata["demo"])  # every assistant turn, reply too
+    assert reply.reference_action.startswith(f"The answer is {goal}.")
+    # its prefix is the conversation reopened for the next assistant turn
+    assert hf_tokenizer.tok.decode(list(reply.prefix_tokens)).endswith("<|im_start|>assistant\n")
+    judge = {m: kit.turn_verifiers[m] for m in ("functional", "exact")}
+    eot = kit.action_terminator
+    v = lambda mode, text: judge[mode].verify(reply.turn_task, text + eot).components["correct"]  # noqa: E731
+    assert v("functional", f"The answer is {goal}.") == 1.0
+    assert v("functional", f"It is {goal}") == 1.0  # states the value
+    assert v("functional", f"The answer is {goal + 1}.") == 0.0  # a wrong reply
+    assert v("functional", "") == 0.0
+    call = '<tool_call>\n{"name": "get", "arguments": {"key": "a"}}\n</tool_call>'
+    assert v("functional", call) == 0.0  # a call where the reference replies
+    assert v("exact", f"The answer is {goal}.") == 1.0
+    assert v("exact", f"It is {goal}") == 0.0  # the ablation wants the recorded text
+    # SFT trains it: the reply's tokens carry loss
+    ids, mask = demo_stream(kit, task, hf_tokenizer, PromptRenderer(hf_tokenizer))
+    a = hf_tokenizer.encode(reply.reference_action)
+    start = next(i for i in range(len(ids) - len(a), -1, -1) if ids[i:i + len(a)] == a)
+    assert all(m == 1.0 for m in mask[start:start + len(a)])
