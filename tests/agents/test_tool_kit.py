@@ -361,3 +361,29 @@ def test_the_closing_reply_is_a_pivot_candidate_judged_as_a_reply(hf_tokenizer):
     a = hf_tokenizer.encode(reply.reference_action)
     start = next(i for i in range(len(ids) - len(a), -1, -1) if ids[i:i + len(a)] == a)
     assert all(m == 1.0 for m in mask[start:start + len(a)])
+
+
+def test_mixtures_of_multi_turn_kits_route_each_task_to_its_kit_and_bad_mixes_are_refused(hf_tokenizer):
+    from rlvr.tasks.kit import build_kit
+
+    kit = build_kit(["kv_tools", "shop_tools"], [1.0, 1.0]).bind_tokenizer(hf_tokenizer.tok)
+    tasks = kit.source.sample(8, seed=0)
+    assert {t.public_metadata["kit"] for t in tasks} == {"kv_tools", "shop_tools"}
+    for t in tasks[:4]:  # each task: its own kit's environment, demonstration and verifier
+        own = get_kit(t.public_metadata["kit"]).bind_tokenizer(hf_tokenizer.tok)
+        turns = kit.demonstration(t)
+        env = kit.env_factory()
+        env.reset(t, seed=0)
+        for turn in turns[:-1] if t.public_metadata["kit"] == "kv_tools" else turns:
+            env.step(turn.action)
+        assert env.name == t.public_metadata["kit"]
+        assert kit.verifier.verify(t, kit.episode_output(env)).decision == "pass"
+        assert kit.verifier.verify(t, kit.episode_output(env)) == own.verifier.verify(
+            t, own.episode_output(env))
+    with pytest.raises(ValueError, match=r"task.names \('kv_tools', 'arithmetic'\).*not both"):
+        build_kit(["kv_tools", "arithmetic"], [1.0, 1.0])
+    with pytest.raises(ValueError, match="same terminator"):
+        build_kit(["kv_tools", "kv_agent"], [1.0, 1.0], {"difficulty": "easy"})
+    with pytest.raises(ValueError, match="trajectories file holds the records of one tool kit"):
+        build_kit(["kv_tools", "shop_tools"], [1.0, 1.0]).bind_tokenizer(
+            hf_tokenizer.tok, trajectories=SHIPPED_TRAJECTORIES["kv_tools"])

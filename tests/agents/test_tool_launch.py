@@ -94,3 +94,20 @@ def test_launch_commands_train_eval_export(tmp_path, tools_checkpoint, name):
     assert json.load(open(os.path.join(work, "eval.json")))["num_tasks"] == 2
     assert json.load(open(os.path.join(work, "export", "rlvr_export.json")))["origin"][
         "checkpoint_step"] == 2
+
+
+def test_a_mixture_of_tool_kits_trains_one_step_and_evaluates_per_kit(tmp_path, tools_checkpoint):
+    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
+        "task.names": ("kv_tools", "shop_tools"), "task.weights": (1.0, 1.0),
+        "sampling.prompts_per_step": 4, "eval.num_tasks": 2, "rollout.max_turns": 1})
+    del c.task.kwargs["difficulty"]  # task.kwargs go to every kit: each kit's default here
+    validate_config(c)
+    work = str(tmp_path / "run")
+    loop.run(c, work)
+    rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
+    assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
+    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    prompts = " ".join(r["prompt"] for r in records)
+    assert '"name": "get"' in prompts and '"name": "get_price"' in prompts  # both kits' tools
+    ev = modes.evaluate(c, work)
+    assert {"eval/success_kv_tools", "eval/success_shop_tools"} <= set(ev["metrics"])
