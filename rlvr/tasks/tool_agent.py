@@ -328,10 +328,17 @@ def demonstration(binding: ChatBinding, env: ToolEnvironment, task: TaskSpec,
     return turns
 
 
+def _state_of(task: TaskSpec) -> Mapping[str, Any]:
+    """The initial state in a built-in kit's snapshot (the env's task snapshot or the bare
+    state, as its `reset` takes)."""
+    snap = task.environment_snapshot or {}
+    return snap.get("state", snap)
+
+
 def _kv_oracle(task: TaskSpec) -> list[dict]:
     from rlvr.agents import kv_tools  # noqa: PLC0415
 
-    return kv_tools.oracle_messages(task.environment_snapshot["state"])
+    return kv_tools.oracle_messages(_state_of(task))
 
 
 # ------------------------------------------------------------------------------- sources
@@ -353,8 +360,11 @@ class ChatTasks:
         if msgs:
             msgs = self.binding.recorded_start(msgs) if self.binding else msgs
         else:
-            msgs = (self.binding.start_messages(self.user_message(task)) if self.binding else
-                    [{"role": "user", "content": self.user_message(task)}])
+            user = meta.get("user")
+            if user is None:
+                user = self.user_message(task)
+            msgs = (self.binding.start_messages(user) if self.binding else
+                    [{"role": "user", "content": user}])
         meta["messages"] = msgs
         prompt = self.binding.prompt(msgs) if self.binding else task.prompt
         return dataclasses.replace(task, prompt=prompt, public_metadata=meta)
@@ -427,6 +437,111 @@ def trajectory_tasks(path: str, env: ToolEnvironment, name: str) -> list[TaskSpe
     return tasks
 
 
+# ---------------------------------------------------------------------------- task files
+SPLITS = ("train", "eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileTasks:
+    """Tasks of a tool kit from a task file (`<kit>:PATH`, `tool_task_file`): `sample` draws the
+    "train" records with replacement; `eval_set` / `heldout` take the "eval" records in file
+    order (cycled to n), or the "train" records where the file marks none "eval"."""
+    name: str
+    train: tuple
+    held: tuple
+
+    def sample(self, n: int, seed) -> list[TaskSpec]:
+        rng = random.Random(derive_seed("tool-task-file", self.name, seed))
+        return [self.train[rng.randrange(len(self.train))] for _ in range(n)]
+
+    def eval_set(self, split: str = "eval", n=None, seed: int = 0) -> list[TaskSpec]:
+        pool = self.held or self.train
+        return [pool[i % len(pool)] for i in range(len(pool) if n is None else n)]
+
+    def heldout(self, n: int, seed: int) -> list[TaskSpec]:
+        return self.eval_set("eval", n, seed)
+
+
+def tool_task_file(path: str, env: ToolEnvironment, name: str, *, user_message=None,
+                   max_record_bytes: Optional[int] = None) -> FileTasks:
+    """The tasks of a tool-environment task file: JSONL (or Parquet with the same columns), one
+    task a record:
+
+        {"snapshot": {...}, "user": "the task in words", "split": "train", "task_id": "t1"}
+
+    `snapshot` (required): what the environment's `reset` takes (it is reset once here, so a
+    snapshot it refuses is a bad record); `user` (a string) or `messages` (the conversation's
+    start, OpenAI form, ending with the user turn): the task's message, optional where the kit
+    derives it from the snapshot (`user_message`, the built-in kits); `split`: "train"
+    (default) or "eval"; `task_id`: optional (default `<kit>-<file>-<line>`), unique. Every bad
+    record is reported with its line (JSONL) or row (Parquet) in one `TaskFileError`."""
+    from rlvr.tasks import files  # noqa: PLC0415
+    from rlvr.tasks.loader import MAX_RECORD_BYTES, LineError, TaskFileError  # noqa: PLC0415
+
+    rows, errors, unit = files.read_rows(path, max_record_bytes or MAX_RECORD_BYTES)
+    base = os.path.basename(path)
+    out = {s: [] for s in SPLITS}
+    seen: dict = {}
+    for line, rec in rows:
+        def bad(field, msg):
+            errors.append(LineError(line, field, msg))
+        if not isinstance(rec, Mapping):
+            bad("<record>", f"a record is a JSON object, got {type(rec).__name__}")
+            continue
+        extra = sorted(set(rec) - {"snapshot", "user", "messages", "split", "task_id"})
+        if extra:
+            bad(extra[0], "unknown field (allowed: snapshot, user, messages, split, task_id)")
+            continue
+        snap = rec.get("snapshot")
+        if not isinstance(snap, Mapping):
+            bad("snapshot", "required: an object, what the environment's reset takes")
+            continue
+        try:
+            env.reset(copy.deepcopy(dict(snap)))
+        except Exception as e:  # the user's reset refuses it: a bad record, named
+            bad("snapshot", f"the environment's reset refuses it: {type(e).__name__}: {e}")
+            continue
+        split = rec.get("split", "train")
+        if split not in SPLITS:
+            bad("split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
+            continue
+        user, msgs = rec.get("user"), rec.get("messages")
+        if user is not None and not isinstance(user, str):
+            bad("user", f"must be a string, got {type(user).__name__}")
+            continue
+        if msgs is not None and (not isinstance(msgs, list) or not msgs or any(
+                not isinstance(m, Mapping) or "role" not in m for m in msgs)
+                or msgs[-1].get("role") != "user"):
+            bad("messages", "must be a list of messages with roles, ending with the user turn")
+            continue
+        if user is None and msgs is None and user_message is None:
+            bad("user", f"required: tool kit {name!r} does not derive a task's message from "
+                        f"its snapshot")
+            continue
+        tid = rec.get("task_id", f"{name}-{base}-{line}")
+        if not isinstance(tid, str) or not tid:
+            bad("task_id", f"must be a non-empty string, got {tid!r}")
+            continue
+        if tid in seen:
+            bad("task_id", f"{tid!r} repeats the task of {unit} {seen[tid]}")
+            continue
+        seen[tid] = line
+        meta = {"split": split, "record": line}
+        if msgs is not None:
+            meta["messages"] = [dict(m) for m in msgs]
+        elif user is not None:
+            meta["user"] = user
+        out[split].append(TaskSpec(
+            task_id=tid, prompt="", task_type="agent", reference_answer=None,
+            public_metadata=meta, hidden_verifier_id=None, environment_snapshot=dict(snap),
+            resource_limits={}, reward_config={}, random_seed=derive_seed(name, path, line)))
+    if not errors and not out["train"]:
+        errors.append(LineError(0, "split", "no train record", whole_file=True))
+    if errors:
+        raise TaskFileError(path, errors, unit)
+    return FileTasks(name, tuple(out["train"]), tuple(out["eval"]))
+
+
 # ------------------------------------------------------------------------------------ kits
 @dataclasses.dataclass(frozen=True)
 class NoTasks:
@@ -439,6 +554,17 @@ class NoTasks:
                          f"to a trajectories file (its records are the tasks)")
 
     sample = eval_set = heldout = _refuse
+
+
+def _file_kit(name: str, env: ToolEnvironment, user_message, oracle):
+    """The builder of the prefix family `<name>:PATH`: the tool kit `name` with its tasks from
+    the task file PATH (`tool_task_file`). `difficulty` (task.kwargs shared with generated
+    kits) does not apply to file tasks and is ignored."""
+    def build(path: str, *, max_record_bytes: Optional[int] = None, difficulty: Any = None):
+        src = tool_task_file(path, env, name, user_message=user_message,
+                             max_record_bytes=max_record_bytes)
+        return _tool_kit(name, env, src, user_message or (lambda t: ""), oracle)
+    return build
 
 
 def _tool_kit(name: str, env: ToolEnvironment, source, user_message, oracle, binding=None,
@@ -489,7 +615,7 @@ def kv_tools_kit(difficulty: str = "easy"):
 
     source = kv_agent.KVSource(difficulty)
     return _tool_kit("kv_tools", kv_tools.ENVIRONMENT, source,
-                     lambda t: kv_tools.task_message(t.environment_snapshot["state"]), _kv_oracle)
+                     lambda t: kv_tools.task_message(_state_of(t)), _kv_oracle)
 
 
 def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
@@ -502,19 +628,21 @@ def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
     and `heldout(n, seed)` or `eval_set(split, n, seed)`, returning TaskSpecs whose
     `environment_snapshot` is what `environment.reset` takes), `user_message(task) -> str` gives
     each task's user message and `oracle(task) -> [assistant messages]` its demonstration
-    (OpenAI form with `tool_calls`; None: no demonstrations)."""
+    (OpenAI form with `tool_calls`; None: no demonstrations). Either way `task.names =
+    ("<name>:PATH",)` takes the tasks from a task file of snapshots (`tool_task_file`)."""
     from rlvr.tasks.kit import register_kit  # noqa: PLC0415
 
     if source is not None and user_message is None:
         raise ValueError(f"register_tool_kit({name!r}): a task source needs user_message")
     src = source if source is not None else NoTasks(name)
     register_kit(name, lambda: _tool_kit(name, environment, src, user_message, oracle))
+    register_kit(name + ":", _file_kit(name, environment, user_message, oracle))
     if name not in TOOL_KITS:
         TOOL_KITS.append(name)
 
 
 def _shop_oracle(task: TaskSpec) -> list[dict]:
-    state = task.environment_snapshot["state"]
+    state = _state_of(task)
     msgs, i = [], 0
     for name, args in ([("get_price", {"item": k}) for k, _ in state["order"]]
                        + [("add_to_cart", {"item": k, "quantity": int(q)})
@@ -534,15 +662,22 @@ def shop_tools_kit(difficulty: str = "standard"):
     from rlvr.tasks import shop  # noqa: PLC0415
 
     return _tool_kit("shop_tools", shop_tools.ENVIRONMENT, shop.ShopSource(difficulty),
-                     lambda t: shop_tools.task_message(t.environment_snapshot["state"]),
+                     lambda t: shop_tools.task_message(_state_of(t)),
                      _shop_oracle)
 
 
 def _register():
     from rlvr.tasks.kit import register_kit  # noqa: PLC0415
 
+    from rlvr.agents import kv_tools, shop_tools  # noqa: PLC0415
+
     register_kit("kv_tools", kv_tools_kit)
     register_kit("shop_tools", shop_tools_kit)
+    register_kit("kv_tools:", _file_kit("kv_tools", kv_tools.ENVIRONMENT,
+                                        lambda t: kv_tools.task_message(_state_of(t)), _kv_oracle))
+    register_kit("shop_tools:", _file_kit(
+        "shop_tools", shop_tools.ENVIRONMENT, lambda t: shop_tools.task_message(_state_of(t)),
+        _shop_oracle))
 
 
 _register()

@@ -387,3 +387,45 @@ def test_mixtures_of_multi_turn_kits_route_each_task_to_its_kit_and_bad_mixes_ar
     with pytest.raises(ValueError, match="trajectories file holds the records of one tool kit"):
         build_kit(["kv_tools", "shop_tools"], [1.0, 1.0]).bind_tokenizer(
             hf_tokenizer.tok, trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+
+
+def _kv_task_file(path, lines):
+    from rlvr.envs import kv_store
+
+    recs = []
+    for i, (registers, query, max_turns) in enumerate(kv_tools.SHIPPED_TASKS[:4]):
+        state = kv_store.initial_state(registers, query, max_turns)
+        recs.append({"snapshot": kv_store.make_task_snapshot(state),
+                     "split": "eval" if i == 3 else "train"})
+    recs[1]["user"] = "Sum e and c, please."
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + "".join(lines))
+    return recs
+
+
+def test_tool_tasks_from_a_file_and_bad_lines_named(tmp_path, hf_tokenizer):
+    from rlvr.tasks.loader import TaskFileError
+
+    path = tmp_path / "kv_tasks.jsonl"
+    recs = _kv_task_file(path, [])
+    kit = get_kit(f"kv_tools:{path}").bind_tokenizer(hf_tokenizer.tok)
+    assert len(kit.source.inner.train) == 3 and len(kit.source.inner.held) == 1
+    held = kit.source.heldout(2, 0)
+    assert [t.environment_snapshot for t in held] == [recs[3]["snapshot"]] * 2
+    task = next(t for t in kit.source.sample(20, 0) if t.public_metadata["record"] == 2)
+    assert "Sum e and c, please." in task.prompt  # the record's own message
+    other = next(t for t in kit.source.sample(20, 0) if t.public_metadata["record"] == 1)
+    assert kv_tools.task_message(recs[0]["snapshot"]["state"]) in other.prompt  # derived
+    turns = kit.demonstration(other)  # the oracle works from the file's snapshot
+    e = run(kit, hf_tokenizer, other, [t.action[:-len(kit.action_terminator)] for t in turns[:-1]])
+    assert kit.verifier.verify(other, kit.episode_output(e.env)).decision == "pass"
+    bad = tmp_path / "bad.jsonl"
+    state = dict(recs[0]["snapshot"]["state"], goal="nine")
+    _kv_task_file(bad, ["not json\n", json.dumps({"user": "x"}) + "\n",
+                        json.dumps({"snapshot": {"state": state}}) + "\n",
+                        json.dumps({"snapshot": recs[0]["snapshot"], "split": "test"}) + "\n"])
+    with pytest.raises(TaskFileError) as err:
+        get_kit(f"kv_tools:{bad}")
+    msg = str(err.value)
+    assert "4 bad line(s) [5, 6, 7, 8]" in msg
+    assert "line 6: snapshot: required" in msg and "line 8: split: must be one of" in msg
+    assert "line 7: snapshot: the environment's reset refuses it" in msg

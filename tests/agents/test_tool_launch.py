@@ -111,3 +111,25 @@ def test_a_mixture_of_tool_kits_trains_one_step_and_evaluates_per_kit(tmp_path, 
     assert '"name": "get"' in prompts and '"name": "get_price"' in prompts  # both kits' tools
     ev = modes.evaluate(c, work)
     assert {"eval/success_kv_tools", "eval/success_shop_tools"} <= set(ev["metrics"])
+
+
+def test_tool_tasks_from_a_file_train_one_step(tmp_path, tools_checkpoint):
+    from rlvr.agents import kv_tools
+    from rlvr.envs import kv_store
+
+    path = tmp_path / "kv_tasks.jsonl"
+    path.write_text("".join(json.dumps({
+        "snapshot": kv_store.make_task_snapshot(kv_store.initial_state(*t)),
+        "split": "eval" if i == 0 else "train"}) + "\n"
+        for i, t in enumerate(kv_tools.SHIPPED_TASKS)))
+    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
+        "task.names": (f"kv_tools:{path}",), "rollout.max_turns": 1})
+    validate_config(c)
+    work = str(tmp_path / "run")
+    loop.run(c, work)
+    rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
+    assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
+    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    first = kv_tools.task_message(kv_store.initial_state(*kv_tools.SHIPPED_TASKS[0]))
+    assert records and not any(first in r["prompt"] for r in records)  # the eval record
+    assert all("What is" in r["prompt"] for r in records)
