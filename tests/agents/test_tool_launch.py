@@ -133,3 +133,29 @@ def test_tool_tasks_from_a_file_train_one_step(tmp_path, tools_checkpoint):
     first = kv_tools.task_message(kv_store.initial_state(*kv_tools.SHIPPED_TASKS[0]))
     assert records and not any(first in r["prompt"] for r in records)  # the eval record
     assert all("What is" in r["prompt"] for r in records)
+
+
+def test_pivotrl_trains_the_closing_reply_turn(tmp_path, tools_checkpoint):
+    import numpy as np
+
+    from rlvr.train.setup import build_run
+
+    c = tiny_config("agent_tools_pivotrl", tools_checkpoint, **{"pivot.reward": "functional"})
+    validate_config(c)
+    r = build_run(c, str(tmp_path / "run"))
+    try:
+        col = getattr(r.collector, "inner", r.collector)
+        cands = col._candidates(r.init_params, None)
+        replies = [x for x in cands if x.reference_action.startswith("The answer is")]
+        assert replies  # the closing reply of every record is a candidate state
+        col.kept = replies[:1]
+        got = col.collect(r.init_params, 1, 0)
+        mask = np.asarray(got.batch.loss_mask)
+        assert mask.sum(-1).min() > 0  # the sampled reply tokens carry loss
+        assert all(t.public_metadata["turn_index"] == replies[0].turn_index for t in got.tasks)
+        # a random policy's reply is judged by the reply check: a wrong one scores 0
+        assert all(s.decision in ("pass", "fail") for s in got.samples)
+        assert all(float(x) == (s.decision == "pass") for x, s in
+                   zip(np.asarray(got.batch.rewards), got.samples))
+    finally:
+        r.close()
