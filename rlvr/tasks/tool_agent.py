@@ -26,9 +26,11 @@ conversation rendered by the tokenizer's chat template:
   * the outcome verifier checks the environment's final tool state (`ToolEnvironment.outcome`);
   * the turn verifiers (PivotRL) compare a turn's calls with the demonstration's
     (`rlvr.agents.turn_verifier`: "functional" = same tool, equivalent arguments under the
-    schema; "exact" = identical arguments).
+    schema; "exact" = identical arguments); the closing text reply is a turn too, judged by the
+    environment's `reply_check` ("functional") or the recorded text ("exact").
 
-Tasks come from the kit's procedural generator (demonstrations by an oracle) or, with
+Tasks come from the kit's procedural generator (demonstrations by an oracle), from a task
+file of environment snapshots (`task.names = ("<kit>:PATH",)`, `tool_task_file`) or, with
 `agent.trajectories`, from a trajectories file (`rlvr.agents.trajectories`: JSONL / Parquet in
 the OpenAI messages format); each record is a task whose demonstration is its recorded assistant
 turns, replayed from its snapshot and checked against the recorded tool results (a mismatching
