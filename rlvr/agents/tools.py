@@ -160,10 +160,14 @@ class ToolEnvironment:
     """A tool environment: `toolset`, `reset(snapshot) -> state` and `outcome(state) -> bool`.
 
     `reset` must return a fresh plain-JSON state (the same for the same snapshot): replaying
-    recorded calls from it must reproduce recorded tool results.
+    recorded calls from it must reproduce recorded tool results. `reply_check(state, text) ->
+    bool` (optional) judges the agent's closing text reply (a turn without tool calls) in the
+    tool state it is written in — PivotRL's functional turn reward of a final reply turn;
+    without one that reward is the recorded reply's text up to case and whitespace.
     """
     name: str
     toolset: ToolSet
     reset: Callable[[Mapping[str, Any]], dict]
     outcome: Callable[[Mapping[str, Any]], bool]
     system_prompt: str = ""
+    reply_check: Optional[Callable[[Mapping[str, Any], str], bool]] = None

@@ -132,8 +132,9 @@ def get_kit(name: str, **kwargs: Any) -> TaskKit:
 
 def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mapping[str, Any] = None
               ) -> TaskKit:
-    """The kit of `config.task`: one name, or a weighted mixture of single-turn kits, or of
-    multi-turn kits (`rlvr.tasks.episode_mixture`; docs/algorithms.md (A.20)).
+    """The kit of `config.task`: one name, or a weighted mixture (docs/algorithms.md (A.20)) of
+    single-turn kits or of multi-turn kits (`multi_turn_mixture`); single-turn and multi-turn
+    kits do not mix (ValueError naming both).
 
     `kwargs` go to every named kit's builder (a mixture's kits must accept them all).
     """
@@ -144,10 +145,14 @@ def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mappi
     kits = [get_kit(n, **kwargs) for n in names]
     if len(kits) == 1:
         return kits[0]
-    if any(k.multi_turn for k in kits):  # episodes routed by environment
-        from rlvr.tasks.episode_mixture import episode_mixture_kit
-
-        return episode_mixture_kit(kits, weights)
+    multi = [k.name for k in kits if k.multi_turn]
+    if multi and len(multi) < len(kits):
+        single = [k.name for k in kits if not k.multi_turn]
+        raise ValueError(f"task.names {tuple(names)}: a mixture holds single-turn kits or "
+                         f"multi-turn kits, not both; {multi} are multi-turn and {single} "
+                         f"single-turn (train them in separate runs)")
+    if multi:
+        return multi_turn_mixture(kits, list(weights) or [1.0] * len(kits))
     from rlvr.tasks.registry import MixtureSource
 
     weights = list(weights) or [1.0] * len(kits)
@@ -156,6 +161,204 @@ def build_kit(names: Sequence[str], weights: Sequence[float] = (), kwargs: Mappi
     alphabet = None if any(a is None for a in alphabets) else "".join(sorted(set("".join(alphabets))))
     return TaskKit(name=source.name, source=source, verifier=source.verifier,
                    demonstration=source.demonstration, alphabet=alphabet)
+
+
+# ------------------------------------------------------------------- multi-turn mixtures
+KIT_KEY = "kit"  # public_metadata key: the kit of a task in a multi-turn mixture
+
+
+def _kit_of(task: TaskSpec, names: Sequence[str]) -> str:
+    name = task.public_metadata.get(KIT_KEY)
+    if name not in names:
+        raise ValueError(f"task {task.task_id!r} names kit {name!r}, not one of this mixture's "
+                         f"{tuple(names)}")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class KitMixtureSource:
+    """Tasks of several multi-turn kits, each tagged with its kit (`public_metadata["kit"]`).
+
+    `sample(n, seed)` draws per-kit counts from a multinomial with the normalised weights and
+    shuffles, so that episodes of different kits share a batch; `eval_set` / `heldout` split n
+    by largest remainder (every kit gets its share of the held-out set)."""
+    sources: tuple  # ((kit name, source), ...)
+    weights: tuple
+
+    @property
+    def name(self) -> str:
+        return "mixture(" + ",".join(f"{n}:{w:.3g}" for (n, _), w in
+                                     zip(self.sources, self.weights)) + ")"
+
+    @staticmethod
+    def _tag(name, tasks):
+        return [dataclasses.replace(t, public_metadata={**dict(t.public_metadata), KIT_KEY: name})
+                for t in tasks]
+
+    def sample(self, n: int, seed) -> list[TaskSpec]:
+        import numpy as np  # noqa: PLC0415
+
+        from rlvr.envs.base import derive_seed  # noqa: PLC0415
+
+        rng = np.random.default_rng(derive_seed("kit-mixture", str(seed)))
+        counts = rng.multinomial(n, np.asarray(self.weights))
+        tasks: list[TaskSpec] = []
+        for (name, src), c in zip(self.sources, counts):
+            if c:
+                tasks += self._tag(name, src.sample(int(c), seed=int(rng.integers(0, 2**62))))
+        return [tasks[i] for i in rng.permutation(len(tasks))]
+
+    def _counts(self, n: int) -> list[int]:
+        exact = [n * w for w in self.weights]
+        counts = [int(x) for x in exact]
+        for i in sorted(range(len(exact)), key=lambda i: counts[i] - exact[i])[:n - sum(counts)]:
+            counts[i] += 1
+        return counts
+
+    def eval_set(self, split: str = "eval", n=None, seed: int = 0) -> list[TaskSpec]:
+        n = 100 if n is None else n
+        out: list[TaskSpec] = []
+        for (name, src), c in zip(self.sources, self._counts(n)):
+            if c:
+                get = getattr(src, "eval_set", None)
+                got = get(split, c, seed) if get is not None else src.heldout(c, seed)
+                out += self._tag(name, got)
+        return out
+
+    def heldout(self, n: int, seed: int) -> list[TaskSpec]:
+        out: list[TaskSpec] = []
+        for (name, src), c in zip(self.sources, self._counts(n)):
+            if c:
+                get = getattr(src, "heldout", None)
+                got = get(c, seed) if get is not None else src.eval_set("eval", c, seed)
+                out += self._tag(name, got)
+        return out
+
+
+class _RoutingVerifier:
+    """Judges each task with its own kit's verifier (`public_metadata["kit"]`)."""
+
+    def __init__(self, verifiers: Mapping[str, Any]):
+        self.verifiers = dict(verifiers)
+        self.version = "route(" + ",".join(f"{k}:{getattr(v, 'version', '?')}"
+                                           for k, v in self.verifiers.items()) + ")"
+
+    def verify(self, task: TaskSpec, output: str):
+        return self.verifiers[_kit_of(task, tuple(self.verifiers))].verify(task, output)
+
+
+class RoutingEnvironment:
+    """The environment of a multi-turn mixture: `reset(task)` picks the task's kit's
+    environment; `restore(snapshot)` the one whose name the snapshot carries; everything else
+    is that environment's."""
+
+    def __init__(self, factories: Mapping[str, Callable[[], Any]]):
+        self.envs = {k: f() for k, f in factories.items()}
+        self.by_env = {e.name: e for e in self.envs.values()}
+        self.inner = next(iter(self.envs.values()))
+
+    @property
+    def name(self):
+        return self.inner.name
+
+    @property
+    def version(self):
+        return self.inner.version
+
+    @property
+    def done(self):
+        return self.inner.done
+
+    @property
+    def seed(self):
+        return self.inner.seed
+
+    def reset(self, task: TaskSpec, *, seed: int) -> str:
+        self.inner = self.envs[_kit_of(task, tuple(self.envs))]
+        return self.inner.reset(task, seed=seed)
+
+    def restore(self, snapshot) -> None:
+        if snapshot.env_name not in self.by_env:
+            from rlvr.envs.base import SnapshotError  # noqa: PLC0415
+
+            raise SnapshotError(f"snapshot is for {snapshot.env_name!r}, not one of this "
+                                f"mixture's environments {tuple(self.by_env)}")
+        self.inner = self.by_env[snapshot.env_name]
+        self.inner.restore(snapshot)
+
+    def step(self, action: str):
+        return self.inner.step(action)
+
+    def state(self) -> dict:
+        return self.inner.state()
+
+    def state_hash(self) -> str:
+        return self.inner.state_hash()
+
+    def snapshot(self):
+        return self.inner.snapshot()
+
+
+def multi_turn_mixture(kits: Sequence[TaskKit], weights: Sequence[float]) -> TaskKit:
+    """A weighted mixture of multi-turn kits (module docstring of `build_kit`): each task
+    carries its kit (`public_metadata["kit"]`); episodes of different kits share a batch; the
+    environment, the outcome and turn verifiers, the demonstrations and the episode layout are
+    each task's own kit's. The kits must end actions with the same terminator and have distinct
+    environment names; a mixture of tool kits is bound to the tokenizer kit by kit."""
+    names = [k.name for k in kits]
+    if len(set(names)) != len(names):
+        raise ValueError(f"task.names: a mixture names each kit once, got {tuple(names)}")
+    for w in weights:
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not w > 0:
+            raise ValueError(f"task.weights must be > 0, got {tuple(weights)}")
+    if len(weights) != len(kits):
+        raise ValueError(f"task.weights: {len(weights)} weights for {len(kits)} task.names")
+    terms = {k.name: k.action_terminator for k in kits}
+    if len(set(terms.values())) > 1:
+        raise ValueError(f"task.names: the kits of a multi-turn mixture must end actions with "
+                         f"the same terminator, got {terms} (a tool kit, which renders with "
+                         f"a chat template, mixes only with tool kits)")
+    bound = [k.bind_tokenizer is not None for k in kits]
+    if any(bound) and not all(bound):
+        raise ValueError(f"task.names {tuple(names)}: tool kits (chat template) and "
+                         f"character-level multi-turn kits do not mix")
+    env_names = [k.env_factory().name for k in kits]
+    if len(set(env_names)) != len(env_names):
+        raise ValueError(f"task.names {tuple(names)}: the kits' environments must have distinct "
+                         f"names, got {env_names}")
+    total = float(sum(weights))
+    by = {k.name: k for k in kits}
+    route = lambda task: by[_kit_of(task, names)]  # noqa: E731
+    modes = set.intersection(*(set(k.turn_verifiers) for k in kits))
+    alphabets = [k.alphabet for k in kits]
+
+    def rebind(tokenizer, **settings):
+        if settings.get("trajectories"):
+            raise ValueError(f"a trajectories file holds the records of one tool kit; the "
+                             f"mixture {tuple(names)} takes its tasks from the kits' generators "
+                             f"(leave agent.trajectories empty, or train one kit)")
+        return multi_turn_mixture([k.bind_tokenizer(tokenizer, **settings) for k in kits], weights)
+
+    def demo(task):
+        k = route(task)
+        if k.demonstration is None:
+            raise ValueError(f"task kit {k.name!r} has no demonstrations")
+        return k.demonstration(task)
+
+    return TaskKit(
+        name="mixture(" + ",".join(names) + ")",
+        source=KitMixtureSource(tuple((k.name, k.source) for k in kits),
+                                tuple(float(w) / total for w in weights)),
+        verifier=_RoutingVerifier({k.name: k.verifier for k in kits}),
+        demonstration=demo,
+        alphabet=None if any(a is None for a in alphabets)
+        else "".join(sorted(set("".join(alphabets)))),
+        env_factory=lambda: RoutingEnvironment({k.name: k.env_factory for k in kits}),
+        turn_verifiers={m: _RoutingVerifier({k.name: k.turn_verifiers[m] for k in kits})
+                        for m in sorted(modes)},
+        render_episode=lambda task, turns: route(task).render_episode(task, turns),
+        action_terminator=kits[0].action_terminator,
+        bind_tokenizer=rebind if all(bound) else None)
 
 
 def _load_builtin() -> None:

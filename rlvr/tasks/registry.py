@@ -269,17 +269,15 @@ class MixtureSource:
         for src, w in components:
             if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w <= 0:
                 raise ValueError(f"MixtureSource weights must be finite and > 0, got {w!r} for {src!r}")
-            if not all(hasattr(src, a) for a in ("name", "sample", "eval_set")):
-                raise ValueError(f"MixtureSource component {src!r} is not a task source (name, "
-                                 f"sample, eval_set)")
+            if not isinstance(src, TaskSource):
+                raise ValueError(f"MixtureSource component {src!r} is not a TaskSource")
         self.sources = tuple(s for s, _ in components)
         total = float(sum(w for _, w in components))
         self.weights = tuple(float(w) / total for _, w in components)
         self.name = "mixture(" + ",".join(f"{s.name}:{w:.3g}" for s, w in zip(self.sources, self.weights)) + ")"
         routes: dict[str, Any] = {}
-        for s in self.sources:  # single-turn sources judge their own tasks; episode kits route
-            if isinstance(s, TaskSource):  # by environment (rlvr.tasks.episode_mixture)
-                routes.setdefault(s.name, s.verifier)
+        for s in self.sources:
+            routes.setdefault(s.name, s.verifier)
         self._verifier = RoutingVerifier(routes)
 
     def sample(self, n: int, seed: splits.SeedLike) -> list[TaskSpec]:

@@ -26,9 +26,11 @@ conversation rendered by the tokenizer's chat template:
   * the outcome verifier checks the environment's final tool state (`ToolEnvironment.outcome`);
   * the turn verifiers (PivotRL) compare a turn's calls with the demonstration's
     (`rlvr.agents.turn_verifier`: "functional" = same tool, equivalent arguments under the
-    schema; "exact" = identical arguments).
+    schema; "exact" = identical arguments); the closing text reply is a turn too, judged by the
+    environment's `reply_check` ("functional") or the recorded text ("exact").
 
-Tasks come from the kit's procedural generator (demonstrations by an oracle) or, with
+Tasks come from the kit's procedural generator (demonstrations by an oracle), from a task
+file of environment snapshots (`task.names = ("<kit>:PATH",)`, `tool_task_file`) or, with
 `agent.trajectories`, from a trajectories file (`rlvr.agents.trajectories`: JSONL / Parquet in
 the OpenAI messages format); each record is a task whose demonstration is its recorded assistant
 turns, replayed from its snapshot and checked against the recorded tool results (a mismatching
@@ -98,15 +100,16 @@ class ChatBinding:
         return ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}]
 
-    def with_system(self, messages) -> list[dict]:
-        """A recorded conversation start with the run's system prompt: when `system_prompt` is
-        set (`tokenizer.system_prompt`) it replaces the record's own system message (or is put
-        first where the record has none); unset, the record is kept as it was recorded."""
+    def recorded_start(self, messages) -> list[dict]:
+        """The start messages of a recorded conversation (a trajectories record): with a
+        configured system prompt (`tokenizer.system_prompt`) that prompt replaces the record's
+        system message (or is inserted when the record has none), so that training and eval
+        see one system prompt; without one, the record's messages as recorded."""
         msgs = [dict(m) for m in messages]
         if not self.system_prompt:
             return msgs
-        return [{"role": "system", "content": self.system_prompt}] + [
-            m for m in msgs if m.get("role") != "system"]
+        rest = msgs[1:] if msgs and msgs[0].get("role") == "system" else msgs
+        return [{"role": "system", "content": self.system_prompt}] + rest
 
     def strip_eot(self, text: str) -> str:
         text = text.rstrip()
@@ -239,14 +242,28 @@ class ToolTurnVerifier(Verifier):
     """PivotRL's turn reward on a turn task (`rlvr.tasks.kit.turn_task`): the turn's text
     against the demonstration's action (`reference_answer`, parsed in the same format) by
     `rlvr.agents.turn_verifier.verify_turn` in `mode`. A reference turn without tool calls
-    (the final reply) has no functional check: env_error (masked). Components: correct,
-    malformed_calls (the turn's calls that do not parse)."""
+    (the closing reply) is judged as a reply: a turn with tool calls fails; "functional" asks
+    the environment's `reply_check(state, text)` in the turn's tool state (the key-value kit:
+    the reply states the query's value), or, without one, the recorded reply's text up to case
+    and whitespace; "exact" asks for the recorded text. Components: correct, malformed_calls
+    (the turn's calls that do not parse)."""
 
     def __init__(self, binding: Optional[ChatBinding], env: ToolEnvironment, mode: str):
         if mode not in tv.MODES:
             raise ValueError(f"turn verifier mode must be one of {', '.join(tv.MODES)}")
         self.binding, self.env, self.mode = binding, env, mode
         self.version = f"tool_turn_{mode}/1"
+
+    def _reply_predicate(self, task: TaskSpec):
+        """(reply text, recorded reply text) -> bool for a closing-reply turn (class docstring)."""
+        if self.mode == "exact":
+            return lambda got, want: got.strip() == want.strip()
+        if self.env.reply_check is not None:
+            from rlvr.tasks.kit import turn_snapshot  # noqa: PLC0415
+
+            state = turn_snapshot(task).state()["tools"]
+            return lambda got, want: self.env.reply_check(state, got)
+        return lambda got, want: " ".join(got.lower().split()) == " ".join(want.lower().split())
 
     def _verify(self, task: TaskSpec, output: str) -> Verdict:
         if self.binding is None:
@@ -259,11 +276,8 @@ class ToolTurnVerifier(Verifier):
                   "tool_calls": [c.to_message() for c in ref.calls]}
         for c in target["tool_calls"]:
             c["function"]["arguments"] = json.loads(c["function"]["arguments"])
-        exact = None
-        if self.mode == "exact":
-            exact = lambda got, want: got.strip() == want.strip()  # noqa: E731
         v = tv.verify_turn(b.strip_eot(output), target, self.env.toolset, b.fmt, mode=self.mode,
-                           answer_predicate=exact)
+                           answer_predicate=self._reply_predicate(task))
         if v.status == "env_error":
             from rlvr.records.verdict import env_error  # noqa: PLC0415
 
@@ -279,15 +293,30 @@ def demonstration(binding: ChatBinding, env: ToolEnvironment, task: TaskSpec,
                   assistant: Sequence[Mapping[str, Any]]) -> list[Turn]:
     """The Turns of `task` whose assistant messages are `assistant` (OpenAI form, tool calls
     structured): each action is the template's render of that message (through its
-    end-of-turn token), stepped through a `ToolChatEnv` from the task's start."""
+    end-of-turn token), stepped through a `ToolChatEnv` from the task's start.
+
+    The closing reply (an assistant message without tool calls) is a turn too, also after a
+    tool that ends the episode (the key-value `answer`): the observation of the turn before it
+    then ends with the template's generation prompt, so that the reply's prefix is the
+    conversation as the template renders it for the next assistant turn (a PivotRL candidate
+    state and an SFT target). Rollouts still end at that tool."""
     e = ToolChatEnv(binding, env)
     e.reset(task, seed=task.random_seed)
     turns = []
     for m in assistant:
-        if e.done:
+        reply = not m.get("tool_calls")
+        if e.done and not (reply and turns):
             break
         msgs = e._state["messages"]
         head = binding.render(msgs, generation_prompt=True)
+        if e.done:  # the closing reply after a finishing tool: reopen the conversation
+            closed = binding.render(msgs, generation_prompt=False)
+            if not head.startswith(closed):
+                raise chat.TemplatePrefixError("chat template: the generation prompt does not "
+                                               "extend the rendered conversation")
+            last = turns[-1]
+            turns[-1] = dataclasses.replace(last, observation=last.observation
+                                            + head[len(closed):])
         full = binding.render(msgs + [dict(m)], generation_prompt=False)
         if not full.startswith(head):
             raise chat.TemplatePrefixError("chat template: an assistant message's render does "
@@ -301,14 +330,17 @@ def demonstration(binding: ChatBinding, env: ToolEnvironment, task: TaskSpec,
     return turns
 
 
+def _state_of(task: TaskSpec) -> Mapping[str, Any]:
+    """The initial state in a built-in kit's snapshot (the env's task snapshot or the bare
+    state, as its `reset` takes)."""
+    snap = task.environment_snapshot or {}
+    return snap.get("state", snap)
+
+
 def _kv_oracle(task: TaskSpec) -> list[dict]:
-    state = task.environment_snapshot["state"]
-    msgs = [{"role": "assistant", "content": "", "tool_calls": [
-        ToolCall("get", {"key": k}).to_message(f"c{i}")]} for i, (_, k) in enumerate(state["query"])]
-    msgs.append({"role": "assistant", "content": "", "tool_calls": [
-        ToolCall("answer", {"value": int(state["goal"])}).to_message("ca")]})
-    msgs.append({"role": "assistant", "content": f"The answer is {state['goal']}."})
-    return msgs
+    from rlvr.agents import kv_tools  # noqa: PLC0415
+
+    return kv_tools.oracle_messages(_state_of(task))
 
 
 # ------------------------------------------------------------------------------- sources
@@ -326,11 +358,15 @@ class ChatTasks:
 
     def _chat(self, task: TaskSpec) -> TaskSpec:
         meta = dict(task.public_metadata)
-        if meta.get("messages"):  # a record's own start (a trajectories file)
-            msgs = self.binding.with_system(meta["messages"]) if self.binding else meta["messages"]
+        msgs = meta.get("messages")
+        if msgs:
+            msgs = self.binding.recorded_start(msgs) if self.binding else msgs
         else:
-            msgs = (self.binding.start_messages(self.user_message(task)) if self.binding else
-                    [{"role": "user", "content": self.user_message(task)}])
+            user = meta.get("user")
+            if user is None:
+                user = self.user_message(task)
+            msgs = (self.binding.start_messages(user) if self.binding else
+                    [{"role": "user", "content": user}])
         meta["messages"] = msgs
         prompt = self.binding.prompt(msgs) if self.binding else task.prompt
         return dataclasses.replace(task, prompt=prompt, public_metadata=meta)
@@ -403,6 +439,111 @@ def trajectory_tasks(path: str, env: ToolEnvironment, name: str) -> list[TaskSpe
     return tasks
 
 
+# ---------------------------------------------------------------------------- task files
+SPLITS = ("train", "eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileTasks:
+    """Tasks of a tool kit from a task file (`<kit>:PATH`, `tool_task_file`): `sample` draws the
+    "train" records with replacement; `eval_set` / `heldout` take the "eval" records in file
+    order (cycled to n), or the "train" records where the file marks none "eval"."""
+    name: str
+    train: tuple
+    held: tuple
+
+    def sample(self, n: int, seed) -> list[TaskSpec]:
+        rng = random.Random(derive_seed("tool-task-file", self.name, seed))
+        return [self.train[rng.randrange(len(self.train))] for _ in range(n)]
+
+    def eval_set(self, split: str = "eval", n=None, seed: int = 0) -> list[TaskSpec]:
+        pool = self.held or self.train
+        return [pool[i % len(pool)] for i in range(len(pool) if n is None else n)]
+
+    def heldout(self, n: int, seed: int) -> list[TaskSpec]:
+        return self.eval_set("eval", n, seed)
+
+
+def tool_task_file(path: str, env: ToolEnvironment, name: str, *, user_message=None,
+                   max_record_bytes: Optional[int] = None) -> FileTasks:
+    """The tasks of a tool-environment task file: JSONL (or Parquet with the same columns), one
+    task a record:
+
+        {"snapshot": {...}, "user": "the task in words", "split": "train", "task_id": "t1"}
+
+    `snapshot` (required): what the environment's `reset` takes (it is reset once here, so a
+    snapshot it refuses is a bad record); `user` (a string) or `messages` (the conversation's
+    start, OpenAI form, ending with the user turn): the task's message, optional where the kit
+    derives it from the snapshot (`user_message`, the built-in kits); `split`: "train"
+    (default) or "eval"; `task_id`: optional (default `<kit>-<file>-<line>`), unique. Every bad
+    record is reported with its line (JSONL) or row (Parquet) in one `TaskFileError`."""
+    from rlvr.tasks import files  # noqa: PLC0415
+    from rlvr.tasks.loader import MAX_RECORD_BYTES, LineError, TaskFileError  # noqa: PLC0415
+
+    rows, errors, unit = files.read_rows(path, max_record_bytes or MAX_RECORD_BYTES)
+    base = os.path.basename(path)
+    out = {s: [] for s in SPLITS}
+    seen: dict = {}
+    for line, rec in rows:
+        def bad(field, msg):
+            errors.append(LineError(line, field, msg))
+        if not isinstance(rec, Mapping):
+            bad("<record>", f"a record is a JSON object, got {type(rec).__name__}")
+            continue
+        extra = sorted(set(rec) - {"snapshot", "user", "messages", "split", "task_id"})
+        if extra:
+            bad(extra[0], "unknown field (allowed: snapshot, user, messages, split, task_id)")
+            continue
+        snap = rec.get("snapshot")
+        if not isinstance(snap, Mapping):
+            bad("snapshot", "required: an object, what the environment's reset takes")
+            continue
+        try:
+            env.reset(copy.deepcopy(dict(snap)))
+        except Exception as e:  # the user's reset refuses it: a bad record, named
+            bad("snapshot", f"the environment's reset refuses it: {type(e).__name__}: {e}")
+            continue
+        split = rec.get("split", "train")
+        if split not in SPLITS:
+            bad("split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
+            continue
+        user, msgs = rec.get("user"), rec.get("messages")
+        if user is not None and not isinstance(user, str):
+            bad("user", f"must be a string, got {type(user).__name__}")
+            continue
+        if msgs is not None and (not isinstance(msgs, list) or not msgs or any(
+                not isinstance(m, Mapping) or "role" not in m for m in msgs)
+                or msgs[-1].get("role") != "user"):
+            bad("messages", "must be a list of messages with roles, ending with the user turn")
+            continue
+        if user is None and msgs is None and user_message is None:
+            bad("user", f"required: tool kit {name!r} does not derive a task's message from "
+                        f"its snapshot")
+            continue
+        tid = rec.get("task_id", f"{name}-{base}-{line}")
+        if not isinstance(tid, str) or not tid:
+            bad("task_id", f"must be a non-empty string, got {tid!r}")
+            continue
+        if tid in seen:
+            bad("task_id", f"{tid!r} repeats the task of {unit} {seen[tid]}")
+            continue
+        seen[tid] = line
+        meta = {"split": split, "record": line}
+        if msgs is not None:
+            meta["messages"] = [dict(m) for m in msgs]
+        elif user is not None:
+            meta["user"] = user
+        out[split].append(TaskSpec(
+            task_id=tid, prompt="", task_type="agent", reference_answer=None,
+            public_metadata=meta, hidden_verifier_id=None, environment_snapshot=dict(snap),
+            resource_limits={}, reward_config={}, random_seed=derive_seed(name, path, line)))
+    if not errors and not out["train"]:
+        errors.append(LineError(0, "split", "no train record", whole_file=True))
+    if errors:
+        raise TaskFileError(path, errors, unit)
+    return FileTasks(name, tuple(out["train"]), tuple(out["eval"]))
+
+
 # ------------------------------------------------------------------------------------ kits
 @dataclasses.dataclass(frozen=True)
 class NoTasks:
@@ -415,6 +556,17 @@ class NoTasks:
                          f"to a trajectories file (its records are the tasks)")
 
     sample = eval_set = heldout = _refuse
+
+
+def _file_kit(name: str, env: ToolEnvironment, user_message, oracle):
+    """The builder of the prefix family `<name>:PATH`: the tool kit `name` with its tasks from
+    the task file PATH (`tool_task_file`). `difficulty` (task.kwargs shared with generated
+    kits) does not apply to file tasks and is ignored."""
+    def build(path: str, *, max_record_bytes: Optional[int] = None, difficulty: Any = None):
+        src = tool_task_file(path, env, name, user_message=user_message,
+                             max_record_bytes=max_record_bytes)
+        return _tool_kit(name, env, src, user_message or (lambda t: ""), oracle)
+    return build
 
 
 def _tool_kit(name: str, env: ToolEnvironment, source, user_message, oracle, binding=None,
@@ -465,7 +617,7 @@ def kv_tools_kit(difficulty: str = "easy"):
 
     source = kv_agent.KVSource(difficulty)
     return _tool_kit("kv_tools", kv_tools.ENVIRONMENT, source,
-                     lambda t: kv_tools.task_message(t.environment_snapshot["state"]), _kv_oracle)
+                     lambda t: kv_tools.task_message(_state_of(t)), _kv_oracle)
 
 
 def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
@@ -478,19 +630,21 @@ def register_tool_kit(name: str, environment: ToolEnvironment, *, source=None,
     and `heldout(n, seed)` or `eval_set(split, n, seed)`, returning TaskSpecs whose
     `environment_snapshot` is what `environment.reset` takes), `user_message(task) -> str` gives
     each task's user message and `oracle(task) -> [assistant messages]` its demonstration
-    (OpenAI form with `tool_calls`; None: no demonstrations)."""
+    (OpenAI form with `tool_calls`; None: no demonstrations). Either way `task.names =
+    ("<name>:PATH",)` takes the tasks from a task file of snapshots (`tool_task_file`)."""
     from rlvr.tasks.kit import register_kit  # noqa: PLC0415
 
     if source is not None and user_message is None:
         raise ValueError(f"register_tool_kit({name!r}): a task source needs user_message")
     src = source if source is not None else NoTasks(name)
     register_kit(name, lambda: _tool_kit(name, environment, src, user_message, oracle))
+    register_kit(name + ":", _file_kit(name, environment, user_message, oracle))
     if name not in TOOL_KITS:
         TOOL_KITS.append(name)
 
 
 def _shop_oracle(task: TaskSpec) -> list[dict]:
-    state = task.environment_snapshot["state"]
+    state = _state_of(task)
     msgs, i = [], 0
     for name, args in ([("get_price", {"item": k}) for k, _ in state["order"]]
                        + [("add_to_cart", {"item": k, "quantity": int(q)})
@@ -510,15 +664,22 @@ def shop_tools_kit(difficulty: str = "standard"):
     from rlvr.tasks import shop  # noqa: PLC0415
 
     return _tool_kit("shop_tools", shop_tools.ENVIRONMENT, shop.ShopSource(difficulty),
-                     lambda t: shop_tools.task_message(t.environment_snapshot["state"]),
+                     lambda t: shop_tools.task_message(_state_of(t)),
                      _shop_oracle)
 
 
 def _register():
     from rlvr.tasks.kit import register_kit  # noqa: PLC0415
 
+    from rlvr.agents import kv_tools, shop_tools  # noqa: PLC0415
+
     register_kit("kv_tools", kv_tools_kit)
     register_kit("shop_tools", shop_tools_kit)
+    register_kit("kv_tools:", _file_kit("kv_tools", kv_tools.ENVIRONMENT,
+                                        lambda t: kv_tools.task_message(_state_of(t)), _kv_oracle))
+    register_kit("shop_tools:", _file_kit(
+        "shop_tools", shop_tools.ENVIRONMENT, lambda t: shop_tools.task_message(_state_of(t)),
+        _shop_oracle))
 
 
 _register()

@@ -209,7 +209,7 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     if c.tokenizer.kind != "hf":
         na(["tokenizer.path", "tokenizer.chat_template", "tokenizer.system_prompt",
             "tokenizer.instruction"], f"tokenizer.kind is {c.tokenizer.kind!r}, not 'hf'", True)
-    tool_kit = any(str(n) in _tool_kits() for n in c.task.names)
+    tool_kit = any(str(n).partition(":")[0] in _tool_kits() for n in c.task.names)
     if not tool_kit:
         na(["agent.tool_format", "agent.trajectories"],
            f"task.names {tuple(c.task.names)} holds no tool kit ({', '.join(_tool_kits())})", True)

@@ -14,6 +14,7 @@ the same reward path, and reports:
   eval/reward, eval/tokens, eval/truncation_rate, eval/unknown_rate, eval/env_error_rate,
   eval/turns (multi-turn), eval/hidden_success and eval/gap = success − hidden success (docs/architecture.md §7)
                         where a hidden check exists.
+  eval/success_<kit>     a multi-turn mixture: eval/success of each kit's tasks (task family)
 
 The held-out key is fixed (`eval.seed`), so successive evaluations of one run differ only by
 the policy.
@@ -89,6 +90,12 @@ class Evaluator:
             ok = n_valid >= k
             if ok.any():
                 res[f"eval/pass@{k}"] = float(np.mean(np.asarray(pass_at_k(n_valid[ok], c[ok], k))))
+        kits = [t.public_metadata.get("kit") for t in self.tasks]
+        if len(set(kits) - {None}) > 1:  # a multi-turn mixture: success per task family
+            fam = np.repeat(np.asarray([str(k) for k in kits]), n)
+            for k in sorted(set(kits) - {None}):
+                sel = valid & (fam == k)
+                res[f"eval/success_{k}"] = float(passed[sel].mean()) if sel.any() else float("nan")
         if self.hidden is not None:
             hidden = np.array([self.hidden(self.tasks[i // n], x.text) for i, x in enumerate(s)])
             if np.all(np.isfinite(hidden[valid])) and valid.any():

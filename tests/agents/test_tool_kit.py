@@ -60,7 +60,8 @@ def run(kit, tokenizer, task, actions, max_turns=6):
 def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_tokens(kit, hf_tokenizer):
     tok = hf_tokenizer
     task = kit.source.sample(1, seed=3)[0]
-    turns = kit.demonstration(task)
+    demo = kit.demonstration(task)
+    turns = demo[:-1]  # the closing reply follows the finishing `answer` call: not rolled out
     actions = [t.action[:-len(kit.action_terminator)] for t in turns]  # the terminator: sampled
     e = run(kit, tok, task, actions)
     assert e.stop_reason == "eos" and e.num_turns == len(turns)
@@ -73,13 +74,16 @@ def test_episode_stream_is_the_templates_render_and_loss_falls_on_assistant_toke
     assert list(e.tokens) == full.ids.tolist()
     # loss on exactly the assistant-generated tokens (through each turn's <|im_end|>)
     assert list(np.asarray(e.loss_mask, np.int32)) == full.assistant_mask.tolist()
-    # and the demonstration text is the same stream (the PivotRL / SFT prefixes match rollouts)
-    assert tok.encode(kit.render_episode(task, turns)) == list(e.tokens)
+    # and the demonstration text starts with the same stream (the PivotRL / SFT prefixes match
+    # rollouts), then reopens the conversation for the closing reply
+    n = len(e.tokens)
+    assert tok.encode(kit.render_episode(task, demo))[:n] == list(e.tokens)
     from rlvr.models.prompts import PromptRenderer
     from rlvr.train.sft import demo_stream
 
     ids, mask = demo_stream(kit, task, tok, PromptRenderer(tok))
-    assert ids == list(e.tokens) and mask == list(e.loss_mask)
+    assert ids[:n] == list(e.tokens) and mask[:n] == list(e.loss_mask)
+    assert sum(mask[n:]) == len(tok.encode(demo[-1].action))  # the reply's tokens train
 
 
 def test_malformed_and_rejected_calls_are_observations_and_counted(kit, hf_tokenizer):
@@ -120,8 +124,9 @@ def test_trajectory_tasks_demonstrate_the_recorded_turns(hf_tokenizer):
     task = kit.source.sample(1, seed=0)[0]
     turns = kit.demonstration(task)
     recorded = [m for m in task.public_metadata["demo"] if m.get("tool_calls")]
-    assert len(turns) == len(recorded)  # the answer call ends the episode
-    assert '"name": "answer"' in turns[-1].action
+    # the answer call ends the episode; the closing reply after it is a turn too
+    assert len(turns) == len(recorded) + 1
+    assert '"name": "answer"' in turns[-2].action and "The answer is" in turns[-1].action
     # every turn's state is the replayed one: restoring it gives the same hash
     env = kit.env_factory()
     env.restore(turns[1].state_before)
@@ -135,9 +140,9 @@ def test_turn_verifier_functional_accepts_coerced_arguments_exact_does_not(kit, 
 
     task = kit.source.sample(1, seed=5)[0]
     turns = kit.demonstration(task)
-    last = turns[-1]  # answer(value=<goal>)
+    last = turns[-2]  # answer(value=<goal>) (the closing reply follows it)
     goal = last.state_before.state()["tools"]["goal"]
-    t = turn_task(task, snapshot=last.state_before, turn_index=len(turns) - 1,
+    t = turn_task(task, snapshot=last.state_before, turn_index=len(turns) - 2,
                   reference_action=last.action, key="k")
     same = f'<tool_call>\n{{"name": "answer", "arguments": {{"value": "{goal}"}}}}\n</tool_call>'
     assert kit.turn_verifiers[mode].verify(t, same).decision == expected
@@ -287,31 +292,140 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_at_start(hf_tokenizer
         get_kit("kv_tools").bind_tokenizer(tok)
 
 
-def test_kv_task_message_asks_one_question_and_the_shipped_records_use_it():
-    from rlvr.agents.trajectories import load_trajectories
+def test_kv_task_message_ends_in_exactly_one_question_mark_and_the_shipped_file_is_generated(tmp_path):
+    from rlvr.envs import kv_store
 
-    records = load_trajectories(SHIPPED_TRAJECTORIES["kv_tools"])
-    assert records
-    for r in records:
-        msg = kv_tools.task_message(r.snapshot["state"])
-        assert msg.endswith("?") and msg.count("?") == 1, msg
-        user = [m["content"] for m in r.messages if m["role"] == "user"]
-        assert user == [msg]
+    for registers, query, max_turns in kv_tools.SHIPPED_TASKS:
+        msg = kv_tools.task_message(kv_store.initial_state(registers, query, max_turns))
+        assert msg.endswith("?") and msg.count("?") == 1 and not msg.endswith(" ?"), msg
+    # the shipped file is the generator's output, byte for byte
+    out = tmp_path / "kv.jsonl"
+    kv_tools.write_trajectories(str(out))
+    assert out.read_text() == open(SHIPPED_TRAJECTORIES["kv_tools"]).read()
 
 
-@pytest.mark.parametrize("system_prompt", ["", "Be brief."])
-def test_tokenizer_system_prompt_replaces_a_file_records_system_message(hf_tokenizer, system_prompt):
-    """Set, `tokenizer.system_prompt` is the system message of every record from a file (the
-    record's own is dropped); unset, the record keeps its own."""
+@pytest.mark.parametrize("configured", ["", "Be brief."])
+def test_system_prompt_applies_to_file_records_and_generated_tasks_alike(hf_tokenizer, configured):
+    base = get_kit("kv_tools")
+    from_file = base.bind_tokenizer(hf_tokenizer.tok, system_prompt=configured,
+                                    trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+    generated = base.bind_tokenizer(hf_tokenizer.tok, system_prompt=configured)
+    rec = from_file.source.sample(1, seed=0)[0]
+    gen = generated.source.sample(1, seed=0)[0]
+    systems = [[m["content"] for m in t.public_metadata["messages"] if m["role"] == "system"]
+               for t in (rec, gen)]
+    if configured:  # the configured prompt replaces the record's own system message
+        assert systems == [[configured], [configured]]
+        assert kv_tools.SYSTEM_PROMPT not in rec.prompt and configured in rec.prompt
+    else:  # the record's own, as recorded; generated tasks: the environment's
+        assert systems == [[kv_tools.SYSTEM_PROMPT], [kv_tools.SYSTEM_PROMPT]]
+    # a record without a system message gets the configured one inserted
+    b = from_file.source.tasks[0]
+    bare = [{"role": "user", "content": "What is a?"}]
+    from rlvr.tasks.tool_agent import bind
+    binding = bind(hf_tokenizer.tok, kv_tools.ENVIRONMENT, system_prompt=configured)
+    assert binding.recorded_start(bare) == (
+        [{"role": "system", "content": configured}] + bare if configured else bare)
+    assert b.public_metadata["messages"][-1]["role"] == "user"
+
+
+def test_the_closing_reply_is_a_pivot_candidate_judged_as_a_reply(hf_tokenizer):
+    from rlvr.models.prompts import PromptRenderer
+    from rlvr.train.pivots import demo_candidates
+    from rlvr.train.sft import demo_stream
+
     kit = get_kit("kv_tools").bind_tokenizer(hf_tokenizer.tok,
-                                              trajectories=SHIPPED_TRAJECTORIES["kv_tools"],
-                                              system_prompt=system_prompt)
-    task = kit.source.sample(1, seed=0)[0]
-    msgs = task.public_metadata["messages"]
-    systems = [m["content"] for m in msgs if m["role"] == "system"]
-    assert msgs[0]["role"] == "system" and len(systems) == 1
-    if system_prompt:
-        assert systems == [system_prompt] and system_prompt in task.prompt
-        assert kv_tools.SYSTEM_PROMPT not in task.prompt
-    else:
-        assert systems == [kv_tools.SYSTEM_PROMPT] and kv_tools.SYSTEM_PROMPT in task.prompt
+                                              trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+    task = kit.source.tasks[0]
+    goal = task.environment_snapshot["state"]["goal"]
+    cands = demo_candidates([task], tokenizer=hf_tokenizer, demonstrations=kit.demonstration,
+                            render_episode=kit.render_episode)
+    reply = cands[-1]
+    assert len(cands) == len(task.public_metadata["demo"])  # every assistant turn, reply too
+    assert reply.reference_action.startswith(f"The answer is {goal}.")
+    # its prefix is the conversation reopened for the next assistant turn
+    assert hf_tokenizer.tok.decode(list(reply.prefix_tokens)).endswith("<|im_start|>assistant\n")
+    judge = {m: kit.turn_verifiers[m] for m in ("functional", "exact")}
+    eot = kit.action_terminator
+    v = lambda mode, text: judge[mode].verify(reply.turn_task, text + eot).components["correct"]  # noqa: E731
+    assert v("functional", f"The answer is {goal}.") == 1.0
+    assert v("functional", f"It is {goal}") == 1.0  # states the value
+    assert v("functional", f"The answer is {goal + 1}.") == 0.0  # a wrong reply
+    assert v("functional", "") == 0.0
+    call = '<tool_call>\n{"name": "get", "arguments": {"key": "a"}}\n</tool_call>'
+    assert v("functional", call) == 0.0  # a call where the reference replies
+    assert v("exact", f"The answer is {goal}.") == 1.0
+    assert v("exact", f"It is {goal}") == 0.0  # the ablation wants the recorded text
+    # SFT trains it: the reply's tokens carry loss
+    ids, mask = demo_stream(kit, task, hf_tokenizer, PromptRenderer(hf_tokenizer))
+    a = hf_tokenizer.encode(reply.reference_action)
+    start = next(i for i in range(len(ids) - len(a), -1, -1) if ids[i:i + len(a)] == a)
+    assert all(m == 1.0 for m in mask[start:start + len(a)])
+
+
+def test_mixtures_of_multi_turn_kits_route_each_task_to_its_kit_and_bad_mixes_are_refused(hf_tokenizer):
+    from rlvr.tasks.kit import build_kit
+
+    kit = build_kit(["kv_tools", "shop_tools"], [1.0, 1.0]).bind_tokenizer(hf_tokenizer.tok)
+    tasks = kit.source.sample(8, seed=0)
+    assert {t.public_metadata["kit"] for t in tasks} == {"kv_tools", "shop_tools"}
+    for t in tasks[:4]:  # each task: its own kit's environment, demonstration and verifier
+        own = get_kit(t.public_metadata["kit"]).bind_tokenizer(hf_tokenizer.tok)
+        turns = kit.demonstration(t)
+        env = kit.env_factory()
+        env.reset(t, seed=0)
+        for turn in turns[:-1] if t.public_metadata["kit"] == "kv_tools" else turns:
+            env.step(turn.action)
+        assert env.name == t.public_metadata["kit"]
+        assert kit.verifier.verify(t, kit.episode_output(env)).decision == "pass"
+        assert kit.verifier.verify(t, kit.episode_output(env)) == own.verifier.verify(
+            t, own.episode_output(env))
+    with pytest.raises(ValueError, match=r"task.names \('kv_tools', 'arithmetic'\).*not both"):
+        build_kit(["kv_tools", "arithmetic"], [1.0, 1.0])
+    with pytest.raises(ValueError, match="same terminator"):
+        build_kit(["kv_tools", "kv_agent"], [1.0, 1.0], {"difficulty": "easy"})
+    with pytest.raises(ValueError, match="trajectories file holds the records of one tool kit"):
+        build_kit(["kv_tools", "shop_tools"], [1.0, 1.0]).bind_tokenizer(
+            hf_tokenizer.tok, trajectories=SHIPPED_TRAJECTORIES["kv_tools"])
+
+
+def _kv_task_file(path, lines):
+    from rlvr.envs import kv_store
+
+    recs = []
+    for i, (registers, query, max_turns) in enumerate(kv_tools.SHIPPED_TASKS[:4]):
+        state = kv_store.initial_state(registers, query, max_turns)
+        recs.append({"snapshot": kv_store.make_task_snapshot(state),
+                     "split": "eval" if i == 3 else "train"})
+    recs[1]["user"] = "Sum e and c, please."
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + "".join(lines))
+    return recs
+
+
+def test_tool_tasks_from_a_file_and_bad_lines_named(tmp_path, hf_tokenizer):
+    from rlvr.tasks.loader import TaskFileError
+
+    path = tmp_path / "kv_tasks.jsonl"
+    recs = _kv_task_file(path, [])
+    kit = get_kit(f"kv_tools:{path}").bind_tokenizer(hf_tokenizer.tok)
+    assert len(kit.source.inner.train) == 3 and len(kit.source.inner.held) == 1
+    held = kit.source.heldout(2, 0)
+    assert [t.environment_snapshot for t in held] == [recs[3]["snapshot"]] * 2
+    task = next(t for t in kit.source.sample(20, 0) if t.public_metadata["record"] == 2)
+    assert "Sum e and c, please." in task.prompt  # the record's own message
+    other = next(t for t in kit.source.sample(20, 0) if t.public_metadata["record"] == 1)
+    assert kv_tools.task_message(recs[0]["snapshot"]["state"]) in other.prompt  # derived
+    turns = kit.demonstration(other)  # the oracle works from the file's snapshot
+    e = run(kit, hf_tokenizer, other, [t.action[:-len(kit.action_terminator)] for t in turns[:-1]])
+    assert kit.verifier.verify(other, kit.episode_output(e.env)).decision == "pass"
+    bad = tmp_path / "bad.jsonl"
+    state = dict(recs[0]["snapshot"]["state"], goal="nine")
+    _kv_task_file(bad, ["not json\n", json.dumps({"user": "x"}) + "\n",
+                        json.dumps({"snapshot": {"state": state}}) + "\n",
+                        json.dumps({"snapshot": recs[0]["snapshot"], "split": "test"}) + "\n"])
+    with pytest.raises(TaskFileError) as err:
+        get_kit(f"kv_tools:{bad}")
+    msg = str(err.value)
+    assert "4 bad line(s) [5, 6, 7, 8]" in msg
+    assert "line 6: snapshot: required" in msg and "line 8: split: must be one of" in msg
+    assert "line 7: snapshot: the environment's reset refuses it" in msg

@@ -94,3 +94,68 @@ def test_launch_commands_train_eval_export(tmp_path, tools_checkpoint, name):
     assert json.load(open(os.path.join(work, "eval.json")))["num_tasks"] == 2
     assert json.load(open(os.path.join(work, "export", "rlvr_export.json")))["origin"][
         "checkpoint_step"] == 2
+
+
+def test_a_mixture_of_tool_kits_trains_one_step_and_evaluates_per_kit(tmp_path, tools_checkpoint):
+    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
+        "task.names": ("kv_tools", "shop_tools"), "task.weights": (1.0, 1.0),
+        "sampling.prompts_per_step": 4, "eval.num_tasks": 2, "rollout.max_turns": 1})
+    del c.task.kwargs["difficulty"]  # task.kwargs go to every kit: each kit's default here
+    validate_config(c)
+    work = str(tmp_path / "run")
+    loop.run(c, work)
+    rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
+    assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
+    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    prompts = " ".join(r["prompt"] for r in records)
+    assert '"name": "get"' in prompts and '"name": "get_price"' in prompts  # both kits' tools
+    ev = modes.evaluate(c, work)
+    assert {"eval/success_kv_tools", "eval/success_shop_tools"} <= set(ev["metrics"])
+
+
+def test_tool_tasks_from_a_file_train_one_step(tmp_path, tools_checkpoint):
+    from rlvr.agents import kv_tools
+    from rlvr.envs import kv_store
+
+    path = tmp_path / "kv_tasks.jsonl"
+    path.write_text("".join(json.dumps({
+        "snapshot": kv_store.make_task_snapshot(kv_store.initial_state(*t)),
+        "split": "eval" if i == 0 else "train"}) + "\n"
+        for i, t in enumerate(kv_tools.SHIPPED_TASKS)))
+    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
+        "task.names": (f"kv_tools:{path}",), "rollout.max_turns": 1})
+    validate_config(c)
+    work = str(tmp_path / "run")
+    loop.run(c, work)
+    rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
+    assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
+    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    first = kv_tools.task_message(kv_store.initial_state(*kv_tools.SHIPPED_TASKS[0]))
+    assert records and not any(first in r["prompt"] for r in records)  # the eval record
+    assert all("What is" in r["prompt"] for r in records)
+
+
+def test_pivotrl_trains_the_closing_reply_turn(tmp_path, tools_checkpoint):
+    import numpy as np
+
+    from rlvr.train.setup import build_run
+
+    c = tiny_config("agent_tools_pivotrl", tools_checkpoint, **{"pivot.reward": "functional"})
+    validate_config(c)
+    r = build_run(c, str(tmp_path / "run"))
+    try:
+        col = getattr(r.collector, "inner", r.collector)
+        cands = col._candidates(r.init_params, None)
+        replies = [x for x in cands if x.reference_action.startswith("The answer is")]
+        assert replies  # the closing reply of every record is a candidate state
+        col.kept = replies[:1]
+        got = col.collect(r.init_params, 1, 0)
+        mask = np.asarray(got.batch.loss_mask)
+        assert mask.sum(-1).min() > 0  # the sampled reply tokens carry loss
+        assert all(t.public_metadata["turn_index"] == replies[0].turn_index for t in got.tasks)
+        # a random policy's reply is judged by the reply check: a wrong one scores 0
+        assert all(s.decision in ("pass", "fail") for s in got.samples)
+        assert all(float(x) == (s.decision == "pass") for x, s in
+                   zip(np.asarray(got.batch.rewards), got.samples))
+    finally:
+        r.close()

@@ -7,9 +7,12 @@ import json
 import pytest
 
 from rlvr.tasks import kv_agent, shop
-from rlvr.tasks.episode_mixture import env_name_of
 from rlvr.tasks.kit import build_kit, get_kit
 from rlvr.tasks.loader import TaskFileError
+
+
+def env_name_of(task):
+    return task.environment_snapshot["env"]
 
 
 def _write(path, tasks, patch=None):
