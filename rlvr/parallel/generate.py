@@ -69,7 +69,9 @@ def replicate_locally(tree):
 
     def one(x):
         by_device = {s.device: s.data for s in x.addressable_shards}
-        return jax.make_array_from_single_device_arrays(x.shape, sharding,
-                                                        [by_device[d] for d in devices])
+        first = x.addressable_shards[0].data  # devices outside the run's mesh get a copy
+        return jax.make_array_from_single_device_arrays(
+            x.shape, sharding, [by_device[d] if d in by_device else jax.device_put(first, d)
+                                for d in devices])
 
     return jax.tree.map(one, tree)

@@ -80,3 +80,18 @@ def test_sharded_multi_turn_episodes_equal_one_device(echo_model, greedy):  # no
     got = _echo_run(echo_model, greedy=greedy, sharding=gs)
     assert sum(e.num_turns for e in ref.episodes) > len(ref.episodes)  # really multi-turn
     _assert_same_episodes(ref, got)
+
+
+def test_replicate_locally_spreads_a_replicated_copy_over_every_local_device():
+    """Parameters replicated on a mesh of 4 devices become one copy replicated over all 8 local
+    devices (the multi-host sampling copy), values unchanged."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from rlvr.parallel import local_mesh, replicate_locally
+
+    x = jax.device_put(np.arange(12.0).reshape(3, 4),
+                       NamedSharding(make_mesh(data=4, devices=jax.devices()[:4]), P()))
+    (y,) = jax.tree.leaves(replicate_locally({"w": x}))
+    assert y.sharding.is_fully_replicated and y.sharding.mesh == local_mesh()
+    assert len(y.sharding.device_set) == 8
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
