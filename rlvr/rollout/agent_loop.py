@@ -150,6 +150,7 @@ def sample_turn(
     batch_bucket: int = 1,
     max_prompt_len: Optional[int] = None,
     num_samples: int = 1,
+    sharding=None,
 ) -> TurnSamples:
     """Samples `num_samples` actions per prefix with the batched sampler (prompt = history so far).
 
@@ -162,6 +163,7 @@ def sample_turn(
     k: a multiple of k) with copies of the first prefix and key (then dropped) so the jitted
     sampler sees few distinct shapes; prompts are left-padded to a multiple of
     `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
+    `sharding`: an optional `rlvr.parallel.GenerationSharding` the sampler splits the batch with.
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
@@ -175,7 +177,8 @@ def sample_turn(
         if key.shape[0] != n:
             raise ValueError(f"sample_turn: got {key.shape[0]} keys for {u} prefixes × {g} samples")
         key = jax.numpy.concatenate([key, jax.numpy.repeat(key[:1], extra * g)]) if extra else key
-    out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id, num_samples=g)
+    out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id, num_samples=g,
+                 sharding=sharding)
     tokens = np.asarray(out.tokens)[:n]
     loss_mask = np.asarray(out.loss_mask, np.float32)[:n]
     blp = np.asarray(out.behavior_logprobs, np.float32)[:n] * loss_mask
@@ -301,13 +304,14 @@ def action_sampling(sampling, tokenizer, terminator: str):
 
 def sample_actions(model, prefixes, keys, sampling, *, tokenizer, terminator_id: int,
                    prompt_bucket: int, batch_bucket: int, max_tokens: int,
-                   policy: Optional[Callable] = None):
+                   policy: Optional[Callable] = None, sharding=None):
     """One action per prefix (`sample_turn`, or the scripted `policy`): (action ids, their
     behaviour log-probs, texts, eos flags, truncated flags), one entry per prefix."""
     if policy is None:
         ts = sample_turn(model, prefixes, keys, sampling, tokenizer=tokenizer,
                          terminator_id=terminator_id, prompt_bucket=prompt_bucket,
-                         batch_bucket=batch_bucket, max_prompt_len=max_tokens - sampling.max_new_tokens)
+                         batch_bucket=batch_bucket, max_prompt_len=max_tokens - sampling.max_new_tokens,
+                         sharding=sharding)
     else:
         ts = policy(prefixes, keys, sampling, tokenizer=tokenizer, terminator_id=terminator_id,
                     prompt_bucket=prompt_bucket)
@@ -412,6 +416,7 @@ def run_episodes(
     batch_bucket: int = 0,
     kv_reuse: bool = False,
     policy: Optional[Callable] = None,
+    sharding=None,
 ) -> AgentRollout:
     """Runs a batch of episodes to completion, all active episodes stepping together.
 
@@ -441,6 +446,8 @@ def run_episodes(
         Ignored when `policy` is given.
       policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
         scripted policy in tests.
+      sharding: optional `rlvr.parallel.GenerationSharding`: each turn's sampler call splits its
+        batch over that mesh (the re-prefill path; `kv_reuse` sessions run unsharded).
     Returns:
       AgentRollout: the episodes (streams, actions, observations, per-turn snapshots, stop
       reasons, env errors) and stats (turns, action tokens, prompt tokens = history tokens the
@@ -504,7 +511,7 @@ def run_episodes(
             all_ids, all_lps, texts, eos, truncated = sample_actions(
                 model, prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
                 prompt_bucket=prompt_bucket, batch_bucket=batch_bucket, max_tokens=max_tokens,
-                policy=policy)
+                policy=policy, sharding=sharding)
             prefill_tokens += sum(len(p) for p in prefixes)
         t_gen += time.monotonic() - tg
         for i, e in enumerate(active):

@@ -417,7 +417,8 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
 
 
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
-           cache_sharding=None, num_samples: int = 1, decode_segments: int = 1) -> SampleOutput:
+           cache_sharding=None, num_samples: int = 1, decode_segments: int = 1,
+           sharding=None) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
     Args:
@@ -438,6 +439,10 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         attention reading only the cache slots written so far by its last step (prompt + its
         end step, `decode_windows`) instead of all P + max_new_tokens slots; the same tokens
         and log-probs up to float rounding, k compiled copies of the decode step. 1: one part.
+      sharding: optional `rlvr.parallel.GenerationSharding`: prompts, keys, per-row state and
+        the KV cache are split on the batch dimension over its mesh (U padded to a multiple of
+        its batch shards with copies of row 0, dropped from the output); each row's tokens and
+        keys are those of the unsharded call. Overrides `cache_sharding`.
 
     Returns:
       SampleOutput with B = U * num_samples rows of length P + max_new_tokens.
@@ -458,6 +463,30 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         raise ValueError("prompt_mask has a row with no real token")
     keys = per_sample_keys(key, prompt_tokens.shape[0] * num_samples)
     graphdef, state = nnx.split(model)
+    if sharding is not None:
+        return _sample_sharded(graphdef, state, model.config, prompt_tokens.astype(jnp.int32),
+                               prompt_mask, keys, params=params, pad_id=int(pad_id),
+                               num_samples=num_samples, sharding=sharding,
+                               decode_segments=decode_segments)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
                         params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
                         num_samples=num_samples, decode_segments=decode_segments)
+
+
+def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, *, params, pad_id,
+                    num_samples, sharding, decode_segments: int = 1) -> SampleOutput:
+    """`_sample_impl` with the batch split over `sharding`'s mesh: U prompts padded to a multiple
+    of its batch shards (copies of prompt 0 and key 0), placed with `sharding.batch`, the KV cache
+    constrained to `sharding.cache`; the padding rows are dropped from the output."""
+    u, g = prompt_tokens.shape[0], num_samples
+    extra = sharding.padded_rows(u) - u
+    if extra:
+        prompt_tokens = jnp.concatenate([prompt_tokens, jnp.repeat(prompt_tokens[:1], extra, 0)])
+        prompt_mask = jnp.concatenate([prompt_mask, jnp.repeat(prompt_mask[:1], extra, 0)])
+        keys = jnp.concatenate([keys, jnp.repeat(keys[:1], extra * g, 0)])
+    prompt_tokens, prompt_mask, keys = jax.device_put((prompt_tokens, prompt_mask, keys),
+                                                      sharding.batch)
+    out = _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, params=params,
+                       pad_id=pad_id, cache_sharding=sharding.cache(config, u + extra),
+                       num_samples=g, decode_segments=decode_segments)
+    return jax.tree.map(lambda x: x[:u * g], out) if extra else out

@@ -60,12 +60,17 @@ class FullPolicy:
         return state.ref_params
 
     def sampling_params(self, params):
-        """Parameters this process samples with: as they are on one process; multi-host, a
-        replicated copy of which this process takes its own."""
+        """Parameters this process samples with: as they are on one process (the learner's
+        shardings, which the sampler's batch-sharded program uses as they are); multi-host, a
+        replicated copy whose local shards become a copy replicated over this process's devices
+        (`rlvr.parallel.replicate_locally`), so each process samples its own rows on all its
+        devices with no cross-host traffic."""
         if self.num_processes == 1:
             return params
+        from rlvr.parallel import replicate_locally
+
         full = jax.jit(lambda x: x, out_shardings=self.replicated)(params)
-        return jax.tree.map(lambda x: x.addressable_data(0), full)
+        return replicate_locally(full)
 
     def export(self, model, tokenizer, renderer, path: str, metadata: dict,
                init_from: Optional[str]) -> str:

@@ -449,7 +449,8 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
         turn_engine = col.TurnEngine(model_of=engine.model_of, tokenizer=tokenizer, judge=judge,
                                      terminator=kit.action_terminator, max_tokens=c.model.max_seq_len,
                                      prompt_bucket=ro.prompt_bucket, batch_bucket=ro.batch_bucket,
-                                     environment_version=kit.environment_version())
+                                     environment_version=kit.environment_version(),
+                                     sharding=engine.sharding)
         collector = PivotCollector(
             turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
             workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
@@ -468,8 +469,9 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
 class _Engines:
     """Builds the engine of the kit (single-turn text or multi-turn episodes) for a judge."""
 
-    def __init__(self, c, kit, tokenizer, graphdef, rest, renderer=None):
+    def __init__(self, c, kit, tokenizer, graphdef, rest, renderer=None, sharding=None):
         self.c, self.kit, self.tokenizer, self.renderer = c, kit, tokenizer, renderer
+        self.sharding = sharding  # rlvr.parallel.GenerationSharding every sampler call runs with
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
@@ -481,10 +483,10 @@ class _Engines:
                                      prompt_bucket=bucket, batch_bucket=c.rollout.batch_bucket,
                                      kv_reuse=c.rollout.kv_reuse,
                                      max_env_retries=c.reward.max_retries,
-                                     renderer=self.renderer)
+                                     renderer=self.renderer, sharding=self.sharding)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                               prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket,
-                              renderer=self.renderer)
+                              renderer=self.renderer, sharding=self.sharding)
 
 
 def build_run(config, workdir: str) -> Run:
@@ -528,7 +530,12 @@ def build_run(config, workdir: str) -> Run:
     reward_config = reward_config_from(c)
     verifier = kit.turn_verifiers[c.pivot.reward] if pivots else kit.verifier
     judges = [Judge(verifier, reward_config, **judge_kw)]
-    engine = _Engines(c, kit, tokenizer, graphdef, rest, renderer)
+    # generation splits its rows over the run's mesh; multi-host, each process samples its own
+    # rows on its local devices (the loop assembles the global batch)
+    from rlvr.parallel import generation_sharding, local_generation_sharding
+
+    gen_sharding = generation_sharding(mesh) if num_processes == 1 else local_generation_sharding()
+    engine = _Engines(c, kit, tokenizer, graphdef, rest, renderer, gen_sharding)
     collector = build_collector(c, kit, tokenizer, engine, judges[0], sampling, workdir,
                                 process_index, num_processes)
 
