@@ -51,7 +51,7 @@ def local_scale(name: str = "full", difficulty: str = "local") -> dict:
         sc.update(warm_seeds=(0,), rl_seeds=(0,))
         if difficulty == "local":
             sc["max_turns"] = 12
-            sc["model"]["max_seq_len"] = 128
+            sc["model"]["max_seq_len"] = 192  # 5 items: prompt + 11 turns with "ok S" observations
     else:
         sc.update(eval_tasks=512, eval_points=20, warm_seeds=(0, 1), rl_seeds=(0, 1, 2))
     return sc
