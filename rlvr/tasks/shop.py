@@ -22,6 +22,11 @@ only in earlier observations and is where episodes fail (`decisive_turn`).
   * `render_episode(task, turns)`: prompt, then action + observation per turn (what the agent
     loop tokenises).
 
+Difficulty "local" (`ShopDifficulty.variant`): the same orders with each ``add`` after its read
+answering the running subtotal (``ok 21``), so the payment copies the last observation and its
+success cannot depend on the earlier layout; its demonstrations always pay the total. The other
+presets are its control and do not change.
+
 Kit kwargs (`task.kwargs`): difficulty, demo_style, latency_s, latency_alpha, latency_cap (the
 environment's simulated tool latency; see `rlvr.envs.shop`).
 """

@@ -120,3 +120,15 @@ def test_local_add_needs_its_read_and_answers_the_subtotal():
     forged = EnvSnapshot(snap.env_name, ENV_VERSION, snap.seed, snap.state_json, snap.state_hash)
     with pytest.raises(SnapshotError):
         ShopEnv().restore(forged)
+
+
+def test_tool_twin_restates_the_subtotal_only_in_the_local_variant():
+    from rlvr.agents import shop_tools
+
+    for variant, want in (("local", {"subtotal": 14}), ("control", "ok")):
+        state = shop_tools.reset(make_task_snapshot(
+            initial_state({"a": 4, "b": 7}, [["b", 2]], 4, variant=variant)))
+        shop_tools._get_price(state, "b")
+        assert shop_tools._add_to_cart(state, "b", 2) == want
+        shop_tools._pay(state, 14)
+        assert shop_tools.outcome(state)

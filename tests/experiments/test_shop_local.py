@@ -14,7 +14,7 @@ def test_local_variant_config_trains_one_step(tmp_path):
     c.pivot.selection = "all"
     r, result = run_tiny(c, tmp_path)
     assert all(t.environment_snapshot["env_version"] == "shop-local/1" for t in r.collector.pool)
-    rows = read_metrics(str(tmp_path / "metrics.jsonl"))
+    rows = read_metrics(str(tmp_path))
     assert any(row.get("step") == 1 for row in rows) and result is not None
 
 
