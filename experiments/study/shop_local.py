@@ -26,7 +26,6 @@ runs that never reach the level give bounds). 512 held-out tasks, 20 evaluations
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import os
