@@ -35,8 +35,9 @@ def _get_price(state, item: str):
 
 
 def _add_to_cart(state, item: str, quantity: int):
-    _step(state, f"add {item}{quantity}")
-    return "ok"
+    event = _step(state, f"add {item}{quantity}")
+    # the local variant restates the running cart subtotal (the payment's amount after the last add)
+    return {"subtotal": event["subtotal"]} if "subtotal" in event else "ok"
 
 
 def _pay(state, amount: int):

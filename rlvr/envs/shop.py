@@ -40,6 +40,18 @@ slowest call — the barrier whose cost single-rollout asynchronous training avo
 Every step produces an event applied by the pure `apply_event`; the state carries the event log,
 so a verifier can replay it from the initial snapshot (V_transition, docs/verifiers.md §2) and check goal,
 invariant and minefield predicates (docs/verifiers.md §2). Every text uses only characters of `ALPHABET`.
+
+**The "local" variant** (state field ``"variant": "local"``, version `LOCAL_ENV_VERSION`; states
+without the field are today's variant, unchanged, version `ENV_VERSION`). In today's variant the
+payment needs prices scattered over earlier observations, so its success depends on an earlier,
+functionally equivalent layout choice (all reads first vs read-add pairs) that no turn-level
+verifier sees. The local variant makes the decisive turn depend only on the observation right
+before it: an ``add xq`` is correct only if x's price was read before (otherwise it is a
+minefield event), and it answers ``ok S`` with S the running cart subtotal Σ qty × price over the
+cart. In any trajectory the functional verifier accepts, every read precedes its add and no read
+follows the last add (a re-read or a read of an unordered item is rejected), so the turn before a
+correct payment is the last add and its observation restates the order total: ``pay S`` copied
+from the last observation is the decisive action (`local_pay_from_observation`).
 """
 
 from __future__ import annotations
@@ -49,12 +61,14 @@ import re
 import time
 from typing import Any, Mapping, Optional
 
-from rlvr.envs.base import Environment, StepResult, derive_seed, hash_state
+from rlvr.envs.base import Environment, SnapshotError, StepResult, derive_seed, hash_state
 from rlvr.envs.kv_store import eval_expr
 from rlvr.records.task import TaskSpec
 
 ENV_NAME = "shop"
 ENV_VERSION = "shop/1"
+LOCAL_ENV_VERSION = "shop-local/1"
+VARIANTS = ("control", "local")
 ITEMS = "abcdefgh"
 TOOLS = ("get", "add", "pay")
 MAX_QTY = 9
@@ -107,8 +121,22 @@ def order_total(order, prices: Mapping[str, int]) -> int:
     return sum(int(q) * int(prices[k]) for k, q in order)
 
 
-def initial_state(prices: Mapping[str, int], order, max_turns: int) -> dict:
-    """The authoritative state at turn 0 (plain JSON types)."""
+def variant_of(state: Mapping[str, Any]) -> str:
+    """"local" for a local-variant state, "control" for today's (no ``variant`` field)."""
+    return "local" if state.get("variant") == "local" else "control"
+
+
+def version_of(state: Mapping[str, Any]) -> str:
+    """The environment version string of a state's variant (cached verdicts key on it)."""
+    return LOCAL_ENV_VERSION if variant_of(state) == "local" else ENV_VERSION
+
+
+def initial_state(prices: Mapping[str, int], order, max_turns: int,
+                  variant: str = "control") -> dict:
+    """The authoritative state at turn 0 (plain JSON types). `variant` "control" (today's; the
+    state has no ``variant`` field, so its hash is unchanged) or "local" (module docstring)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     prices = {str(k): int(v) for k, v in sorted(prices.items())}
     order = [[str(k), int(q)] for k, q in order]
     for k, v in prices.items():
@@ -123,7 +151,7 @@ def initial_state(prices: Mapping[str, int], order, max_turns: int) -> dict:
         raise ValueError(f"order: items must be distinct, got {order}")
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 2 * len(order) + 1:
         raise ValueError(f"max_turns must be an int >= 2n+1 = {2 * len(order) + 1}, got {max_turns!r}")
-    return {
+    state = {
         "prices": prices,            # hidden prices of every item sold here
         "order": order,              # [[item, qty], ...] the customer's order
         "total": order_total(order, prices),
@@ -136,12 +164,15 @@ def initial_state(prices: Mapping[str, int], order, max_turns: int) -> dict:
         "done": False,
         "stop_reason": None,         # "eos" (paid) | "max_turns"
     }
+    if variant == "local":
+        state["variant"] = "local"
+    return state
 
 
 def make_task_snapshot(state: Mapping[str, Any]) -> dict:
     """The `TaskSpec.environment_snapshot` record of an initial state (name, version, state and
     its sha256, the expected hash of docs/architecture.md §4)."""
-    return {"env": ENV_NAME, "env_version": ENV_VERSION, "state": copy.deepcopy(dict(state)),
+    return {"env": ENV_NAME, "env_version": version_of(state), "state": copy.deepcopy(dict(state)),
             "sha256": hash_state(state)}
 
 
@@ -160,12 +191,24 @@ def validate_state(state: Any) -> None:
     for f in ("total", "max_turns", "turn"):
         if not isinstance(state[f], int) or isinstance(state[f], bool):
             raise ValueError(f"shop state.{f} must be an int, got {state[f]!r}")
+    if "variant" in state and state["variant"] != "local":
+        raise ValueError(f"shop state.variant must be 'local' (or absent: control), got {state['variant']!r}")
 
 
 def add_is_correct(state: Mapping[str, Any], item: str, qty: int) -> bool:
-    """True iff ``add {item}{qty}`` puts exactly one requested line, not yet in the cart."""
+    """True iff ``add {item}{qty}`` puts exactly one requested line, not yet in the cart (and,
+    in the local variant, whose price was read before)."""
     want = dict((k, q) for k, q in state["order"])
-    return item in want and item not in state["cart"] and qty == want[item]
+    ok = item in want and item not in state["cart"] and qty == want[item]
+    if variant_of(state) == "local":
+        ok = ok and item in state["read"]
+    return ok
+
+
+def cart_subtotal(state: Mapping[str, Any]) -> int:
+    """Σ qty × price over the cart (what a local-variant ``add`` answers)."""
+    return sum(int(q) * int(state["prices"][k]) for k, q in state["cart"].items()
+               if k in state["prices"])
 
 
 def cart_complete(state: Mapping[str, Any]) -> bool:
@@ -178,6 +221,8 @@ def observation_of(event: Mapping[str, Any]) -> str:
     tool = event["tool"]
     if tool == "get":
         return f"={event['price']}\n" if event["result"] == "price" else OBS_NONE
+    if tool == "add" and "subtotal" in event:
+        return f"ok {event['subtotal']}\n"
     if tool in ("add", "pay"):
         return OBS_OK
     return OBS_BAD
@@ -199,8 +244,13 @@ def make_event(state: Mapping[str, Any], action: str) -> dict:
     if tool == "add":
         item, qty = arg
         ok = add_is_correct(state, item, qty)
-        return {"turn": turn, "tool": "add", "item": item, "qty": qty, "correct": ok,
-                "minefield": not ok}
+        event = {"turn": turn, "tool": "add", "item": item, "qty": qty, "correct": ok,
+                 "minefield": not ok}
+        if variant_of(state) == "local":
+            cart = dict(state["cart"])
+            cart[item] = int(cart.get(item, 0)) + qty
+            event["subtotal"] = cart_subtotal({"cart": cart, "prices": state["prices"]})
+        return event
     value = eval_expr(arg)
     if value is None:
         return {"turn": turn, "tool": "invalid", "text": line[:64]}
@@ -243,6 +293,13 @@ def oracle_action(state: Mapping[str, Any]) -> str:
         if k not in state["cart"]:
             return f"add {k}{q}\n"
     return f"pay {state['total']}\n"
+
+
+def local_pay_from_observation(observation: str) -> Optional[str]:
+    """The decisive action of the local variant computed from the last observation alone:
+    ``"ok 21\n"`` → ``"pay 21\n"`` (None if the observation restates no subtotal)."""
+    m = re.match(r"^ok ([0-9]+)\n?$", observation or "")
+    return None if m is None else f"pay {m.group(1)}\n"
 
 
 def latency_draw(seed: int, turn: int, action: str, alpha: float, cap: float) -> float:
@@ -316,12 +373,12 @@ class ShopEnv(Environment):
         for f in ("env", "env_version", "state", "sha256"):
             if f not in snap:
                 raise ValueError(f"task {task.task_id}: environment_snapshot lacks field {f!r}")
-        if (snap["env"], snap["env_version"]) != (self.name, self.version):
-            raise ValueError(
-                f"task {task.task_id}: environment_snapshot is for {snap['env']}/{snap['env_version']}, "
-                f"this environment is {self.name}/{self.version}")
         state = copy.deepcopy(dict(snap["state"]))
         validate_state(state)
+        if (snap["env"], snap["env_version"]) != (self.name, version_of(state)):
+            raise ValueError(
+                f"task {task.task_id}: environment_snapshot is for {snap['env']}/{snap['env_version']}, "
+                f"this environment is {self.name}/{version_of(state)}")
         self._wait()
         self._load(state, seed)
         self._check_reset_integrity(snap["sha256"])
@@ -358,8 +415,19 @@ class ShopEnv(Environment):
         self._wait()
         return copy.deepcopy(self._state)
 
+    def restore(self, snapshot) -> None:
+        """Base restore; the snapshot's version picks the variant (control or local), and the
+        restored state must be of that variant."""
+        want = getattr(snapshot, "env_version", None)
+        if want in (ENV_VERSION, LOCAL_ENV_VERSION):
+            self.version = want
+        super().restore(snapshot)
+        if self.version != want:
+            raise SnapshotError(f"snapshot says version {want}, its state is of version {self.version}")
+
     def _load(self, state: dict, seed: int) -> None:
         validate_state(state)
+        self.version = version_of(state)
         self._state = state
         self._seed = int(seed)
         self._busy_until = 0.0
@@ -370,7 +438,8 @@ class ShopEnv(Environment):
         return bool(self._state is not None and self._state["done"])
 
 
-__all__ = ["ALPHABET", "ENV_NAME", "ENV_VERSION", "ITEMS", "ShopEnv", "add_is_correct",
+__all__ = ["ALPHABET", "ENV_NAME", "ENV_VERSION", "ITEMS", "LOCAL_ENV_VERSION", "VARIANTS",
+           "cart_subtotal", "local_pay_from_observation", "variant_of", "version_of", "ShopEnv", "add_is_correct",
            "apply_event", "cart_complete", "initial_state", "latency_draw", "make_event",
            "make_task_snapshot", "observation_of", "oracle_action", "order_total",
            "parse_action", "render_order", "validate_state"]

@@ -22,6 +22,11 @@ only in earlier observations and is where episodes fail (`decisive_turn`).
   * `render_episode(task, turns)`: prompt, then action + observation per turn (what the agent
     loop tokenises).
 
+Difficulty "local" (`ShopDifficulty.variant`): the same orders with each ``add`` after its read
+answering the running subtotal (``ok 21``), so the payment copies the last observation and its
+success cannot depend on the earlier layout; its demonstrations always pay the total. The other
+presets are its control and do not change.
+
 Kit kwargs (`task.kwargs`): difficulty, demo_style, latency_s, latency_alpha, latency_cap (the
 environment's simulated tool latency; see `rlvr.envs.shop`).
 """
@@ -37,6 +42,7 @@ from rlvr.envs.shop import (
     ALPHABET,
     ITEMS,
     MAX_QTY,
+    VARIANTS,
     ShopEnv,
     initial_state,
     make_task_snapshot,
@@ -57,6 +63,10 @@ class ShopDifficulty:
       max_qty: quantities are drawn in [1, max_qty] (1: the payment is a plain sum of prices).
       n_distractors: items sold here but not ordered (their prices are never needed).
       extra_turns: spare turns beyond the 2n + 1 needed.
+      variant: "control" (today's checkout: the payment needs prices from earlier observations)
+        or "local" (`rlvr.envs.shop`: each ``add`` must follow its read and answers the running
+        subtotal, so the payment is ``pay S`` with S copied from the observation right before
+        it). Kept out of the repr, so the control's task seeds and contents do not move.
     """
 
     min_items: int = 3
@@ -64,8 +74,11 @@ class ShopDifficulty:
     max_qty: int = 3
     n_distractors: int = 2
     extra_turns: int = 1
+    variant: str = dataclasses.field(default="control", repr=False)
 
     def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"ShopDifficulty.variant must be one of {VARIANTS}, got {self.variant!r}")
         if not (1 <= self.min_items <= self.max_items):
             raise ValueError(f"ShopDifficulty needs 1 <= min_items <= max_items, got "
                              f"{self.min_items}, {self.max_items}")
@@ -87,6 +100,10 @@ DIFFICULTIES = {
     "small": ShopDifficulty(min_items=2, max_items=3, max_qty=2, n_distractors=2, extra_turns=1),
     "standard": ShopDifficulty(min_items=3, max_items=5, max_qty=1, n_distractors=2, extra_turns=1),
     "hard": ShopDifficulty(min_items=4, max_items=6, max_qty=3, n_distractors=2, extra_turns=0),
+    # The local variant at the standard knobs: the testbed where PivotRL's premise holds (the
+    # decisive payment is computable from the last observation); "standard" is its control.
+    "local": ShopDifficulty(min_items=3, max_items=5, max_qty=1, n_distractors=2, extra_turns=1,
+                            variant="local"),
 }
 
 
@@ -117,7 +134,8 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     name, d = as_difficulty(difficulty)
-    rng = random.Random(derive_seed("shop", split, seed, name, repr(d)))
+    key = (repr(d),) if d.variant == "control" else (repr(d), d.variant)
+    rng = random.Random(derive_seed("shop", split, seed, name, *key))
 
     def draw():
         k = rng.randint(d.min_items, d.max_items)
@@ -130,7 +148,7 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
     tasks = []
     for i, (prices, order) in enumerate(found):
         max_turns = 2 * len(order) + 1 + d.extra_turns
-        state = initial_state(prices, order, max_turns)
+        state = initial_state(prices, order, max_turns, variant=d.variant)
         tasks.append(TaskSpec(
             task_id=f"shop-{split}-{name}-{seed}-{i}",
             prompt=render_order(state["order"]),
@@ -138,7 +156,8 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
             reference_answer=state["total"],
             public_metadata={"difficulty": name, "n_items": len(order), "max_turns": max_turns,
                              "tools": list(("get", "add", "pay")), "split": split,
-                             "decisive": "pay"},
+                             "decisive": "pay",
+                             **({"variant": "local"} if d.variant == "local" else {})},
             hidden_verifier_id=None,
             environment_snapshot=make_task_snapshot(state),
             resource_limits={"max_turns": max_turns},
@@ -167,7 +186,8 @@ def _diverse_plan(state, rng: random.Random) -> list[str]:
         plan = gets + puts
     else:
         plan = [a for k, q in order for a in (f"get {k}\n", f"add {k}{q}\n")]
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or state.get("variant") == "local":
+        # local variant: the total is the subtotal the last add answered
         plan.append(f"pay {state['total']}\n")
     else:
         plan.append("pay " + "+".join(str(q * state["prices"][k]) for k, q in order) + "\n")
