@@ -51,7 +51,8 @@ def main(argv=None) -> int:
         if ex == "ray":
             import ray
 
-            ray.init(num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=a.workers, include_dashboard=False,
+                     log_to_driver=False)  # our own instance, never another left running
         r = throughput(ex, a.n, a.workers, a.repeats)
         print(f"| {ex} | {a.workers} | {a.n} | {min(r):.1f} | {statistics.median(r):.1f} | "
               f"{max(r):.1f} |", flush=True)

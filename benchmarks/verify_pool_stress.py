@@ -85,9 +85,14 @@ def run_stress(n: int = 10_000, *, workers: int = 2, timeout_s: float = 0.2,
     per_batch = []
     returned, misplaced = [0], [0]
     got = {k: 0 for k in KINDS}
+    classes = {"pass": 0, "fail": 0, "env_error": 0}
 
     def tally(start, chunk, vs):
         returned[0] += len(vs)
+        for v in vs:
+            key = "env_error" if v.trial == "env_error" else v.decision
+            if key in classes:
+                classes[key] += 1
         for i, (j, v) in enumerate(zip(chunk, vs), start=start):
             kind = j.split(":")[0]
             if kind in ("honest", "failing") and v.evidence.get("job") != i:
@@ -151,6 +156,8 @@ def run_stress(n: int = 10_000, *, workers: int = 2, timeout_s: float = 0.2,
         ("worker restarts", bad * attempts, s["worker_restarts"]),
         ("env_error verdicts (masked)", bad, s["env_error"]),
         ("pool's verdict count", n, s["verdicts"]),
+        (f"pass + fail + env_error ({classes['pass']} + {classes['fail']} + "
+         f"{classes['env_error']})", n, sum(classes.values())),
     ]
     return {"checks": [(name, exp, obs, exp == obs) for name, exp, obs in checks],
             "rss": samples, "batches_per_s": per_batch, "wall_s": wall, "stats": s,

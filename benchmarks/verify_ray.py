@@ -1,6 +1,7 @@
 """Verification on Ray actors against the process pool, and a stress run through Ray.
 
     python benchmarks/verify_ray.py [--n 2000] [--stress 10000] [--workers 2] [--repeats 3]
+        [--hang-frac 0.025] [--crash-frac 0.025]   (--n 0: the stress run only)
 
 Throughput: verdicts/s of the same batch of arithmetic answers (IntegerAnswerVerifier) with
 executor "process" and executor "ray" (a local Ray instance on this machine), min / median / max
@@ -45,25 +46,35 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=0.5)
+    ap.add_argument("--hang-frac", type=float, default=0.025)
+    ap.add_argument("--crash-frac", type=float, default=0.025)
     a = ap.parse_args(argv)
     import ray
 
-    ray.init(include_dashboard=False, log_to_driver=False, num_cpus=a.workers,
+    # address="local": our own instance, never one another program left running on this host
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=a.workers,
              object_store_memory=100 * 1024 * 1024)
     try:
-        res = {ex: throughput(ex, a.n, a.workers, a.repeats) for ex in ("process", "ray")}
-        same = res["process"][1] == res["ray"][1]
-        print(f"| executor | verdicts/s min | median | max |  ({a.n} verdicts, {a.workers} workers)")
-        print("|---|---|---|---|")
-        for ex, (r, _) in res.items():
-            print(f"| {ex} | {min(r):.0f} | {statistics.median(r):.0f} | {max(r):.0f} |")
-        print(f"verdicts equal: {same}")
-        ok = same
+        ok = True
+        if a.n:  # --n 0: the stress run only
+            res = {ex: throughput(ex, a.n, a.workers, a.repeats) for ex in ("process", "ray")}
+            same = res["process"][1] == res["ray"][1]
+            print(f"| executor | verdicts/s min | median | max |  ({a.n} verdicts, "
+                  f"{a.workers} workers)")
+            print("|---|---|---|---|")
+            for ex, (r, _) in res.items():
+                print(f"| {ex} | {min(r):.0f} | {statistics.median(r):.0f} | {max(r):.0f} |")
+            print(f"verdicts equal: {same}")
+            ok = same
         if a.stress:
             from benchmarks.verify_pool_stress import run_stress
 
-            st = run_stress(a.stress, workers=a.workers, timeout_s=a.timeout, executor="ray")
-            print(f"\nstress through ray: {a.stress} verdicts in {st['wall_s']:.1f} s")
+            st = run_stress(a.stress, workers=a.workers, timeout_s=a.timeout, executor="ray",
+                            hang_frac=a.hang_frac, crash_frac=a.crash_frac)
+            c = st["settings"]["counts"]
+            print(f"\nstress through ray: {a.stress} verdicts in {st['wall_s']:.1f} s "
+                  f"({c['honest']} honest, {c['failing']} failing, {c['hanging']} hanging, "
+                  f"{c['crashing']} crashing; load average {os.getloadavg()[0]:.1f})")
             print("| check | expected | observed | ok |\n|---|---|---|---|")
             for name, exp, obs, good in st["checks"]:
                 print(f"| {name} | {exp} | {obs} | {good} |")

@@ -19,7 +19,7 @@ def test_mixed_faults_through_the_process_pool():
     assert counts["hanging"] == counts["crashing"] == 8
     failed = [(name, exp, obs) for name, exp, obs, ok in r["checks"] if not ok]
     assert failed == []
-    assert len(r["checks"]) == 12 and r["stats"]["worker_restarts"] == 32
+    assert len(r["checks"]) == 13 and r["stats"]["worker_restarts"] == 32
     assert r["rss"]["parent"] and r["rss"]["workers"]  # memory was sampled
     report = stress.format_report(r)
     assert "| worker restarts | 32 | 32 | yes |" in report
