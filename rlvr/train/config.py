@@ -265,6 +265,9 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["rollout.episode_slots"], "rollout.arrival is 'batch'")
     else:
         na(["rollout.producer_batch"], "rollout.arrival is 'episode' (episode_slots in flight)")
+    if multi_turn is True:
+        na(["algorithm.score_completions_only"], "the task kit is multi-turn (a row is a whole "
+           "episode, scored everywhere)")
     if multi_turn is False:
         na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots",
             "rollout.env_executor", "rollout.env_workers", "rollout.env_call_timeout_s"],
