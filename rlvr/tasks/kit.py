@@ -209,11 +209,9 @@ class KitMixtureSource:
         return [tasks[i] for i in rng.permutation(len(tasks))]
 
     def _counts(self, n: int) -> list[int]:
-        exact = [n * w for w in self.weights]
-        counts = [int(x) for x in exact]
-        for i in sorted(range(len(exact)), key=lambda i: counts[i] - exact[i])[:n - sum(counts)]:
-            counts[i] += 1
-        return counts
+        from rlvr.tasks.registry import weight_counts  # noqa: PLC0415
+
+        return weight_counts(n, self.weights)
 
     def eval_set(self, split: str = "eval", n=None, seed: int = 0) -> list[TaskSpec]:
         n = 100 if n is None else n

@@ -255,6 +255,16 @@ class JsonlSource:
         return None
 
 
+def weight_counts(n: int, weights: Sequence[float]) -> list[int]:
+    """n split by the normalised `weights` (largest remainder): floor(n·w_i), then one more for
+    the components with the largest fractional parts until they sum to n."""
+    exact = [n * w for w in weights]
+    counts = [int(math.floor(x)) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: counts[i] - exact[i])[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
 class MixtureSource:
     """A weighted mixture of task sources (seed docs/algorithms.md (A.20): λ_e D_easy + λ_m D_medium + ...).
 
@@ -292,12 +302,8 @@ class MixtureSource:
 
     def eval_set(self, split: str = "eval", n: Optional[int] = None, seed: int = 0) -> list[TaskSpec]:
         n = 100 if n is None else n
-        exact = [n * w for w in self.weights]
-        counts = [int(math.floor(x)) for x in exact]
-        for i in sorted(range(len(exact)), key=lambda i: counts[i] - exact[i])[: n - sum(counts)]:
-            counts[i] += 1
         out: list[TaskSpec] = []
-        for src, c in zip(self.sources, counts):
+        for src, c in zip(self.sources, weight_counts(n, self.weights)):
             if c:
                 out.extend(src.eval_set(split, c, seed))
         return out
