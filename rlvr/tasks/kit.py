@@ -271,6 +271,12 @@ class RoutingEnvironment:
     def seed(self):
         return self.inner.seed
 
+    @property
+    def busy_until(self) -> float:
+        """When the current environment's last tool call completes (0: never busy), so the
+        continuous scheduler steps a mixture's episodes as it steps a single kit's."""
+        return float(getattr(self.inner, "busy_until", 0.0) or 0.0)
+
     def reset(self, task: TaskSpec, *, seed: int) -> str:
         self.inner = self.envs[_kit_of(task, tuple(self.envs))]
         return self.inner.reset(task, seed=seed)

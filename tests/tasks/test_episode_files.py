@@ -82,3 +82,22 @@ def test_two_files_mix_and_train_one_step(tmp_path):
     c.task.names, c.task.weights, c.task.kwargs = names, (1.0, 1.0), {}
     r, result = run_tiny(c, tmp_path / "run")
     assert result["step"] == 1
+
+
+def test_a_mixtures_environment_reports_its_tool_call_latency():
+    """The continuous scheduler reads `busy_until`: a mixture's environment must pass on its
+    current environment's, or a slow call would block the scheduler's thread instead."""
+    import dataclasses
+    import time
+
+    from rlvr.envs.kv_store import KVStoreEnv
+    from rlvr.envs.shop import ShopEnv
+    from rlvr.tasks.kit import KIT_KEY, RoutingEnvironment
+
+    env = RoutingEnvironment({"kv_agent": KVStoreEnv, "shop": lambda: ShopEnv(latency_s=0.3)})
+    task = shop.generate(1, seed=0, difficulty="small")[0]
+    task = dataclasses.replace(task, public_metadata={**task.public_metadata, KIT_KEY: "shop"})
+    env.reset(task, seed=task.random_seed)
+    assert env.busy_until <= time.monotonic()
+    env.step("get a")
+    assert env.busy_until > time.monotonic()
