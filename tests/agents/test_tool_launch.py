@@ -96,17 +96,22 @@ def test_launch_commands_train_eval_export(tmp_path, tools_checkpoint, name):
         "checkpoint_step"] == 2
 
 
-def test_a_mixture_of_tool_kits_trains_one_step_and_evaluates_per_kit(tmp_path, tools_checkpoint):
-    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
-        "task.names": ("kv_tools", "shop_tools"), "task.weights": (1.0, 1.0),
-        "sampling.prompts_per_step": 4, "eval.num_tasks": 2, "rollout.max_turns": 1})
-    del c.task.kwargs["difficulty"]  # task.kwargs go to every kit: each kit's default here
+def _train_one_step(c, tmp_path):
+    """Trains `c` in tmp_path/run; checks step 1 logged a reward. Returns (workdir, samples)."""
     validate_config(c)
     work = str(tmp_path / "run")
     loop.run(c, work)
     rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
     assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
-    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    return work, [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+
+
+def test_a_mixture_of_tool_kits_trains_one_step_and_evaluates_per_kit(tmp_path, tools_checkpoint):
+    c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
+        "task.names": ("kv_tools", "shop_tools"), "task.weights": (1.0, 1.0),
+        "sampling.prompts_per_step": 4, "eval.num_tasks": 2, "rollout.max_turns": 1})
+    del c.task.kwargs["difficulty"]  # task.kwargs go to every kit: each kit's default here
+    work, records = _train_one_step(c, tmp_path)
     prompts = " ".join(r["prompt"] for r in records)
     assert '"name": "get"' in prompts and '"name": "get_price"' in prompts  # both kits' tools
     ev = modes.evaluate(c, work)
@@ -124,12 +129,7 @@ def test_tool_tasks_from_a_file_train_one_step(tmp_path, tools_checkpoint):
         for i, t in enumerate(kv_tools.SHIPPED_TASKS)))
     c = tiny_config("agent_tools_grpo", tools_checkpoint, **{
         "task.names": (f"kv_tools:{path}",), "rollout.max_turns": 1})
-    validate_config(c)
-    work = str(tmp_path / "run")
-    loop.run(c, work)
-    rows = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
-    assert any(r["step"] == 1 and "reward/mean" in r for r in rows)
-    records = [json.loads(x) for x in open(os.path.join(work, "samples.jsonl"))]
+    work, records = _train_one_step(c, tmp_path)
     first = kv_tools.task_message(kv_store.initial_state(*kv_tools.SHIPPED_TASKS[0]))
     assert records and not any(first in r["prompt"] for r in records)  # the eval record
     assert all("What is" in r["prompt"] for r in records)

@@ -60,3 +60,16 @@ def build(name, *, lr=1e-2, kl_mode="none", kl_coef=0.0, seed=0, optimizer=None,
                                critic_params=critic_params, critic_optimizer=critic_opt,
                                kl_controller=ctrl, extras=algo.init_extras())
     return algo, state
+
+
+def assert_same_step(got, want, *, rtol: float, atol: float) -> None:
+    """Two learner steps agree: every leaf of their (params or gradients, metrics) pairs
+    within rtol/atol, the same metric names, and a non-zero gradient (nothing vacuous)."""
+    (got_tree, got_m), (want_tree, want_m) = got, want
+    for a, b in zip(jax.tree.leaves(got_tree), jax.tree.leaves(want_tree), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+    assert set(got_m) == set(want_m)
+    for key in want_m:
+        np.testing.assert_allclose(float(got_m[key]), float(want_m[key]), rtol=rtol, atol=atol,
+                                   err_msg=key)
+    assert float(want_m["policy/grad_norm"]) > 0
