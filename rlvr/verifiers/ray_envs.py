@@ -38,11 +38,14 @@ class _EnvHost:
         self.factory = cloudpickle.loads(factory_blob)
         self.envs: dict = {}
 
-    def ready(self) -> tuple:
+    def ready(self) -> int:
         import os  # noqa: PLC0415
 
-        env = self.factory()
-        return os.getpid(), getattr(env, "name", "environment"), str(getattr(env, "version", "0"))
+        return os.getpid()
+
+    def live(self) -> int:
+        """How many environments this host keeps."""
+        return len(self.envs)
 
     def call(self, eid: int, method: str, args: tuple, kwargs: dict):
         if method in ("reset", "restore"):
@@ -93,7 +96,7 @@ class RayEnvFactory:
                 a = self._cls.options(num_cpus=self.num_cpus, scheduling_strategy="SPREAD",
                                       max_restarts=0, max_task_retries=0,
                                       max_concurrency=self.max_concurrency).remote(self._blob)
-                pid, _, _ = self._ray.get(a.ready.remote(), timeout=self.start_timeout_s)
+                pid = self._ray.get(a.ready.remote(), timeout=self.start_timeout_s)
                 self._hosts[slot], self._pids[slot] = a, pid
             return self._hosts[slot]
 
@@ -192,8 +195,13 @@ class RayEnvironment:
         return self._call("state_hash")
 
     def close(self) -> None:
-        if self._host is not None:
+        """Frees the environment in its host (fire and forget)."""
+        host, self._host = self._host, None
+        if host is not None:
             try:
-                self._host.call.remote(self._eid, "close", (), {})
-            except Exception:  # noqa: BLE001
+                host.call.remote(self._eid, "close", (), {})
+            except Exception:  # noqa: BLE001 — the host is gone, and the environment with it
                 pass
+
+    def __del__(self):  # an episode's environment is dropped with its episode: free the host's copy
+        self.close()

@@ -41,6 +41,13 @@ def test_episodes_in_ray_workers_equal_the_local_ones(cluster):  # noqa: F811
         for a, b in zip(got.episodes, want.episodes, strict=True):
             assert a.tokens == b.tokens and a.stop_reason == b.stop_reason and a.env_error is None
             assert a.state_hashes == b.state_hashes and a.env.state() == b.env.state()
+        live = lambda: sum(ray.get(remote.host(i).live.remote()) for i in range(2))  # noqa: E731
+        assert live() == 4
+        del got, a, b  # the episodes go, and their environments with them
+        import gc
+        gc.collect()
+        time.sleep(0.5)
+        assert live() == 0
     finally:
         remote.close()
     assert remote.name == "kv_store" and remote.version == _local().version
