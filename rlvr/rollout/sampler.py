@@ -342,11 +342,39 @@ def decode_windows(prompt_width: int, max_new_tokens: int, segments: int) -> tup
     return tuple((a, b, prompt_width + b) for a, b in zip(bounds[:-1], bounds[1:]))
 
 
-@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
-                                   "num_samples", "decode_segments"))
-def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: SamplingParams,
-                 pad_id: int, cache_sharding=None, num_samples: int = 1, decode_segments: int = 1):
-    model = nnx.merge(graphdef, state)
+@struct.dataclass
+class DecodeState:
+    """The decode loop's carry between steps (a pytree; R = rows in the loop, N = max_new_tokens,
+    S = P + N cache slots).
+
+    step: int32 [] the next decode step i (every row is at the same step).
+    cache: KVCache with R rows of S slots.
+    logits: float32 [R, V] next-token logits of each row.
+    out_tok: int32 [R, N] generated tokens (pad_id after a row's end).
+    out_lp: float32 [R, N] their sampled-distribution log-probs (0 after a row's end).
+    done: bool [R] the row has ended (stop token emitted or its budget reached).
+    kv_mask: bool [R, S] real cache slots (prompt, then generated tokens).
+    keys: [R] typed PRNG keys of the rows (step i draws with fold_in(keys[r], i)).
+    prompt_len: int32 [R] real prompt tokens of each row.
+    budget: int32 [R] each row's most new tokens (N for every row when not given).
+    """
+
+    step: jnp.ndarray
+    cache: KVCache
+    logits: jnp.ndarray
+    out_tok: jnp.ndarray
+    out_lp: jnp.ndarray
+    done: jnp.ndarray
+    kv_mask: jnp.ndarray
+    keys: jnp.ndarray
+    prompt_len: jnp.ndarray
+    budget: jnp.ndarray
+
+
+def _prefill(model, prompt_tokens, prompt_mask, keys, budget, *, params: SamplingParams,
+             pad_id: int, cache_sharding, num_samples: int):
+    """Prefill of U unique prompts, repeated G times: (left-padded prompt tokens [B, P], prompt
+    mask [B, P], the DecodeState at step 0 with B = U * G rows)."""
     config = model.config
     u, p = prompt_tokens.shape
     g = num_samples
@@ -377,35 +405,51 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
         cache = jax.tree.map(grow, cache)
         prompt_tokens, prompt_mask, prompt_len, kv_mask, logits = (
             _repeat_rows(x, g) for x in (prompt_tokens, prompt_mask, prompt_len, kv_mask, logits))
+    budget = jnp.full((b,), n, jnp.int32) if budget is None else budget.astype(jnp.int32)
+    state = DecodeState(step=jnp.int32(0), cache=cache, logits=logits,
+                        out_tok=jnp.full((b, n), pad_id, jnp.int32),
+                        out_lp=jnp.zeros((b, n), jnp.float32), done=jnp.zeros((b,), bool),
+                        kv_mask=kv_mask, keys=keys, prompt_len=prompt_len, budget=budget)
+    return prompt_tokens, prompt_mask, state
+
+
+def _decode_segment(model, state: DecodeState, end, *, width: int, prompt_width: int,
+                    params: SamplingParams, pad_id: int, budgets: bool) -> DecodeState:
+    """Decode steps state.step .. end - 1 (a `lax.while_loop` that exits early once every row is
+    done); attention reads cache slots [0, width) (all of them when width >= S). `budgets`
+    (static): rows also end at their own `budget`."""
+    p = prompt_width
+    s = state.kv_mask.shape[1]
     stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
 
-    def segment(end, width):
-        def cond(c):
-            i, _, _, _, _, done, _ = c
-            return (i < end) & ~jnp.all(done)
+    def cond(c):
+        return (c.step < end) & ~jnp.all(c.done)
 
-        def body(c):
-            i, cache, logits, out_tok, out_lp, done, kv_mask = c
-            kv_mask = kv_mask.at[:, p + i].set(~done)
-            tok, out_tok, out_lp, done = _decode_choice(logits, keys, i, params, done, out_tok,
-                                                        out_lp, pad_id=pad_id, stops=stops)
-            hidden, cache = model.forward_cached(tok[:, None], (prompt_len + i)[:, None], kv_mask,
-                                                 cache, p + i,
-                                                 kv_len=None if width >= s else width)
-            logits = model.project(hidden[:, 0])
-            return i + 1, cache, logits, out_tok, out_lp, done, kv_mask
+    def body(c):
+        i = c.step
+        kv_mask = c.kv_mask.at[:, p + i].set(~c.done)
+        tok, out_tok, out_lp, done = _decode_choice(c.logits, c.keys, i, params, c.done,
+                                                    c.out_tok, c.out_lp, pad_id=pad_id,
+                                                    stops=stops)
+        if budgets:  # a row that has now generated its budget ends like at a stop token
+            done = done | (i + 1 >= c.budget)
+        hidden, cache = model.forward_cached(tok[:, None], (c.prompt_len + i)[:, None], kv_mask,
+                                             c.cache, p + i,
+                                             kv_len=None if width >= s else width)
+        logits = model.project(hidden[:, 0])
+        return c.replace(step=i + 1, cache=cache, logits=logits, out_tok=out_tok, out_lp=out_lp,
+                         done=done, kv_mask=kv_mask)
 
-        return cond, body
+    return jax.lax.while_loop(cond, body, state)
 
-    carry = (jnp.int32(0), cache, logits, jnp.full((b, n), pad_id, jnp.int32),
-             jnp.zeros((b, n), jnp.float32), jnp.zeros((b,), bool), kv_mask)
-    # decode_segments > 1: step i of part j attends to the slots [0, p + end_j) only
-    for _, end, width in decode_windows(p, n, decode_segments):
-        carry = jax.lax.while_loop(*segment(end, width), carry)
-    _, _, _, out_tok, out_lp, done, kv_mask = carry
 
-    gen_mask = kv_mask[:, p:]
+def _finish(prompt_tokens, prompt_mask, out_tok, out_lp, gen_mask, *, params: SamplingParams):
+    """The SampleOutput of B rows from the prompts [B, P] and the generated tokens, log-probs
+    and real-token mask [B, N]; truncated: no stop token among a row's generated tokens."""
+    b, p = prompt_tokens.shape
+    stops = jnp.asarray(params.stop_token_ids or (-1,), jnp.int32)
     lengths = jnp.sum(gen_mask, axis=1).astype(jnp.int32)
+    stopped = jnp.any(gen_mask & jnp.any(out_tok[..., None] == stops, axis=-1), axis=1)
     tokens = jnp.concatenate([prompt_tokens, out_tok], axis=1)
     attention_mask = jnp.concatenate([prompt_mask, gen_mask], axis=1)
     loss_mask = jnp.concatenate([jnp.zeros((b, p), bool), gen_mask], axis=1)
@@ -413,11 +457,138 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, *, params: S
     blp = jnp.concatenate([jnp.zeros((b, p), jnp.float32), jnp.where(gen_mask, out_lp, 0.0)], 1)
     return SampleOutput(tokens=tokens, attention_mask=attention_mask, positions=pos,
                         loss_mask=loss_mask.astype(jnp.float32), behavior_logprobs=blp,
-                        lengths=lengths, truncated=~done)
+                        lengths=lengths, truncated=~stopped)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
+                                   "num_samples", "decode_segments"))
+def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget=None, *,
+                 params: SamplingParams, pad_id: int, cache_sharding=None, num_samples: int = 1,
+                 decode_segments: int = 1):
+    model = nnx.merge(graphdef, state)
+    p = prompt_tokens.shape[1]
+    prompt_tokens, prompt_mask, carry = _prefill(
+        model, prompt_tokens, prompt_mask, keys, budget, params=params, pad_id=pad_id,
+        cache_sharding=cache_sharding, num_samples=num_samples)
+    # decode_segments > 1: step i of part j attends to the slots [0, p + end_j) only
+    for _, end, width in decode_windows(p, params.max_new_tokens, decode_segments):
+        carry = _decode_segment(model, carry, end, width=width, prompt_width=p, params=params,
+                                pad_id=pad_id, budgets=budget is not None)
+    return _finish(prompt_tokens, prompt_mask, carry.out_tok, carry.out_lp, carry.kv_mask[:, p:],
+                   params=params)
+
+
+# ----------------------------------------------------------------------------- compaction
+def compact_bucket(live: int, rows: int, shards: int = 1) -> int:
+    """Rows the decode batch keeps for `live` unfinished rows out of `rows`: the smallest power
+    of two >= live, rounded up to a multiple of `shards` (the mesh's batch shards), never more
+    than `rows` (then the batch is not compacted)."""
+    if live < 1 or rows < live or shards < 1:
+        raise ValueError(f"compact_bucket: need 1 <= live <= rows and shards >= 1, got "
+                         f"live={live}, rows={rows}, shards={shards}")
+    b = 1 << (live - 1).bit_length()
+    b = -(-b // shards) * shards
+    return min(b, rows)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
+                                   "num_samples"))
+def _prefill_jit(graphdef, state, prompt_tokens, prompt_mask, keys, budget, *, params, pad_id,
+                 cache_sharding, num_samples):
+    return _prefill(nnx.merge(graphdef, state), prompt_tokens, prompt_mask, keys, budget,
+                    params=params, pad_id=pad_id, cache_sharding=cache_sharding,
+                    num_samples=num_samples)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "width", "prompt_width", "params", "pad_id",
+                                   "budgets"), donate_argnames=("carry",))
+def _segment_jit(graphdef, state, carry, end, *, width, prompt_width, params, pad_id, budgets):
+    return _decode_segment(nnx.merge(graphdef, state), carry, end, width=width,
+                           prompt_width=prompt_width, params=params, pad_id=pad_id,
+                           budgets=budgets)
+
+
+@partial(jax.jit, static_argnames=("prompt_width",), donate_argnames=("out",))
+def _scatter_rows(out, carry: DecodeState, rows, *, prompt_width: int):
+    """Writes the loop's rows into the full [B, N] outputs (out_tok, out_lp, gen_mask) at
+    `rows` [R] (an index >= B: a padding row, dropped)."""
+    tok, lp, gen = out
+    return (tok.at[rows].set(carry.out_tok, mode="drop"),
+            lp.at[rows].set(carry.out_lp, mode="drop"),
+            gen.at[rows].set(carry.kv_mask[:, prompt_width:], mode="drop"))
+
+
+@partial(jax.jit, static_argnames=("batch_sharding", "cache_sharding"))
+def _gather_rows(carry: DecodeState, index, pad, *, batch_sharding=None, cache_sharding=None):
+    """The loop state of rows `index` [R'] (pad [R']: padding rows, set done)."""
+    def take(x, sharding):
+        x = jnp.take(x, index, axis=0)
+        return x if sharding is None else jax.lax.with_sharding_constraint(x, sharding)
+
+    rows = {f: take(getattr(carry, f), batch_sharding)
+            for f in ("logits", "out_tok", "out_lp", "done", "kv_mask", "keys", "prompt_len",
+                      "budget")}
+    rows["done"] = rows["done"] | pad
+    return carry.replace(cache=jax.tree.map(lambda x: take(x, cache_sharding), carry.cache), **rows)
+
+
+_finish_jit = jax.jit(_finish, static_argnames=("params",))
+
+
+def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget, *,
+                      params: SamplingParams, pad_id: int, num_samples: int, segments: int,
+                      sharding=None, real_rows=None) -> SampleOutput:
+    """The segmented decode loop driven from the host, finished rows compacted out between
+    segments (`sample(..., compact_finished=True)`).
+
+    After each segment the host reads `done`; when the unfinished rows fit a smaller
+    `compact_bucket`, their loop state (cache, logits, outputs, masks, keys, prompt lengths,
+    budgets) is gathered into that many rows (padding rows: copies of the first unfinished row,
+    marked done) and the next segments run on them; every row's outputs are scattered back to
+    its place in the full [B, N] arrays. A row's computation does not involve the other rows
+    (per-row keys fold_in(key_b, i), per-row attention), so each row's tokens and log-probs are
+    those of the uncompacted loop with the same segments.
+    """
+    u, p = prompt_tokens.shape
+    b = u * num_samples
+    n = params.max_new_tokens
+    shards = 1 if sharding is None else sharding.shards
+    batch_sh = None if sharding is None else sharding.batch
+    prompt_tokens, prompt_mask, carry = _prefill_jit(
+        graphdef, state, prompt_tokens, prompt_mask, keys, budget, params=params, pad_id=pad_id,
+        cache_sharding=None if sharding is None else sharding.cache(config, u),
+        num_samples=num_samples)
+    out = (jnp.full((b, n), pad_id, jnp.int32), jnp.zeros((b, n), jnp.float32),
+           jnp.zeros((b, n), bool))
+    if sharding is not None:
+        out = jax.device_put(out, batch_sh)
+    # rows[r]: the output row of loop row r; b marks a padding row (never kept, not written):
+    # the sharded call's copies of row 0 beyond `real_rows`, and the compacted batch's padding
+    real = b if real_rows is None else int(real_rows)
+    rows = np.where(np.arange(b) < real, np.arange(b), b)
+    for _, end, width in decode_windows(p, n, segments):
+        carry = _segment_jit(graphdef, state, carry, jnp.int32(end), width=width, prompt_width=p,
+                             params=params, pad_id=pad_id, budgets=budget is not None)
+        done = np.asarray(jax.device_get(carry.done))
+        live = np.flatnonzero(~done & (rows < b))
+        if live.size == 0 or end == n:
+            break
+        size = compact_bucket(live.size, rows.size, shards)
+        if size < rows.size:
+            out = _scatter_rows(out, carry, jnp.asarray(rows), prompt_width=p)
+            index = np.concatenate([live, np.full(size - live.size, live[0])])
+            pad = np.arange(size) >= live.size
+            carry = _gather_rows(
+                carry, jnp.asarray(index), jnp.asarray(pad), batch_sharding=batch_sh,
+                cache_sharding=None if sharding is None else sharding.cache(config, size))
+            rows = np.where(pad, b, rows[index])
+    out = _scatter_rows(out, carry, jnp.asarray(rows), prompt_width=p)
+    return _finish_jit(prompt_tokens, prompt_mask, *out, params=params)
 
 
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
            cache_sharding=None, num_samples: int = 1, decode_segments: int = 1,
+           compact_finished: bool = False, max_new_tokens_per_row=None,
            sharding=None) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
@@ -439,6 +610,17 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         attention reading only the cache slots written so far by its last step (prompt + its
         end step, `decode_windows`) instead of all P + max_new_tokens slots; the same tokens
         and log-probs up to float rounding, k compiled copies of the decode step. 1: one part.
+      compact_finished: with decode_segments k > 1: the host runs the k parts one by one and,
+        after each, reads which rows are done and continues only the unfinished ones, gathered
+        into the smallest `compact_bucket` (a power of two, a multiple of the mesh's batch
+        shards when sharded) that holds them; finished rows' outputs are scattered back in
+        place. Each row's tokens, log-probs and lengths equal those of the same call without
+        compaction (same decode_segments), bitwise on one device; decode time then follows the
+        rows still running instead of the longest row. Compiles one decode program per
+        (part, bucket size) met, and synchronises with the host once per part.
+      max_new_tokens_per_row: optional int [B] in [1, max_new_tokens]: row b ends after
+        generating max_new_tokens_per_row[b] tokens (like a stop token, but `truncated` stays
+        True: no stop token was emitted). None: every row's budget is max_new_tokens.
       sharding: optional `rlvr.parallel.GenerationSharding`: prompts, keys, per-row state and
         the KV cache are split on the batch dimension over its mesh (U padded to a multiple of
         its batch shards with copies of row 0, dropped from the output); each row's tokens and
@@ -461,32 +643,74 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         raise ValueError(f"prompt_tokens must be integer, got {prompt_tokens.dtype}")
     if not isinstance(prompt_mask, jax.core.Tracer) and not bool(jnp.all(jnp.any(prompt_mask, 1))):
         raise ValueError("prompt_mask has a row with no real token")
-    keys = per_sample_keys(key, prompt_tokens.shape[0] * num_samples)
+    b = prompt_tokens.shape[0] * num_samples
+    keys = per_sample_keys(key, b)
+    decode_windows(1, 1, decode_segments)  # validates decode_segments
+    if not isinstance(compact_finished, (bool, np.bool_)):
+        raise ValueError(f"compact_finished must be a bool, got {compact_finished!r}")
+    if compact_finished and decode_segments < 2:
+        raise ValueError(f"compact_finished=True needs decode_segments >= 2 (rows are compacted "
+                         f"between decode parts), got decode_segments={decode_segments}")
+    budget = _row_budgets(max_new_tokens_per_row, b, params.max_new_tokens)
     graphdef, state = nnx.split(model)
     if sharding is not None:
         return _sample_sharded(graphdef, state, model.config, prompt_tokens.astype(jnp.int32),
-                               prompt_mask, keys, params=params, pad_id=int(pad_id),
+                               prompt_mask, keys, budget, params=params, pad_id=int(pad_id),
                                num_samples=num_samples, sharding=sharding,
-                               decode_segments=decode_segments)
+                               decode_segments=decode_segments,
+                               compact_finished=bool(compact_finished))
+    if compact_finished:
+        return _sample_compacted(graphdef, state, model.config, prompt_tokens.astype(jnp.int32),
+                                 prompt_mask, keys, budget, params=params, pad_id=int(pad_id),
+                                 num_samples=num_samples, segments=decode_segments)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
-                        params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
+                        budget, params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
                         num_samples=num_samples, decode_segments=decode_segments)
 
 
-def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, *, params, pad_id,
-                    num_samples, sharding, decode_segments: int = 1) -> SampleOutput:
-    """`_sample_impl` with the batch split over `sharding`'s mesh: U prompts padded to a multiple
-    of its batch shards (copies of prompt 0 and key 0), placed with `sharding.batch`, the KV cache
-    constrained to `sharding.cache`; the padding rows are dropped from the output."""
+def _row_budgets(budget, rows: int, max_new_tokens: int):
+    """max_new_tokens_per_row checked: None, or an int32 [rows] array in [1, max_new_tokens]."""
+    if budget is None:
+        return None
+    if isinstance(budget, jax.core.Tracer):
+        raise ValueError("max_new_tokens_per_row must be a concrete array (host values), "
+                         "not a traced value")
+    arr = np.asarray(budget)
+    if arr.shape != (rows,) or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise ValueError(f"max_new_tokens_per_row must be an int array of shape [B={rows}], got "
+                         f"shape {arr.shape} dtype {arr.dtype}")
+    if arr.min() < 1 or arr.max() > max_new_tokens:
+        raise ValueError(f"max_new_tokens_per_row must lie in [1, max_new_tokens="
+                         f"{max_new_tokens}], got values in [{arr.min()}, {arr.max()}]")
+    return jnp.asarray(arr, jnp.int32)
+
+
+def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget=None, *,
+                    params, pad_id, num_samples, sharding, decode_segments: int = 1,
+                    compact_finished: bool = False) -> SampleOutput:
+    """`_sample_impl` (or `_sample_compacted`) with the batch split over `sharding`'s mesh: U
+    prompts padded to a multiple of its batch shards (copies of prompt 0, its keys and budgets),
+    placed with `sharding.batch`, the KV cache constrained to `sharding.cache`; the padding rows
+    are dropped from the output (and never kept alive by compaction)."""
     u, g = prompt_tokens.shape[0], num_samples
     extra = sharding.padded_rows(u) - u
     if extra:
         prompt_tokens = jnp.concatenate([prompt_tokens, jnp.repeat(prompt_tokens[:1], extra, 0)])
         prompt_mask = jnp.concatenate([prompt_mask, jnp.repeat(prompt_mask[:1], extra, 0)])
         keys = jnp.concatenate([keys, jnp.repeat(keys[:1], extra * g, 0)])
+        if budget is not None:
+            budget = jnp.concatenate([budget, jnp.repeat(budget[:1], extra * g, 0)])
     prompt_tokens, prompt_mask, keys = jax.device_put((prompt_tokens, prompt_mask, keys),
                                                       sharding.batch)
-    out = _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, params=params,
-                       pad_id=pad_id, cache_sharding=sharding.cache(config, u + extra),
-                       num_samples=g, decode_segments=decode_segments)
+    if budget is not None:
+        budget = jax.device_put(budget, sharding.batch)
+    if compact_finished:
+        out = _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget,
+                                params=params, pad_id=pad_id, num_samples=g,
+                                segments=decode_segments, sharding=sharding, real_rows=u * g)
+    else:
+        out = _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget,
+                           params=params, pad_id=pad_id,
+                           cache_sharding=sharding.cache(config, u + extra), num_samples=g,
+                           decode_segments=decode_segments)
     return jax.tree.map(lambda x: x[:u * g], out) if extra else out
