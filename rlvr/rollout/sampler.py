@@ -481,12 +481,17 @@ def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget=None,
 # ----------------------------------------------------------------------------- compaction
 def compact_bucket(live: int, rows: int, shards: int = 1) -> int:
     """Rows the decode batch keeps for `live` unfinished rows out of `rows`: the smallest power
-    of two >= live, rounded up to a multiple of `shards` (the mesh's batch shards), never more
-    than `rows` (then the batch is not compacted)."""
+    of two >= live and >= 2 * shards, rounded up to a multiple of `shards` (the mesh's batch
+    shards), never more than `rows` (then the batch is not compacted).
+
+    At least two rows per shard: XLA computes a one-row matrix product as a matrix-vector
+    product, whose float rounding differs from the batched product's, so a batch of one would
+    break the bitwise equality with the uncompacted loop.
+    """
     if live < 1 or rows < live or shards < 1:
         raise ValueError(f"compact_bucket: need 1 <= live <= rows and shards >= 1, got "
                          f"live={live}, rows={rows}, shards={shards}")
-    b = 1 << (live - 1).bit_length()
+    b = 1 << (max(live, 2 * shards) - 1).bit_length()
     b = -(-b // shards) * shards
     return min(b, rows)
 
