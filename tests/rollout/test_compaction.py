@@ -51,7 +51,7 @@ def test_compact_bucket_is_the_smallest_power_of_two_multiple_of_the_shards():
     assert [compact_bucket(n, 14) for n in (1, 2, 3, 5, 8, 9, 14)] == [2, 2, 4, 8, 8, 14, 14]
     # at least two rows per shard, a multiple of the shards
     assert compact_bucket(3, 32, shards=8) == 16 and compact_bucket(17, 64, shards=8) == 32
-    assert compact_bucket(5, 24, shards=3) == 12  # 8 rounded up to a multiple of 3
+    assert compact_bucket(5, 24, shards=3) == 9  # 8 rounded up to a multiple of 3
     with pytest.raises(ValueError, match="live"):
         compact_bucket(0, 4)
 
