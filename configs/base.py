@@ -176,6 +176,14 @@ def get_config() -> ml_collections.ConfigDict:
                                     # prefill only the new observation (not the whole history);
                                     # same samples up to float rounding, cache of
                                     # model.max_seq_len slots per episode.
+    c.rollout.decode_segments = 1   # the sampler's decode loop in k parts, each attending only to
+                                    # the cache slots written so far (prompt + its last step), not
+                                    # all prompt + max_new_tokens slots; same tokens, log-probs up
+                                    # to float rounding; k compiled decode programs. 1: one part.
+    c.rollout.compact_finished = False  # decode_segments > 1: between parts, continue only the
+                                    # unfinished rows (gathered into a power-of-two batch, a
+                                    # multiple of the mesh's batch shards); bitwise the same rows
+                                    # as without; decode time follows the mean length, not the max.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (docs/algorithms.md §7, docs/architecture.md §1): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).

@@ -151,6 +151,7 @@ def sample_turn(
     max_prompt_len: Optional[int] = None,
     num_samples: int = 1,
     sharding=None,
+    decode=None,
 ) -> TurnSamples:
     """Samples `num_samples` actions per prefix with the batched sampler (prompt = history so far).
 
@@ -164,6 +165,8 @@ def sample_turn(
     sampler sees few distinct shapes; prompts are left-padded to a multiple of
     `prompt_bucket` (capped at `max_prompt_len` when given; 0 = exactly `max_prompt_len`).
     `sharding`: an optional `rlvr.parallel.GenerationSharding` the sampler splits the batch with.
+    `decode`: an optional `rlvr.rollout.sampler.DecodeSchedule` (decode segments, compaction of
+    finished rows); None: one decode part.
     """
     from rlvr.rollout.sampler import sample  # noqa: PLC0415 (keeps host-only users light)
 
@@ -178,7 +181,7 @@ def sample_turn(
             raise ValueError(f"sample_turn: got {key.shape[0]} keys for {u} prefixes × {g} samples")
         key = jax.numpy.concatenate([key, jax.numpy.repeat(key[:1], extra * g)]) if extra else key
     out = sample(model, ptoks, pmask, key, params, pad_id=tokenizer.pad_id, num_samples=g,
-                 sharding=sharding)
+                 sharding=sharding, **(decode.sample_kwargs() if decode is not None else {}))
     tokens = np.asarray(out.tokens)[:n]
     loss_mask = np.asarray(out.loss_mask, np.float32)[:n]
     blp = np.asarray(out.behavior_logprobs, np.float32)[:n] * loss_mask
@@ -304,14 +307,14 @@ def action_sampling(sampling, tokenizer, terminator: str):
 
 def sample_actions(model, prefixes, keys, sampling, *, tokenizer, terminator_id: int,
                    prompt_bucket: int, batch_bucket: int, max_tokens: int,
-                   policy: Optional[Callable] = None, sharding=None):
+                   policy: Optional[Callable] = None, sharding=None, decode=None):
     """One action per prefix (`sample_turn`, or the scripted `policy`): (action ids, their
     behaviour log-probs, texts, eos flags, truncated flags), one entry per prefix."""
     if policy is None:
         ts = sample_turn(model, prefixes, keys, sampling, tokenizer=tokenizer,
                          terminator_id=terminator_id, prompt_bucket=prompt_bucket,
                          batch_bucket=batch_bucket, max_prompt_len=max_tokens - sampling.max_new_tokens,
-                         sharding=sharding)
+                         sharding=sharding, decode=decode)
     else:
         ts = policy(prefixes, keys, sampling, tokenizer=tokenizer, terminator_id=terminator_id,
                     prompt_bucket=prompt_bucket)
@@ -417,6 +420,7 @@ def run_episodes(
     kv_reuse: bool = False,
     policy: Optional[Callable] = None,
     sharding=None,
+    decode=None,
 ) -> AgentRollout:
     """Runs a batch of episodes to completion, all active episodes stepping together.
 
@@ -448,6 +452,8 @@ def run_episodes(
         scripted policy in tests.
       sharding: optional `rlvr.parallel.GenerationSharding`: each turn's sampler call splits its
         batch over that mesh (the re-prefill path; `kv_reuse` sessions run unsharded).
+      decode: optional `rlvr.rollout.sampler.DecodeSchedule` of each turn's sampler call (the
+        re-prefill path; refused with `kv_reuse`, whose session runs its own decode loop).
     Returns:
       AgentRollout: the episodes (streams, actions, observations, per-turn snapshots, stop
       reasons, env errors) and stats (turns, action tokens, prompt tokens = history tokens the
@@ -459,6 +465,9 @@ def run_episodes(
         raise ValueError(f"run_episodes: max_turns must be >= 1 and max_tokens >= 2, got "
                          f"{max_turns}, {max_tokens}")
     batch_size_bucket(1, batch_bucket)  # validates batch_bucket
+    if kv_reuse and policy is None and decode is not None and not decode.is_default:
+        raise ValueError(f"run_episodes: decode={decode} does not apply with kv_reuse=True (the "
+                         f"KV session decodes each turn in one part): use the default schedule")
     sampling, term_id = action_sampling(sampling, tokenizer, terminator)
     t0 = time.monotonic()
     t_gen = t_env = 0.0
@@ -511,7 +520,7 @@ def run_episodes(
             all_ids, all_lps, texts, eos, truncated = sample_actions(
                 model, prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
                 prompt_bucket=prompt_bucket, batch_bucket=batch_bucket, max_tokens=max_tokens,
-                policy=policy, sharding=sharding)
+                policy=policy, sharding=sharding, decode=decode)
             prefill_tokens += sum(len(p) for p in prefixes)
         t_gen += time.monotonic() - tg
         for i, e in enumerate(active):

@@ -84,6 +84,39 @@ class SamplingParams:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class DecodeSchedule:
+    """How the decode loop is run (`sample`'s decode_segments and compact_finished; the config's
+    rollout.decode_segments and rollout.compact_finished).
+
+    segments: k >= 1 decode parts, each attending to the cache prefix written so far (1: one
+    part over every slot). compact_finished: between parts, continue only the unfinished rows
+    (needs segments >= 2).
+    """
+
+    segments: int = 1
+    compact_finished: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.segments, bool) or not isinstance(self.segments, int) or self.segments < 1:
+            raise ValueError(f"DecodeSchedule.segments must be an int >= 1, got {self.segments!r}")
+        if not isinstance(self.compact_finished, bool):
+            raise ValueError(f"DecodeSchedule.compact_finished must be a bool, got "
+                             f"{self.compact_finished!r}")
+        if self.compact_finished and self.segments < 2:
+            raise ValueError(f"DecodeSchedule.compact_finished=True needs segments >= 2, got "
+                             f"segments={self.segments}")
+
+    @property
+    def is_default(self) -> bool:
+        """One decode part, no compaction (the single-program loop over every cache slot)."""
+        return self.segments == 1 and not self.compact_finished
+
+    def sample_kwargs(self) -> dict:
+        """The keyword arguments of `sample` this schedule sets."""
+        return dict(decode_segments=self.segments, compact_finished=self.compact_finished)
+
+
 @struct.dataclass
 class SampleOutput:
     """Result of `sample` (a pytree). P = padded prompt length, N = max_new_tokens.

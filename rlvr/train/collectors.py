@@ -46,7 +46,8 @@ from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import env_error
 from rlvr.rollout.agent_loop import EpisodeStart, episodes_to_batch, run_episodes, sample_turn
 from rlvr.rollout.queue import QueueClosed, SampleQueue
-from rlvr.rollout.sampler import SamplingParams, pad_prompts, per_sample_keys, sample
+from rlvr.rollout.sampler import (DecodeSchedule, SamplingParams, pad_prompts, per_sample_keys,
+                                  sample)
 from rlvr.train.judge import Judge
 
 
@@ -220,9 +221,10 @@ class TextEngine:
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, prompt_len: int,
                  prompt_bucket: int = 0, environment_version: str = "", renderer=None,
-                 sharding=None):
+                 sharding=None, decode: DecodeSchedule = DecodeSchedule()):
         self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
         self.sharding = sharding  # rlvr.parallel.GenerationSharding of the sampler (None: as placed)
+        self.decode = decode  # the sampler's decode segments / compaction of finished rows
         self.prompt_len, self.prompt_bucket = prompt_len, prompt_bucket
         self.environment_version = environment_version
         self.renderer = renderer or PromptRenderer(tokenizer)
@@ -247,7 +249,7 @@ class TextEngine:
         t0 = time.perf_counter()
         out = jax.device_get(sample(self.model_of(params), tokens, mask, keys, sampling,
                                     pad_id=self.tokenizer.pad_id, num_samples=group_size,
-                                    sharding=self.sharding))
+                                    sharding=self.sharding, **self.decode.sample_kwargs()))
         t1 = time.perf_counter()
         texts = [self.tokenizer.decode(c) for c in out.completions(tokens.shape[1])]
         rows = [t for t in tasks for _ in range(group_size)]
@@ -280,9 +282,11 @@ class EpisodeEngine:
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, kit, max_turns: int,
                  max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
-                 kv_reuse: bool = False, max_env_retries: int = 2, renderer=None, sharding=None):
+                 kv_reuse: bool = False, max_env_retries: int = 2, renderer=None, sharding=None,
+                 decode: DecodeSchedule = DecodeSchedule()):
         self.model_of, self.tokenizer, self.judge, self.kit = model_of, tokenizer, judge, kit
         self.sharding = sharding  # rlvr.parallel.GenerationSharding of the sampler (None: as placed)
+        self.decode = decode  # the sampler's decode segments / compaction (re-prefill turns)
         self.renderer = renderer or PromptRenderer(tokenizer)
         self.max_turns, self.max_tokens, self.prompt_bucket = max_turns, max_tokens, prompt_bucket
         self.batch_bucket, self.kv_reuse = batch_bucket, kv_reuse
@@ -299,7 +303,7 @@ class EpisodeEngine:
                             terminator=self.kit.action_terminator, max_turns=self.max_turns,
                             max_tokens=self.max_tokens, seq_bucket=self.max_tokens,
                             prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
-                            kv_reuse=self.kv_reuse, sharding=self.sharding)
+                            kv_reuse=self.kv_reuse, sharding=self.sharding, decode=self.decode)
 
     def sample_episodes(self, params, rows: Sequence[TaskSpec], keys, sampling: SamplingParams):
         """One episode per row (no judging); episodes that end in an environment fault are
@@ -372,9 +376,10 @@ class TurnEngine:
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, terminator: str,
                  max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
                  environment_version: str = "", policy: Optional[Callable] = None,
-                 sharding=None):
+                 sharding=None, decode: DecodeSchedule = DecodeSchedule()):
         self.model_of, self.tokenizer, self.judge = model_of, tokenizer, judge
         self.sharding = sharding  # rlvr.parallel.GenerationSharding of the sampler (None: as placed)
+        self.decode = decode  # the sampler's decode segments / compaction of finished rows
         self.policy = policy  # optional scripted replacement of `sample_turn` (tests)
         term = tokenizer.encode(terminator)
         if len(term) != 1:
@@ -408,7 +413,8 @@ class TurnEngine:
                              tokenizer=self.tokenizer, terminator_id=self.terminator_id,
                              prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
                              max_prompt_len=self.max_tokens - sampling.max_new_tokens,
-                             num_samples=group_size if shared else 1, sharding=self.sharding)
+                             num_samples=group_size if shared else 1, sharding=self.sharding,
+                             decode=self.decode)
         t1 = time.perf_counter()
         j = self.judge.judge(tasks, ts.texts)
         t2 = time.perf_counter()

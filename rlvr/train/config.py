@@ -89,7 +89,7 @@ BOUNDS = {
     "algorithm.old_logprobs_gap_bound": (0.0, True, None, True),
     "algorithm.overlong_penalty": (0.0, True, None, True),
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
-    "rollout.batch_bucket": (0, True, None, True),
+    "rollout.batch_bucket": (0, True, None, True), "rollout.decode_segments": (1, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
     "rollout.episode_slots": (0, True, None, True),
     "rollout.env_workers": (1, True, None, True), "rollout.env_call_timeout_s": (0.0, False, None, True),
@@ -547,6 +547,15 @@ def _consistency_errors(raw) -> list[str]:
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
     ro = raw.rollout
+    if ro.compact_finished and ro.decode_segments < 2:
+        errors.append(f"config.rollout.compact_finished=True needs rollout.decode_segments >= 2 "
+                      f"(finished rows are compacted out between decode parts), got "
+                      f"decode_segments={ro.decode_segments}")
+    if ro.kv_reuse and (ro.decode_segments != 1 or ro.compact_finished):
+        errors.append(f"config.rollout.decode_segments={ro.decode_segments} / "
+                      f"rollout.compact_finished={ro.compact_finished} do not apply with "
+                      f"rollout.kv_reuse=True (the KV session decodes each turn in one part): "
+                      f"keep decode_segments=1 and compact_finished=False, or set kv_reuse=False")
     if ro.asynchronous and raw.mesh.distributed:
         errors.append("config.rollout.asynchronous=True cannot run with config.mesh.distributed=True "
                       "yet: each process would take the global sampling.prompts_per_step from its "

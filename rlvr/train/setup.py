@@ -23,7 +23,7 @@ from rlvr.models.prompts import PromptRenderer, renderer_from_config
 from rlvr.models.tokenizer import CharTokenizer, HFTokenizer
 from rlvr.models.value import trainable_filter
 from rlvr.records.state import create_train_state, split_model
-from rlvr.rollout.sampler import SamplingParams
+from rlvr.rollout.sampler import DecodeSchedule, SamplingParams
 from rlvr.tasks.kit import build_kit
 from rlvr.tasks.registry import heldout_tasks
 from rlvr.train import collectors as col
@@ -450,7 +450,7 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
                                      terminator=kit.action_terminator, max_tokens=c.model.max_seq_len,
                                      prompt_bucket=ro.prompt_bucket, batch_bucket=ro.batch_bucket,
                                      environment_version=kit.environment_version(),
-                                     sharding=engine.sharding)
+                                     sharding=engine.sharding, decode=engine.decode)
         collector = PivotCollector(
             turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
             workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
@@ -472,6 +472,8 @@ class _Engines:
     def __init__(self, c, kit, tokenizer, graphdef, rest, renderer=None, sharding=None):
         self.c, self.kit, self.tokenizer, self.renderer = c, kit, tokenizer, renderer
         self.sharding = sharding  # rlvr.parallel.GenerationSharding every sampler call runs with
+        self.decode = DecodeSchedule(segments=c.rollout.decode_segments,
+                                     compact_finished=c.rollout.compact_finished)
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
@@ -483,10 +485,11 @@ class _Engines:
                                      prompt_bucket=bucket, batch_bucket=c.rollout.batch_bucket,
                                      kv_reuse=c.rollout.kv_reuse,
                                      max_env_retries=c.reward.max_retries,
-                                     renderer=self.renderer, sharding=self.sharding)
+                                     renderer=self.renderer, sharding=self.sharding,
+                                     decode=self.decode)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                               prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket,
-                              renderer=self.renderer, sharding=self.sharding)
+                              renderer=self.renderer, sharding=self.sharding, decode=self.decode)
 
 
 def build_run(config, workdir: str) -> Run:
