@@ -24,6 +24,15 @@ The sampler is generic: a multi-turn agent passes the whole history so far as th
 Groups (GRPO): `sample(..., num_samples=G)` takes U unique prompts and returns U*G rows,
 group-major (rows u*G .. u*G+G-1 continue prompt u), exactly the layout of passing every prompt
 G times; the prompt is prefilled once and its KV cache repeated G times before decoding.
+
+Decode schedule (`DecodeSchedule`, the config's rollout.decode_segments / compact_finished):
+`decode_segments=k` splits the decode loop into k parts, each attending only to the cache slots
+written so far (`decode_windows`); `compact_finished=True` then drives the parts from the host
+and, between parts, continues only the rows that have not ended, gathered into a smaller batch
+(`compact_bucket`), so decoding costs the rows still running rather than B rows up to the
+longest. Row b's computation never involves another row (its own key stream, its own attention
+row), so compaction leaves every row's tokens, masks and log-probs bitwise as without it.
+`max_new_tokens_per_row` gives each row its own length budget.
 """
 
 from __future__ import annotations
