@@ -605,6 +605,9 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
         graphdef, state, prompt_tokens, prompt_mask, keys, budget, params=params, pad_id=pad_id,
         cache_sharding=None if sharding is None else sharding.cache(config, u),
         num_samples=num_samples)
+    # the segments donate their carry: its keys must not be the caller's buffer (prefill may
+    # forward its `keys` argument as is)
+    carry = carry.replace(keys=jnp.array(carry.keys, copy=True))
     out = (jnp.full((b, n), pad_id, jnp.int32), jnp.zeros((b, n), jnp.float32),
            jnp.zeros((b, n), bool))
     if sharding is not None:

@@ -75,13 +75,16 @@ def test_compacted_decode_is_identical_to_the_uncompacted_loop(model, params, ga
 
 
 def test_compaction_without_budgets_follows_stop_tokens(model, gathered):
-    """Rows ending only at stop tokens (no budgets), one sample per prompt."""
+    """Rows ending only at stop tokens (no budgets), one sample per prompt, one key per row
+    given by the caller (still usable afterwards: the loop's donated buffers are its own)."""
     toks, mask = pad_prompts(PROMPTS * 2, PAD)
     params = SamplingParams(temperature=1.0, max_new_tokens=12, stop_token_ids=(2, 3, 4, 5))
-    ref = sample(model, toks, mask, jax.random.key(1), params, pad_id=PAD, decode_segments=3)
-    got = sample(model, toks, mask, jax.random.key(1), params, pad_id=PAD, decode_segments=3,
+    keys = jax.random.split(jax.random.key(1), 14)
+    ref = sample(model, toks, mask, keys, params, pad_id=PAD, decode_segments=3)
+    got = sample(model, toks, mask, keys, params, pad_id=PAD, decode_segments=3,
                  compact_finished=True)
     _assert_identical(ref, got)
+    assert jax.random.key_data(keys).shape == (14, 2)  # not donated away
     assert np.asarray(ref.truncated).any() and not np.asarray(ref.truncated).all()
     assert gathered
 
