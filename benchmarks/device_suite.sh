@@ -15,6 +15,9 @@
 #                    top-p from the top-256 candidates vs the full-vocabulary sort  (about 165 s)
 #   model     (250)  bf16 matmul, train-step MFU (Llama-3.2-1B shape), decode greedy / sampled
 #                    and the transformers baselines (eager; static cache + torch.compile) (230 s)
+#   decode_lengths (300, not in the default list) generation time of the full / segmented /
+#                    compacting decode loops under lognormal stop lengths (Qwen2-0.5B shape, bf16,
+#                    batch 64 and 256, prompt 128 + 512 new); not yet run on a GPU
 # More than one 15-minute lease holds with the machine's start (a minute or two): core_ops,
 # sampler and model have tables (BENCHMARKS.md), so run `rl_step multiturn` (under 9 minutes)
 # in one call, and the rest only as time allows.
@@ -57,6 +60,11 @@ for p in ${*:-core_ops rl_step multiturn sampler model}; do
     sampler) part sampler 240 python3 benchmarks/sampler.py --gpu --out "$OUT/sampler_gpu.md" ;;
     model) part model 250 python3 benchmarks/model.py --gpu-suite --budget-s 220 \
              --out "$OUT/model_gpu.md" ;;
-    *) echo "device_suite: unknown part $p (core_ops rl_step multiturn sampler model)"; exit 2 ;;
+    decode_lengths) part decode_lengths 300 python3 benchmarks/decode_lengths.py --sizes qwen0.5b \
+                      --vocab 0 --dtype bfloat16 --batches 64,256 --prompt-len 128 \
+                      --new-tokens 512 --median 96 --segments 8 --reps 3 \
+                      --out "$OUT/decode_lengths_gpu.md" ;;
+    *) echo "device_suite: unknown part $p (core_ops rl_step multiturn sampler model" \
+            "decode_lengths)"; exit 2 ;;
   esac
 done 2>&1 | tee -a "$OUT/suite.log"
