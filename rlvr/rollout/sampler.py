@@ -136,7 +136,8 @@ class SampleOutput:
     loss_mask: float32 [B, P+N] 1 on generated tokens up to and including the stop token.
     behavior_logprobs: float32 [B, P+N] sampled-distribution log-probs, 0 off loss_mask.
     lengths: int32 [B] generated tokens (stop included).
-    truncated: bool [B] True when max_new_tokens ran out before a stop token.
+    truncated: bool [B] True when the row's length budget (max_new_tokens, or its own
+      `max_new_tokens_per_row`) ran out before a stop token.
     """
 
     tokens: jnp.ndarray
@@ -701,6 +702,9 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
     if compact_finished and decode_segments < 2:
         raise ValueError(f"compact_finished=True needs decode_segments >= 2 (rows are compacted "
                          f"between decode parts), got decode_segments={decode_segments}")
+    if compact_finished and cache_sharding is not None and sharding is None:
+        raise ValueError("compact_finished=True places the compacted batches itself: pass "
+                         "sharding=GenerationSharding(...) instead of cache_sharding")
     budget = _row_budgets(max_new_tokens_per_row, b, params.max_new_tokens)
     graphdef, state = nnx.split(model)
     if sharding is not None:

@@ -125,6 +125,9 @@ def test_bad_arguments_are_refused(model):
     params = SamplingParams(greedy=True, max_new_tokens=4)
     with pytest.raises(ValueError, match="decode_segments >= 2"):
         sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, compact_finished=True)
+    with pytest.raises(ValueError, match="sharding=GenerationSharding"):
+        sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, decode_segments=2,
+               compact_finished=True, cache_sharding=object())
     for bad in (np.array([1, 5]), np.array([0, 2]), np.array([1, 2, 3]), np.array([1.0, 2.0])):
         with pytest.raises(ValueError, match="max_new_tokens_per_row"):
             sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD,
