@@ -279,6 +279,7 @@ class ModelledClockCollector(Collector):
         self._seq = 0
         self._old = self._new = None  # (params, version) before / after the switch
         self._switch = 0.0            # when `_new` was published
+        self._times = {"time/generate_s": 0.0, "time/verify_s": 0.0}
 
     # ------------------------------------------------------------------ synchronous modes
     def _collect_sync(self, params, step, policy_version, num_groups):
@@ -308,6 +309,8 @@ class ModelledClockCollector(Collector):
                 for i, (p, n, c) in enumerate(zip(prompt, gen, tools))]
         for e in ends:  # each row frees its slot when it ends
             self._push(e, None)
+        for k in self._times:  # real seconds spent sampling and judging
+            self._times[k] += got.stats.get(k, 0.0)
         self._push(max(ends), ClockUnit(u, int(version), t, max(ends), got))
         self.units += 1
         self.in_flight += 1
@@ -364,8 +367,10 @@ class ModelledClockCollector(Collector):
             parts.append(dataclasses.replace(c, batch=b))
             lags.append(lag)
         got = Collected.concatenate(parts, cost=cost)
-        stats = {"sample/mean_lag": float(np.mean(lags)), "clock/dropped_stale": float(self.dropped),
-                 "clock/in_flight": float(self.in_flight), "clock/buffered": float(len(self.ready))}
+        stats = {**self._times, "sample/mean_lag": float(np.mean(lags)),
+                 "clock/dropped_stale": float(self.dropped), "clock/in_flight": float(self.in_flight),
+                 "clock/buffered": float(len(self.ready))}
+        self._times = dict.fromkeys(self._times, 0.0)
         return got, self.now, stats
 
     # ------------------------------------------------------------------ the seam
