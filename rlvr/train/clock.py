@@ -195,6 +195,24 @@ def clock_mode(group_size: int, asynchronous: bool) -> str:
     return "grpo_sync" if group_size > 1 else "sao_sync"
 
 
+def sync_row_seed(seed: int, step, row: int) -> int:
+    """Tool-latency seed of row `row` of synchronous step `step`."""
+    return stream_seed("clock", seed, str(step), row)
+
+
+def unit_row_seed(seed: int, unit: int, row: int) -> int:
+    """Tool-latency seed of row `row` of streaming unit `unit`."""
+    return stream_seed("clock", seed, "unit", unit, row)
+
+
+def unit_draw(inner, unit: int):
+    """(tasks, keys) of streaming unit `unit` of a `GroupCollector`: one task drawn under the tag
+    "clock/<unit>" and `group_size` sampling keys, both from (seed, unit) only."""
+    tasks = inner.sampler.draw(f"clock/{unit}", 1)
+    key = jax.random.fold_in(inner.rollout_key, stream_seed("clock-unit", unit) % 2**31)
+    return tasks, per_sample_keys(key, inner.group_size)
+
+
 @dataclasses.dataclass(frozen=True)
 class ClockUnit:
     """One sampled unit in virtual time: the `group_size` episodes of one task.
@@ -287,7 +305,7 @@ class ModelledClockCollector(Collector):
         got = self.inner.collect(params, step, policy_version, num_groups)
         prompt, gen, tools = row_counts(got.batch)
         durs = [episode_duration(self.model, int(p), int(g), int(t),
-                                 seed=stream_seed("clock", self.seed, str(step), i))
+                                 seed=sync_row_seed(self.seed, step, i))
                 for i, (p, g, t) in enumerate(zip(prompt, gen, tools))]
         ready = max(arrival_times(durs, self.model.slots, start=start), default=start)
         return got, ready, {}
@@ -300,12 +318,11 @@ class ModelledClockCollector(Collector):
     def _launch(self, t: float, params, version: int) -> None:
         """Starts unit `self.units` at virtual time t, sampled now with `params`."""
         inner, g, u = self.inner, self.group_size, self.units
-        tasks = inner.sampler.draw(f"clock/{u}", 1)
-        key = jax.random.fold_in(inner.rollout_key, stream_seed("clock-unit", u) % 2**31)
-        got = inner.engine.run(params, tasks, g, per_sample_keys(key, g), inner.sampling, version)
+        tasks, keys = unit_draw(inner, u)
+        got = inner.engine.run(params, tasks, g, keys, inner.sampling, version)
         prompt, gen, tools = row_counts(got.batch)
         ends = [t + episode_duration(self.model, int(p), int(n), int(c),
-                                     seed=stream_seed("clock", self.seed, "unit", u, i))
+                                     seed=unit_row_seed(self.seed, u, i))
                 for i, (p, n, c) in enumerate(zip(prompt, gen, tools))]
         for e in ends:  # each row frees its slot when it ends
             self._push(e, None)
