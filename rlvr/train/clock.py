@@ -96,7 +96,8 @@ def tool_latency(model: TimeModel, seed: int, n_calls: int) -> float:
 
 def episode_duration(model: TimeModel, prompt_tokens: int, completion_tokens: int,
                      tool_calls: int, seed: int) -> float:
-    """Virtual seconds of one episode: set-up + prefill + decode + tool latency."""
+    """Virtual seconds of one episode: set-up + prefill + decode + tool latency
+    (docs/algorithms.md (A.24))."""
     return (model.env_setup_s + model.prefill_s_per_token * prompt_tokens
             + model.decode_s_per_token * completion_tokens
             + tool_latency(model, seed, tool_calls))
