@@ -281,6 +281,8 @@ def test_config_refusals_name_the_field(tmp_path):
         (dict(rollout__clock="modelled", rollout__time_model=tm, algorithm__dynamic_sampling=True),
          "algorithm.dynamic_sampling"),
         (dict(rollout__clock="nope"), "rollout.clock"),
+        (dict(rollout__clock="modelled", rollout__time_model=tm, rollout__asynchronous=True,
+              rollout__arrival="episode"), "algorithm.group_size"),  # SAO with groups
         (dict(rollout__time_model=tm), "rollout.time_model"),  # not read: allowed, see below
     ]
     for over, field in cases[:-1]:
@@ -290,6 +292,7 @@ def test_config_refusals_name_the_field(tmp_path):
     for name, over, field in [
         ("pivotrl", {}, "rollout.collector"),
         ("agent_grpo", dict(rollout__kv_reuse=True), "rollout.kv_reuse"),
+        ("agent_grpo", dict(rollout__env_executor="ray"), "rollout.env_executor"),
     ]:
         c = tiny_agent_config(name, rollout__clock="modelled", rollout__time_model=tm, **over)
         with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
@@ -305,8 +308,8 @@ def _metrics(wd):
 def _tiny_clock(**over):
     from tests.train.tiny import tiny_config
 
-    return tiny_config(train__num_steps=3, train__sft_steps=0, eval__num_tasks=0,
-                       checkpoint__every=-1, **over)
+    kw = dict(train__num_steps=3, train__sft_steps=0, eval__num_tasks=0, checkpoint__every=-1)
+    return tiny_config(**{**kw, **over})
 
 
 def test_grpo_sync_modelled_equals_plain_run(tmp_path):
@@ -339,3 +342,16 @@ def test_sao_modelled_run_deterministic(tmp_path):
         rows.append([(r["time/modelled_s"], r["cost/sampled_tokens"], r["policy/loss"])
                      for r in _metrics(tmp_path / name) if "time/modelled_s" in r])
     assert len(rows[0]) == 3 and rows[0] == rows[1]
+
+
+def test_grpo_sync_modelled_resume_continues_the_clock(tmp_path):
+    from tests.train.tiny import run_tiny
+
+    tm = "experiments/study/system_model.json"
+    over = dict(rollout__clock="modelled", rollout__time_model=tm)
+    run_tiny(_tiny_clock(checkpoint__every=1, **over), tmp_path / "whole")
+    run_tiny(_tiny_clock(checkpoint__every=1, train__num_steps=2, **over), tmp_path / "split")
+    run_tiny(_tiny_clock(checkpoint__every=1, **over), tmp_path / "split")  # resumes at step 2
+    whole = {r["step"]: r["time/modelled_s"] for r in _metrics(tmp_path / "whole") if "time/modelled_s" in r}
+    split = {r["step"]: r["time/modelled_s"] for r in _metrics(tmp_path / "split") if "time/modelled_s" in r}
+    assert sorted(whole) == [1, 2, 3] and split == whole
