@@ -10,13 +10,12 @@ The same episodes are timed twice:
     threads). Sync consumption: each step starts `--batch` episodes on the threads and waits for
     all of them; streaming: the threads start a new episode whenever one ends, with the latest
     published parameters, and the learner takes the first `--batch` arrivals.
-  * modelled: `ModelledClockCollector` (modes "sao_sync" and "sao", disaggregated, no staleness
-    gate) over the very same episodes (unit u: task and keys from (seed, u)), with the per-token
+  * modelled: `ModelledClockCollector` (modes "sao_sync" and "sao", no staleness gate) over the very same episodes (unit u: task and keys from (seed, u)), with the per-token
     compute calibrated on this machine before the timed runs (one thread, mean seconds per
     generated token) and the same set-up and tool-latency parameters.
 
 The table reports modelled vs measured wall seconds at the end of `--steps` learner steps and
-the difference in %. Target: within ±10 %. Takes about a minute on 2 CPU cores.
+the difference in %. Target: within ±10 %. Takes about two minutes on 2 CPU cores.
 
     python benchmarks/clock_validate.py [--out benchmarks/results/clock_validate_cpu.md]
 
@@ -112,19 +111,38 @@ def measured_sync(inner, model, params, steps, batch, seed) -> float:
     return time.perf_counter() - t0
 
 
+def _pausable_sleep(seconds: float, running: threading.Event) -> None:
+    """Sleeps `seconds` of time during which `running` is set (colocated: episodes pause while
+    the learner steps)."""
+    left = seconds
+    while left > 0:
+        running.wait()
+        t0 = time.perf_counter()
+        time.sleep(min(0.005, left))
+        left -= time.perf_counter() - t0
+
+
 def measured_streaming(inner, model, params, steps, batch, seed) -> float:
-    """Wall seconds of `steps` learner steps consuming single arrivals (disaggregated)."""
+    """Wall seconds of `steps` learner steps consuming single arrivals; colocated, no episode
+    starts or advances while the learner steps."""
     arrivals: queue.Queue = queue.Queue()
-    lock, stop = threading.Lock(), threading.Event()
+    lock, stop, running = threading.Lock(), threading.Event(), threading.Event()
+    running.set()
+    colocated = model.topology == "colocated"
     state = {"next": 0, "version": 0}
 
     def worker():
         while not stop.is_set():
+            running.wait()
             with lock:
                 u, v = state["next"], state["version"]
                 state["next"] += 1
             got = inner.run_unit(params, u, v)
-            time.sleep(sleep_s(model, got, clock.unit_row_seed(seed, u, 0)))
+            wait = sleep_s(model, got, clock.unit_row_seed(seed, u, 0))
+            if colocated:
+                _pausable_sleep(wait, running)
+            else:
+                time.sleep(wait)
             arrivals.put(u)
 
     t0 = time.perf_counter()
@@ -134,9 +152,12 @@ def measured_streaming(inner, model, params, steps, batch, seed) -> float:
     for _ in range(steps):
         for _ in range(batch):
             arrivals.get()
+        if colocated:
+            running.clear()
         time.sleep(clock.learner_step_s(model, batch))
         with lock:
             state["version"] += 1
+        running.set()
     wall = time.perf_counter() - t0
     stop.set()
     return wall
@@ -194,10 +215,13 @@ def main(argv=None) -> str:
                             tool_cap_s=args.cap, topology="disaggregated", slots=args.slots)
     rows = []
     for seed in args.seeds:
-        for name, mode, fn in (("sync (SAO-sync)", "sao_sync", measured_sync),
-                               ("streaming (SAO)", "sao", measured_streaming)):
-            m = modelled(inner, model, params, args.steps, mode, seed)
-            w = fn(inner, model, params, args.steps, args.batch, seed)
+        for name, mode, fn, topo in (
+                ("sync (SAO-sync)", "sao_sync", measured_sync, "disaggregated"),
+                ("streaming (SAO), disaggregated", "sao", measured_streaming, "disaggregated"),
+                ("streaming (SAO), colocated", "sao", measured_streaming, "colocated")):
+            m_ = dataclasses.replace(model, topology=topo)
+            m = modelled(inner, m_, params, args.steps, mode, seed)
+            w = fn(inner, m_, params, args.steps, args.batch, seed)
             rows.append((name, seed, m, w, 100.0 * (m - w) / w))
             print(f"{name} seed {seed}: modelled {m:.2f} s, measured {w:.2f} s", file=sys.stderr)
     r.close()
