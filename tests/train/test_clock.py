@@ -243,16 +243,17 @@ def test_heavier_tail_later_sync_end_not_later_first_sao_arrival():
             return dataclasses.replace(got, batch=got.batch.replace(turn_ids=tid))
 
     def run(m, mode):
-        inner = ToyInner([1] * 16, prompts_per_step=16 if mode == "sao_sync" else 1)
+        sync = mode == "grpo_sync"  # 8 groups of 2 rows; SAO: single episodes
+        inner = ToyInner([1] * 16, group_size=2 if sync else 1, prompts_per_step=8 if sync else 1)
         inner.engine = OneTool([1] * 16)
-        if mode == "sao_sync":  # the sync path samples the batch through the wrapped collector
+        if sync:  # the sync path samples the batch through the wrapped collector
             inner.collect = lambda p, s, v, n=None: clock.Collected.concatenate(
-                [inner.engine.run(p, inner.sampler.draw(f"x/{i}", 1), 1, None, None, v)
-                 for i in range(16)])
+                [inner.engine.run(p, inner.sampler.draw(f"x/{i}", 1), 2, None, None, v)
+                 for i in range(8)])
         c = clock.ModelledClockCollector(inner, m, mode=mode, seed=0, max_staleness=20)
         return c.collect(None, 0, 0).stats["time/modelled_s"]
 
-    assert run(heavy, "sao_sync") > run(light, "sao_sync")
+    assert run(heavy, "grpo_sync") > run(light, "grpo_sync")
     assert run(heavy, "sao") <= run(light, "sao")
 
 
