@@ -22,8 +22,9 @@ Throughput under M comes from `ModelledClockCollector` itself, run for `--steps`
 over replayed episodes: unit u's rows take their (prompt tokens, generated tokens, tool calls)
 from the arm's measured per-episode profile (row drawn with a seed from (u, row)), so no model
 is sampled here. Profiles: per episode, the counts of the study's testbed episodes sampled by
-the quick-scale warm-started policy (`--quick`: the GRPO and SAO configs, tool latency off), or
-a JSON file (`--profiles`) holding the same fields from run records. Token ratios: measured
+the quick-scale warm-started policy (`--quick`: the GRPO and SAO configs, tool latency off), the
+mean episode of each study run record (`--records`: cost/turns, cost/sampled_tokens,
+cost/prompt_tokens of its last step), or a JSON file (`--profiles`) of the same fields. Token ratios: measured
 GRPO ÷ SAO sampled tokens to the level from a study_sao.json (`--token-ratios`); the arms the
 record did not run are shown as not measured.
 
@@ -113,6 +114,38 @@ def quick_profiles(steps: int = 2) -> dict:
                               int(c.sampling.prompts_per_step), staleness,
                               f"--quick: {len(rows)} episodes of the {method} config at quick "
                               f"scale, SFT warm-started policy")
+    return out
+
+
+def record_profiles(paths) -> dict:
+    """Per-method mean episodes from study run records (`experiments.study.runner` records:
+    `config` flattened, `rows` the metrics rows): per episode, generated tokens
+    (cost/sampled_tokens), tool calls (cost/turns − 1 per episode) and prompt-side tokens
+    (cost/prompt_tokens per action); episodes = steps × prompts_per_step × group_size. Several
+    records of a method are pooled (one mean episode per record)."""
+    out: dict = {}
+    for path in paths:
+        opener = __import__("gzip").open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            rec = json.load(f)
+        c, rows = rec["config"], [r for r in rec["rows"] if "cost/turns" in r and r.get("step")]
+        if not rows:
+            raise ValueError(f"{path}: no metrics row with cost/turns after step 0")
+        last = rows[-1]
+        method = "sao" if int(c["algorithm.group_size"]) == 1 else "grpo"
+        g, p = int(c["algorithm.group_size"]), int(c["sampling.prompts_per_step"])
+        episodes = int(last["step"]) * g * p
+        turns = last["cost/turns"] / episodes
+        ep = (round(last["cost/prompt_tokens"] / max(last["cost/turns"], 1)),
+              round(last["cost/sampled_tokens"] / episodes), max(round(turns - 1), 0))
+        prev = out.get(method)
+        cols = [list(x) for x in ((prev.prompt_tokens, prev.sampled_tokens, prev.tool_calls)
+                                  if prev else ((), (), ()))]
+        for col, v in zip(cols, ep):
+            col.append(int(v))
+        out[method] = Profile(*(tuple(x) for x in cols), g, p,
+                              int(c.get("rollout.max_staleness", 2)),
+                              f"run records ({len(cols[0])}), mean episode per record")
     return out
 
 
@@ -304,6 +337,8 @@ def main(argv=None) -> str:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="measure the episode profiles first")
     ap.add_argument("--profiles", default=os.path.join(OUT, "profiles.json"))
+    ap.add_argument("--records", nargs="*", default=(),
+                    help="study run records (JSON, optionally .gz) to take the profiles from")
     ap.add_argument("--token-ratios", default=STUDY_SAO)
     ap.add_argument("--system-model", default=SYSTEM_MODEL)
     ap.add_argument("--steps", type=int, default=12)
@@ -311,7 +346,12 @@ def main(argv=None) -> str:
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    if args.quick:
+    if args.records:
+        profiles = record_profiles(args.records)
+        missing = sorted({"grpo", "sao"} - set(profiles))
+        if missing:
+            raise SystemExit(f"--records: no record of {missing} (group_size > 1: grpo, 1: sao)")
+    elif args.quick:
         profiles = quick_profiles()
         os.makedirs(os.path.dirname(args.profiles) or ".", exist_ok=True)
         with open(args.profiles, "w") as f:

@@ -29,3 +29,21 @@ def test_grid_table_and_ratio_identity(tmp_path):
         if tail == 1.2:
             light = by[(lx, 2.5, slots, topo)]["arms"]["grpo_sync"]["modelled_s"]
             assert c["arms"]["grpo_sync"]["modelled_s"] >= light
+
+
+def test_profiles_from_run_records(tmp_path):
+    def rec(g, p, turns, tokens):
+        return {"config": {"algorithm.group_size": g, "sampling.prompts_per_step": p,
+                           "rollout.max_staleness": 2},
+                "rows": [{"step": 0, "cost/turns": 0.0},
+                         {"step": 2, "cost/turns": turns, "cost/sampled_tokens": tokens,
+                          "cost/prompt_tokens": 10.0 * turns}]}
+
+    paths = []
+    for name, r in (("g", rec(4, 2, 16 * 3, 16 * 30)), ("s", rec(1, 8, 16 * 5, 16 * 20))):
+        paths.append(str(tmp_path / f"{name}.json"))
+        (tmp_path / f"{name}.json").write_text(json.dumps(r))
+    got = wallclock.record_profiles(paths)
+    assert got["grpo"].sampled_tokens == (30,) and got["grpo"].tool_calls == (2,)
+    assert got["sao"].tool_calls == (4,) and got["sao"].prompt_tokens == (10,)
+    assert got["sao"].group_size == 1 and got["grpo"].prompts_per_step == 2
