@@ -179,7 +179,6 @@ def row_counts(batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return real - gen, gen, tools
 
 
-
 # ----------------------------------------------------------------------------- the collector
 MODES = ("grpo_sync", "grpo_async", "sao", "sao_sync")
 
@@ -276,6 +275,9 @@ class ModelledClockCollector(Collector):
                  staleness_decay: float = 1.0, backpressure: bool = True):
         if mode not in MODES:
             raise ValueError(f"modelled clock mode must be one of {MODES}, got {mode!r}")
+        if mode.startswith("sao") and inner.group_size != 1:
+            raise ValueError(f"modelled clock mode {mode!r} trains single rollouts: it needs "
+                             f"algorithm.group_size=1, got {inner.group_size}")
         if mode in ("grpo_async", "sao") and model.slots < inner.group_size:
             raise ValueError(f"time model field slots={model.slots}: the {mode} mode starts a "
                              f"group of {inner.group_size} episodes at once, it needs slots >= "

@@ -207,6 +207,8 @@ def test_streaming_grpo_async_groups_and_slots():
     assert got.stats["time/modelled_s"] == 1.0 + 2.0  # arrival 1, learner 2 rows x 1 s
     with pytest.raises(ValueError, match="slots"):
         clock.ModelledClockCollector(inner, _model(slots=1), mode="grpo_async", seed=0)
+    with pytest.raises(ValueError, match="group_size"):  # SAO with groups
+        clock.ModelledClockCollector(inner, _model(slots=4), mode="sao", seed=0)
 
 
 def test_streaming_deterministic_with_tool_latency():
