@@ -186,6 +186,20 @@ def test_streaming_timeline_hand_computed_colocated():
         (0, "params0"), (1, "params0"), (2, "params1"), (3, "params2"), (4, "params3")]
 
 
+def test_streaming_collector_agrees_with_the_pure_timeline():
+    # single episodes, no staleness gate: the event loop and `streaming_timeline` (episodes back
+    # to back on the slots, arrivals shifted by every colocated learner step) give the same clock
+    import random
+
+    for topology in clock.TOPOLOGIES:
+        for trial in range(10):
+            durs = [random.Random(f"{trial}/{i}").randint(1, 9) for i in range(40)]
+            c, _ = _toy(durs, topology=topology)
+            got = [g[0] for g in _steps(c, 10)]
+            m = _model(prefill_s_per_token=0.0, tool_median_s=0.0, topology=topology)
+            assert got == clock.streaming_timeline(m, durs, step_every=1)[:10], (topology, trial)
+
+
 def test_streaming_staleness_tags_weights_and_drops():
     # unit 2 started during step 0's learner step with version 0: at step 3 (version 3) its lag
     # is 3 > max_staleness 2, so it is dropped and unit 4 (version 2) waits for its arrival
