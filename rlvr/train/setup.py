@@ -459,10 +459,10 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
     if ro.clock == "modelled":  # virtual time: no rollout thread (rlvr.train.clock)
         from rlvr.train.clock import ModelledClockCollector, TimeModel, clock_mode
 
-        return ModelledClockCollector(
-            collector, TimeModel.from_json(ro.time_model), seed=c.seed,
-            mode=clock_mode(a.group_size, ro.asynchronous), max_staleness=ro.max_staleness,
-            staleness_decay=ro.staleness_decay, backpressure=ro.staleness_backpressure)
+        stale = (dict(max_staleness=ro.max_staleness, staleness_decay=ro.staleness_decay,
+                      backpressure=ro.staleness_backpressure) if ro.asynchronous else {})
+        return ModelledClockCollector(collector, TimeModel.from_json(ro.time_model), seed=c.seed,
+                                      mode=clock_mode(a.group_size, ro.asynchronous), **stale)
     if ro.asynchronous:
         per_episode = ro.arrival == "episode"  # producer_batch or episode_slots, as applies
         collector = col.AsyncCollector(
