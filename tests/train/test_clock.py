@@ -372,3 +372,20 @@ def test_grpo_sync_modelled_resume_continues_the_clock(tmp_path):
     whole = {r["step"]: r["time/modelled_s"] for r in _metrics(tmp_path / "whole") if "time/modelled_s" in r}
     split = {r["step"]: r["time/modelled_s"] for r in _metrics(tmp_path / "split") if "time/modelled_s" in r}
     assert sorted(whole) == [1, 2, 3] and split == whole
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_modelled_clock_reads_every_field_it_does_not_refuse(tmp_path, asynchronous):
+    from rlvr.train import loop
+    from rlvr.train.config import ConfigReads, flatten, inapplicable
+
+    over = dict(rollout__clock="modelled", rollout__time_model="experiments/study/system_model.json",
+                train__num_steps=1, checkpoint__every=1, rollout__asynchronous=asynchronous)
+    if asynchronous:
+        over.update(algorithm__group_size=1, algorithm__name="reinforce")
+    c = _tiny_clock(**over)
+    tracked = ConfigReads(c)
+    loop.run(tracked, str(tmp_path))
+    na = set(inapplicable(c, multi_turn=False))
+    assert not sorted(set(flatten(c)) - tracked.reads - na)
+    assert not sorted(tracked.reads & na)
