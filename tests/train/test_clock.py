@@ -361,6 +361,7 @@ def test_sao_modelled_run_deterministic(tmp_path):
     assert len(rows[0]) == 3 and rows[0] == rows[1]
 
 
+@pytest.mark.slow  # three tiny runs; `test_streaming_refuses_resume_sync_restores_clock` is the fast check
 def test_grpo_sync_modelled_resume_continues_the_clock(tmp_path):
     from tests.train.tiny import run_tiny
 
