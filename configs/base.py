@@ -193,6 +193,12 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.env_workers = 2       # env_executor "ray": host actors (each runs many environments).
     c.rollout.env_call_timeout_s = 60.0  # env_executor "ray": a call past it ends its episode as
                                     # env_error and its host actor is replaced.
+    c.rollout.clock = "real"        # "real" | "modelled": batches gathered in virtual time by a
+                                    # deterministic event loop (rlvr.train.clock, docs/algorithms.md
+                                    # §7); mode from asynchronous and group_size: grpo_sync, sao_sync,
+                                    # grpo_async, sao; logs time/modelled_s.
+    c.rollout.time_model = ""       # clock "modelled": the time model's JSON file (seconds per token,
+                                    # tool latency, learner step, slots, topology).
 
     # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()

@@ -49,6 +49,7 @@ CHOICES = {
     "rollout.collector": COLLECTORS,
     "rollout.arrival": ("batch", "episode"),
     "rollout.env_executor": ("local", "ray"),
+    "rollout.clock": ("real", "modelled"),
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
     "pivot.reward": ("functional", "exact"),
@@ -265,6 +266,10 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["rollout.episode_slots"], "rollout.arrival is 'batch'")
     else:
         na(["rollout.producer_batch"], "rollout.arrival is 'episode' (episode_slots in flight)")
+    if ro.clock == "modelled":
+        na(["rollout.producer_batch", "rollout.queue_size", "rollout.arrival",
+            "rollout.episode_slots"], "rollout.clock is 'modelled' (the time model's slots run "
+           "the episodes; each unit arrives on its own)")
     if multi_turn is True:
         na(["algorithm.score_completions_only"], "the task kit is multi-turn (a row is a whole "
            "episode, scored everywhere)")
@@ -320,6 +325,8 @@ def _inactive(c) -> dict[str, str]:
                                    f"rollout.env_executor {c.rollout.env_executor!r}, not 'ray'")
     if c.rollout.env_executor != "ray":
         na(["rollout.env_workers", "rollout.env_call_timeout_s"], "rollout.env_executor is 'local'")
+    if c.rollout.clock != "modelled":
+        na(["rollout.time_model"], f"rollout.clock is {c.rollout.clock!r}, not 'modelled'")
     if not c.tokenizer.chat_template:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
@@ -568,6 +575,8 @@ def _consistency_errors(raw) -> list[str]:
             errors.append("config.rollout.arrival='episode' cannot keep KV caches across turns "
                           "yet (episodes join and leave the sampler's batch every round): set "
                           "rollout.kv_reuse=False")
+    if ro.clock == "modelled":
+        errors += _modelled_clock_errors(raw, r)
     if ro.asynchronous and ro.staleness_backpressure:
         # an episode of per-episode arrival is a producer batch of one
         producer = 1 if ro.arrival == "episode" else (ro.producer_batch or raw.sampling.prompts_per_step)
@@ -576,6 +585,44 @@ def _consistency_errors(raw) -> list[str]:
                           f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "
                           f"enough), got producer_batch={producer}, prompts_per_step="
                           f"{raw.sampling.prompts_per_step}, max_staleness={ro.max_staleness}")
+    return errors
+
+
+def _modelled_clock_errors(raw, r) -> list[str]:
+    """rollout.clock='modelled': a readable time model and a collector it can model."""
+    from rlvr.train.clock import TimeModel, clock_mode  # noqa: PLC0415
+
+    ro, a = raw.rollout, raw.algorithm
+    errors: list[str] = []
+    mode = clock_mode(a.group_size, ro.asynchronous)
+    if not ro.time_model:
+        errors.append("config.rollout.time_model must name the time model's JSON file when "
+                      "rollout.clock='modelled' (e.g. experiments/study/system_model.json)")
+    else:
+        try:
+            model = TimeModel.from_json(ro.time_model)
+        except (OSError, ValueError, TypeError) as e:
+            errors.append(f"config.rollout.time_model={ro.time_model!r}: {e}")
+        else:
+            if ro.asynchronous and model.slots < a.group_size:
+                errors.append(f"config.rollout.time_model={ro.time_model!r}: slots={model.slots} "
+                              f"< algorithm.group_size={a.group_size} (the {mode} mode starts a "
+                              f"group's episodes together)")
+    why = "rollout.clock='modelled' "
+    if r["collector"] != "groups":
+        errors.append(f"config.rollout.collector={r['collector']!r}: {why}models the groups "
+                      f"collector only (PivotRL's probed turns have no episode to time)")
+    if ro.kv_reuse:
+        errors.append(f"config.rollout.kv_reuse=True: {why}times prefill per episode from its "
+                      f"token counts; set rollout.kv_reuse=False")
+    if ro.env_executor != "local":
+        errors.append(f"config.rollout.env_executor={ro.env_executor!r}: {why}runs the "
+                      f"environments in this process (set rollout.env_executor='local')")
+    if a.dynamic_sampling:
+        errors.append(f"config.algorithm.dynamic_sampling=True: {why}does not time discarded "
+                      f"refill rounds; set algorithm.dynamic_sampling=False")
+    if raw.mesh.distributed:
+        errors.append(f"config.mesh.distributed=True: {why}runs on one process")
     return errors
 
 

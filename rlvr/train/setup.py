@@ -430,7 +430,8 @@ def _pivot_settings(pv) -> PivotSettings:
 
 
 def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process_index, num_processes):
-    """The collector the algorithm asks for (groups or pivots), optionally asynchronous."""
+    """The collector the algorithm asks for (groups or pivots), optionally asynchronous, or
+    under the modelled clock (`rollout.clock`)."""
     a, t, s, ro = c.algorithm, c.task, c.sampling, c.rollout
     groups = resolved(c)["collector"] == "groups"
     sampler_kw = {}
@@ -455,6 +456,13 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
             turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
             workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
             **common)
+    if ro.clock == "modelled":  # virtual time: no rollout thread (rlvr.train.clock)
+        from rlvr.train.clock import ModelledClockCollector, TimeModel, clock_mode
+
+        stale = (dict(max_staleness=ro.max_staleness, staleness_decay=ro.staleness_decay,
+                      backpressure=ro.staleness_backpressure) if ro.asynchronous else {})
+        return ModelledClockCollector(collector, TimeModel.from_json(ro.time_model), seed=c.seed,
+                                      mode=clock_mode(a.group_size, ro.asynchronous), **stale)
     if ro.asynchronous:
         per_episode = ro.arrival == "episode"  # producer_batch or episode_slots, as applies
         collector = col.AsyncCollector(
