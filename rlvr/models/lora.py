@@ -126,12 +126,12 @@ def lora_targets(model_config) -> tuple:
     return ATTENTION_TARGETS
 
 
-def split_fused_targets(model_config, targets) -> str:
-    """"" when `targets` suit the model; else why not: with `fused_projections`, q/k/v and
+def split_fused_targets(fused_projections: bool, targets) -> str:
+    """"" when `targets` suit a model with this `fused_projections`; else why not: fused, q/k/v and
     gate/up are one kernel each, so an adapter covers all of a group or none of it (an adapter
     on the fused kernel is x A B with one A and B's columns per member; `save_adapters` writes
     it as PEFT adapters of the members sharing A)."""
-    if not getattr(model_config, "fused_projections", False):
+    if not fused_projections:
         return ""
     for fused, members in FUSED_GROUPS.items():
         chosen = [m for m in members if m in targets]
@@ -390,7 +390,7 @@ def apply_lora(model: Transformer, config: LoRAConfig) -> LoRAPolicy:
         raise ValueError(f"LoRAConfig.targets {bad} do not exist in a {model.config.architecture} "
                          f"model (its experts are not adapted); allowed targets: {allowed} "
                          f"(config: model.lora.targets)")
-    split = split_fused_targets(model.config, config.targets)
+    split = split_fused_targets(model.config.fused_projections, config.targets)
     if split:
         raise ValueError(split + " (config: model.lora.targets, model.fused_projections)")
     base_graphdef, _, base_rest = _split(model)
