@@ -346,3 +346,20 @@ def test_fused_projections_must_be_a_bool():
     with pytest.raises(ValueError, match="ModelConfig.fused_projections must be True or False"):
         ModelConfig(**dict(BASE, fused_projections="yes"))
     assert dataclasses.replace(ModelConfig(**BASE), fused_projections=True).fused_projections
+
+
+def test_fused_decode_step_compiles_to_fewer_matmuls():
+    """The compiled decode step (benchmarks/compiled_cost.py's program) of a fused model has
+    3 fewer dot instructions per layer (q/k/v 3 -> 1, gate/up 2 -> 1) and the same FLOPs."""
+    from benchmarks.compiled_cost import SHAPES, analyse, decode_program
+    from rlvr.rollout.sampler import SamplingParams
+
+    counts = {}
+    for fused in (False, True):
+        shape = dict(SHAPES["small"], model=dict(SHAPES["small"]["model"],
+                                                 fused_projections=fused))
+        sp = SamplingParams(max_new_tokens=shape["decode_new"], greedy=True)
+        counts[fused] = analyse(*decode_program(shape, sp))
+    layers = SHAPES["small"]["model"]["num_layers"]
+    assert counts[True]["dots"] == counts[False]["dots"] - 3 * layers
+    assert counts[True]["flops"] == pytest.approx(counts[False]["flops"], rel=1e-3)
