@@ -21,6 +21,7 @@ BASE = dict(vocab_size=48, hidden_size=32, intermediate_size=40, num_layers=2, n
             num_kv_heads=2, head_dim=8, max_position_embeddings=64)
 FAMILIES = {
     "llama": dict(BASE, architecture="llama"),
+    "mha": dict(BASE, architecture="llama", num_kv_heads=4),  # one query head per kv head
     "qwen2": dict(BASE, architecture="qwen2", attention_bias=True, tie_word_embeddings=True),
     # Gemma: qk norms, (1 + w) norms, sandwich norms, GeGLU, soft-capping, a sliding layer with
     # its own RoPE base
