@@ -43,6 +43,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.remat = False           # recompute each block's activations in the backward pass.
     c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only; runs causal
                                     # attention with per-row lengths, no dense mask).
+    c.model.fused_projections = False  # one q/k/v kernel and one gate/up kernel per layer, each
+                                    # one matmul (same function; checkpoints and exports keep
+                                    # the separate tensors; LoRA targets take all of q/k/v and
+                                    # of gate/up or none).
     # LoRA / QLoRA (rlvr.models.lora): low-rank adapters on the block projections; only the
     # adapters are trained (and held in the optimiser state), the base is frozen, and the
     # reference policy (KL, PivotRL's probe) is the base with the adapters off (no second copy

@@ -31,7 +31,7 @@ from rlvr.algorithms.base import POLICY_LOSSES, SEQUENCE_LOSSES
 from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS
 from rlvr.core.losses import AGGREGATIONS
 from rlvr.models.config import DTYPES, dtype_name
-from rlvr.models.lora import QUANTIZATIONS, TARGETS
+from rlvr.models.lora import QUANTIZATIONS, TARGETS, split_fused_targets
 
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
 COLLECTORS = ("", "groups", "pivots")
@@ -527,6 +527,11 @@ def _consistency_errors(raw) -> list[str]:
         if not targets or bad or len(set(targets)) != len(targets):
             errors.append(f"config.model.lora.targets must be distinct names from {TARGETS}, "
                           f"got {targets}")
+        if raw.model.fused_projections:
+            split = split_fused_targets(True, targets)
+            if split:
+                errors.append(f"config.model.lora.targets: {split} (config.model."
+                              f"fused_projections=True)")
     elif lo.quantize != "none":
         errors.append(f"config.model.lora.quantize={lo.quantize!r} needs adapters to train: set "
                       f"model.lora.rank >= 1 (a quantised base is frozen)")

@@ -160,7 +160,7 @@ def build_policy(config, vocab_size: int) -> Transformer:
 
         try:
             policy = from_pretrained(m.init_from, dtype=m.dtype, param_dtype=m.param_dtype,
-                                     remat=m.remat)
+                                     remat=m.remat, fused_projections=m.fused_projections)
         except (ValueError, OSError) as e:
             raise ConfigError(f"config.model.init_from={m.init_from!r}: {e}") from None
         if policy.config.vocab_size < vocab_size:
@@ -177,7 +177,8 @@ def build_policy(config, vocab_size: int) -> Transformer:
                       intermediate_size=m.d_ff, num_layers=m.num_layers, num_heads=m.num_heads,
                       num_kv_heads=m.num_kv_heads, head_dim=m.d_model // m.num_heads,
                       max_position_embeddings=m.max_seq_len, dtype=m.dtype,
-                      param_dtype=m.param_dtype, attention_impl=m.attention)
+                      param_dtype=m.param_dtype, attention_impl=m.attention,
+                      fused_projections=m.fused_projections)
     if cfg.vocab_size < vocab_size:
         raise ConfigError(f"config.model.vocab_size ({cfg.vocab_size}) is smaller than the "
                           f"tokenizer's vocabulary ({vocab_size})")
