@@ -20,7 +20,9 @@ Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
 Primary endpoint: GRPO ÷ PivotRL training turns (`cost/turns`) to 0.9 × the lower of the two
 plateaus (`primary_endpoint`: geometric mean of the per-run ratios with its paired t-interval;
 runs that never reach the level give bounds). 512 held-out tasks, 20 evaluations per run
-(uniform spacing: the config has no early-dense schedule), 2 warm starts × 3 RL seeds.
+(uniform spacing: the config has no early-dense schedule), 2 warm starts × 3 RL seeds
+(`BlockSeeds`: each warm start is an SFT run with its own seed; each run's held-out set and
+sampling key derive from its seed, `arms.eval_seed`, shared by the arms of that seed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,45 @@ ARM_NAMES = ("grpo", "pivotrl", "pivot_all_equal", "pivot_exact", "pivot_rollout
 LEVEL = 0.9  # primary endpoint: turns to LEVEL × the lower plateau
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockSeeds:
+    """The seeds of one run of the block: warm-start index `warm` and RL seed index `rl`.
+
+    `warm` is the SFT warm start's seed (`runner.warm_folder`, part of its cache key); `seed`
+    = 100 · warm + rl is the run's `config.seed` (task pool, sampling, initial keys), and the held-out
+    set and its key are `arms.eval_seed(seed)` (`eval.seed`, part of the run's cache key). The
+    arms of one BlockSeeds share all three (paired comparisons).
+    """
+
+    warm: int
+    rl: int
+
+    def __post_init__(self):
+        for name in ("warm", "rl"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 100:
+                raise ValueError(f"BlockSeeds.{name} must be an int in [0, 100), got {v!r}")
+
+    @property
+    def seed(self) -> int:
+        return 100 * self.warm + self.rl
+
+    @property
+    def eval_seed(self) -> int:
+        from experiments.study import arms
+
+        return arms.eval_seed(self.seed)
+
+    @property
+    def label(self) -> str:
+        return f"w{self.warm}s{self.rl}"
+
+
+def block_seeds(sc: dict) -> list:
+    """Every run's `BlockSeeds` of scale `sc` (warm starts × RL seeds), warm start by warm start."""
+    return [BlockSeeds(w, s) for w in sc["warm_seeds"] for s in sc["rl_seeds"]]
+
+
 def local_scale(name: str = "full", difficulty: str = "local") -> dict:
     """The study scale `name` (`arms.SCALES`) on the checkout `difficulty`, with the block's
     settings: 512 held-out tasks, 20 evaluations (full), 2 warm starts × 3 RL seeds."""
@@ -45,6 +86,7 @@ def local_scale(name: str = "full", difficulty: str = "local") -> dict:
     if difficulty not in ("local", "standard"):
         raise ValueError(f"difficulty must be 'local' or 'standard', got {difficulty!r}")
     sc = arms.scale(name)
+    sc["seed_eval"] = True  # held-out set and key by seed (`BlockSeeds`)
     sc["difficulty"] = difficulty if name != "quick" else {"local": "local", "standard": "small"}[difficulty]
     if name == "quick":
         sc.update(warm_seeds=(0,), rl_seeds=(0,))
@@ -126,19 +168,19 @@ def main(argv=None) -> int:
     for w in sc["warm_seeds"]:
         warm = runner.warm_folder(arms.base_config("grpo", w, sc), w, a.cache)
         wd = os.path.join(a.workdir, f"premise_w{w}")
-        pc = arms.with_warm(arms.base_config("pivotrl", w, sc), warm)
+        # on the held-out set of the warm start's first run
+        pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
         res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
         out["premise"][f"warm{w}"] = dataclasses.asdict(res)
         print(f"warm start {w}: {res.line()}", flush=True)
-        for s in sc["rl_seeds"]:
-            seed = 100 * w + s
+        for bs in (b for b in block_seeds(sc) if b.warm == w):
             for n in ARM_NAMES:
                 method = "grpo" if n == "grpo" else "pivotrl"
-                c = arm_config(n, seed, sc, warm=warm, lr=lrs[method])
+                c = arm_config(n, bs.seed, sc, warm=warm, lr=lrs[method])
                 rec = runner.run_config(c, workdir_root=a.workdir, cache=a.cache,
-                                        label=f"local/{n}/w{w}s{s}")
+                                        label=f"local/{n}/{bs.label}")
                 recs[n].append(rec)
-                out["runs"][f"{n}/w{w}s{s}"] = {
+                out["runs"][f"{n}/{bs.label}"] = {
                     "final_success": rec["rows"][-1].get("eval/success") if rec["rows"] else None,
                     "key": rec.get("key")}
     ep = primary_endpoint(recs["grpo"], recs["pivotrl"])

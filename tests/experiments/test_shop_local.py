@@ -3,6 +3,8 @@ arms differ from their bases in what their names say; the primary endpoint reads
 
 import math
 
+import pytest
+
 from experiments.study import shop_local
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_agent_config
@@ -47,3 +49,39 @@ def test_primary_endpoint_ratio_of_turns():
     assert math.isclose(ep.per_run[0][0], 368, rel_tol=1e-6) and ep.per_run[0][2] == "exact"
     never = _rec([0, 100, 200, 300, 400], [0.0, 0.1, 0.1, 0.1, 0.1])  # lower plateau 0.1
     assert shop_local.primary_endpoint([g], [never]).per_run[0][2] == "exact"
+
+
+def test_seeds_vary_the_warm_start_and_the_held_out_set_and_key():
+    """Two runs of the block differ in warm start (warm index) and in held-out set and key (run
+    seed), and both enter the cache keys; the same seeds give the same configs and keys."""
+    from experiments.study import arms, runner
+
+    sc = shop_local.local_scale("full", "local")
+    seeds = shop_local.block_seeds(sc)
+    assert len(seeds) == 6 and len({b.seed for b in seeds}) == 6
+    assert len({b.eval_seed for b in seeds}) == 6
+    cfgs = [shop_local.arm_config("grpo", b.seed, sc, warm=f"/w{b.warm}", lr=1e-4) for b in seeds]
+    assert [c.eval.seed for c in cfgs] == [b.eval_seed for b in seeds]
+    assert len({runner.run_key(c, 32) for c in cfgs}) == 6
+    # the arms of one seed share its held-out set (paired comparisons)
+    assert shop_local.arm_config("pivotrl", seeds[1].seed, sc, warm="/w0", lr=3e-5).eval.seed == seeds[1].eval_seed
+    # warm starts: the SFT seed is the warm index, and it keys the warm-start cache
+    specs = {w: runner.warm_spec(arms.base_config("grpo", w, sc), w) for w in sc["warm_seeds"]}
+    assert specs[0]["seed"] != specs[1]["seed"]
+    assert runner.content_key(specs[0]) != runner.content_key(specs[1])
+    # reproducible: the same seed gives the same eval seed, config and keys
+    again = shop_local.arm_config("grpo", seeds[0].seed, sc, warm="/w0", lr=1e-4)
+    assert runner.run_key(again, 32) == runner.run_key(cfgs[0], 32)
+    assert arms.eval_seed(seeds[0].seed) == seeds[0].eval_seed
+    assert runner.content_key(runner.warm_spec(arms.base_config("grpo", 0, sc), 0)) == \
+        runner.content_key(specs[0])
+
+
+def test_scales_without_seed_eval_keep_one_held_out_set():
+    from experiments.study import arms
+
+    sc = arms.scale("long512")
+    assert not sc.get("seed_eval")
+    assert {arms.base_config("grpo", s, sc).eval.seed for s in (0, 1, 2)} == {arms.SHARED_EVAL_SEED}
+    with pytest.raises(ValueError, match="warm"):
+        shop_local.BlockSeeds(-1, 0)
