@@ -85,3 +85,84 @@ def test_scales_without_seed_eval_keep_one_held_out_set():
     assert {arms.base_config("grpo", s, sc).eval.seed for s in (0, 1, 2)} == {arms.SHARED_EVAL_SEED}
     with pytest.raises(ValueError, match="warm"):
         shop_local.BlockSeeds(-1, 0)
+
+
+def _block_rec(turns, success, *, probe_turns=0.0, probe_tokens=0.0, probe_wall_s=None, seed=0):
+    """A run record whose step-0 row carries a one-time cost (the loop charges it to the first
+    step, so every later cumulative cost includes it)."""
+    rows = []
+    for i, (t, s) in enumerate(zip(turns, success)):
+        row = {"step": i, "eval/success": s, "cost/turns": t + probe_turns,
+               "cost/sampled_tokens": 10.0 * t + probe_tokens, "cost/prompt_tokens": 0.0,
+               "time/step_s": 0.5, "time": 1.7e9 + i, "length/mean": 3.0}
+        if i == 0:
+            row.update({"cost/turns": probe_turns, "cost/sampled_tokens": probe_tokens,
+                        "pivot/probe_turns": probe_turns, "pivot/probe_tokens": probe_tokens})
+        rows.append(row)
+    rec = {"key": f"k{seed}", "label": "x", "code_version": "abc", "config": {"eval.seed": seed},
+           "rows": rows, "result": {"history": rows, "step": len(rows) - 1}, "wall_s": 36.0,
+           "cpu_s": 72.0, "model": "/tmp/m", "from_cache": False}
+    if probe_wall_s is not None:
+        rec["probe_wall_s"] = probe_wall_s
+    return rec
+
+
+def _write_block(folder):
+    from experiments.study.records import write_record
+
+    g = [0, 200, 400, 600, 800]
+    prem = {"pay_right": {"reads_first": 1.0, "interleaved": 0.98}, "payments": {"reads_first": 50,
+            "interleaved": 40}, "difference": 0.02, "tolerance": 0.05, "agree": True}
+    shop_local.write_block_meta(str(folder), {"scale": "quick", "difficulty": "local",
+                                              "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5},
+                                              "level": 0.9}, {"warm0": prem})
+    for rl in (0, 1):
+        bs = shop_local.BlockSeeds(0, rl)
+        recs = {"grpo": _block_rec(g, [0.0, 0.3, 0.8, 0.8, 0.8], seed=rl)}
+        for arm in shop_local.ARM_NAMES[1:]:
+            recs[arm] = _block_rec([0, 100, 200, 300, 400], [0.0, 0.9, 0.9, 0.9, 0.85 + 0.05 * rl],
+                                   probe_turns=500.0, probe_tokens=3000.0, probe_wall_s=12.0, seed=rl)
+        for arm, rec in recs.items():
+            write_record(shop_local.record_path(str(folder), arm, bs), rec)
+
+
+def test_report_prints_the_probe_as_a_one_time_cost_outside_the_training_turns(tmp_path):
+    _write_block(tmp_path)
+    md, numbers = shop_local.block_report(shop_local.load_block(str(tmp_path)))
+    line = [x for x in md.splitlines() if x.startswith("- one-time cost, `pivotrl`")]
+    assert line == ["- one-time cost, `pivotrl` (mean over 2 runs): 3000 rollout tokens, 500 turns, "
+                    "0 prompt tokens, 12.0 s wall-clock"]
+    assert not any(x.startswith("- one-time cost, `grpo`") for x in md.splitlines())
+    # the endpoint counts training turns only: 80 PivotRL turns to the level, not 580
+    per_run = numbers["primary_endpoint"]["per_run"]
+    assert [round(p) for _, p, _ in per_run] == [80, 80]
+    assert numbers["runs"]["pivotrl/w0s0"]["training_turns"] == 400
+    assert numbers["runs"]["pivotrl/w0s0"]["one_time_turns"] == 500
+    assert "| pivotrl | w0s0 | 0 | 0.850 |" in md
+
+
+def test_report_regenerates_from_the_compressed_records(tmp_path):
+    """The report is a function of the stored records: written twice, the files are the same bytes;
+    the command line's --from-records writes the same tables as the run-time report."""
+    _write_block(tmp_path / "a")
+    _write_block(tmp_path / "b")
+    for name in sorted(p.name for p in (tmp_path / "a").iterdir()):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    block = shop_local.load_block(str(tmp_path / "a"))
+    assert len(block.runs) == 10 and block.runs[0].arm == "grpo"
+    md, _ = shop_local.write_report(block, str(tmp_path / "out"))
+    assert shop_local.main(["--quick", "--from-records", "--records", str(tmp_path / "b"),
+                            "--out", str(tmp_path / "out2")]) == 0
+    assert open(md).read() == (tmp_path / "out2" / "shop_local_quick_local.md").read_text()
+
+
+def test_stored_record_keeps_curves_and_drops_the_rest():
+    from experiments.study import records, stats
+
+    rec = _block_rec([0, 100, 200], [0.0, 0.5, 0.7], probe_turns=5.0, probe_tokens=9.0, probe_wall_s=1.0)
+    back = records.stored(rec)
+    assert "model" not in back and "history" not in back["result"] and back["probe_wall_s"] == 1.0
+    assert all("time" not in r and "length/mean" not in r for r in back["rows"])
+    for k in ("turns", "tokens", "success", "wall_s"):
+        assert list(stats.curve(back)[k]) == list(stats.curve(rec)[k])
+    assert stats.one_time_cost(back) == stats.one_time_cost(rec)
