@@ -4,9 +4,10 @@
     python experiments/study/shop_local.py                    # the full block (tens of CPU-hours)
     python experiments/study/shop_local.py --difficulty standard   # the control
 
-Testbed: `rlvr.tasks.shop` difficulty "local" (the decisive payment is computable from the
-observation right before it); control: "standard" (the payment needs prices from earlier
-observations, so its success depends on the layout). Before training, the premise is checked on
+Testbed: `rlvr.tasks.shop` difficulty "local3" (three baskets per episode, ~27 turns; each
+basket's decisive payment is computable from the observation right before it); control:
+"standard" (one basket; the payment needs prices from earlier observations, so its success
+depends on the layout). Before training, the premise is checked on
 each warm start (`experiments.study.premise`: payment success by layout within 0.05).
 
 Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
@@ -81,21 +82,40 @@ def block_seeds(sc: dict) -> list:
     return [BlockSeeds(w, s) for w in sc["warm_seeds"] for s in sc["rl_seeds"]]
 
 
+# The testbed: three local baskets per episode (`rlvr.tasks.shop` difficulty "local3"). Measured
+# on the demonstrations of 1,000 train and 512 eval tasks (character tokenizer): 324 tokens on
+# average, at most 402; 27 turns on average (21-33); 177 action tokens per episode (one basket:
+# 108 tokens, at most 134; 59 action tokens); a decisive action is 7 tokens.
+LOCAL_DIFFICULTY = "local3"
+LOCAL_SEQ_LEN = 480     # the longest demonstration (402 tokens) + ~20 % for longer policy actions
+LOCAL_MAX_TURNS = 34    # the longest episode: 3 · (2 · 5 + 1) + 1 spare turn
+LOCAL_GRPO_TOKENS_PER_STEP = 5700  # 32 episodes × 177 action tokens (one basket: 1900)
+
+
 def local_scale(name: str = "full", difficulty: str = "local") -> dict:
     """The study scale `name` (`arms.SCALES`) on the checkout `difficulty`, with the block's
-    settings: 512 held-out tasks, 20 evaluations (full), 2 warm starts × 3 RL seeds."""
+    settings: 512 held-out tasks, 20 evaluations (full), 2 warm starts × 3 RL seeds.
+
+    difficulty "local": the 3-basket local testbed (`LOCAL_DIFFICULTY`, sequence length
+    `LOCAL_SEQ_LEN`, up to `LOCAL_MAX_TURNS` turns; GRPO's token budget three times the
+    one-basket study's, as its episodes are); "standard": today's one-basket checkout, the
+    negative control (quick: "small")."""
     from experiments.study import arms
 
     if difficulty not in ("local", "standard"):
         raise ValueError(f"difficulty must be 'local' or 'standard', got {difficulty!r}")
     sc = arms.scale(name)
     sc["seed_eval"] = True  # held-out set and key by seed (`BlockSeeds`)
-    sc["difficulty"] = difficulty if name != "quick" else {"local": "local", "standard": "small"}[difficulty]
+    sc["difficulty"] = (LOCAL_DIFFICULTY if difficulty == "local" else
+                        "standard" if name != "quick" else "small")
+    if difficulty == "local":
+        sc["max_turns"] = LOCAL_MAX_TURNS
+        sc["model"]["max_seq_len"] = LOCAL_SEQ_LEN
+        sc["budget"]["grpo"] = 3 * sc["budget"]["grpo"]
+        sc["tokens_per_step"]["grpo"] = (LOCAL_GRPO_TOKENS_PER_STEP if name != "quick"
+                                         else 3 * sc["tokens_per_step"]["grpo"])
     if name == "quick":
         sc.update(warm_seeds=(0,), rl_seeds=(0,))
-        if difficulty == "local":
-            sc["max_turns"] = 12
-            sc["model"]["max_seq_len"] = 192  # 5 items: prompt + 11 turns with "ok S" observations
     else:
         sc.update(eval_tasks=512, eval_points=20, warm_seeds=(0, 1), rl_seeds=(0, 1, 2))
     return sc

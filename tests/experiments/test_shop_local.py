@@ -20,9 +20,39 @@ def test_local_variant_config_trains_one_step(tmp_path):
     assert any(row.get("step") == 1 for row in rows) and result is not None
 
 
+@pytest.mark.slow
+def test_three_basket_variant_config_trains_one_step(tmp_path):
+    c = tiny_agent_config("shop_grpo", train__num_steps=1, eval__every=1)
+    c.task.kwargs.difficulty = "local3"
+    c.model.max_seq_len = shop_local.LOCAL_SEQ_LEN
+    c.rollout.max_turns = shop_local.LOCAL_MAX_TURNS
+    r, result = run_tiny(c, tmp_path)
+    assert all(t.environment_snapshot["env_version"] == "shop-local-baskets/1" for t in r.evaluator.tasks)
+    rows = read_metrics(str(tmp_path))
+    assert any(row.get("step") == 1 for row in rows) and result is not None
+
+
+def test_block_sequence_length_fits_a_full_three_basket_demonstration():
+    """The block's max_seq_len holds the longest demonstration (measured: 402 tokens) with
+    room for longer policy actions, and is not far above it; its turn limit holds the longest
+    episode."""
+    from experiments.study import arms
+    from rlvr.tasks.shop import DIFFICULTIES, demonstrations, generate, render_episode
+    from rlvr.train.setup import build_kit_checked, build_tokenizer
+
+    sc = shop_local.local_scale("full", "local")
+    c = arms.base_config("grpo", 0, sc)
+    tok = build_tokenizer(c, build_kit_checked(c))
+    longest = max(len(tok.encode(render_episode(t, demonstrations(t))))
+                  for t in generate(300, split="train", seed=0, difficulty="local3"))
+    assert 360 <= longest <= c.model.max_seq_len <= 1.3 * longest
+    assert c.rollout.max_turns == DIFFICULTIES["local3"].max_turns == 34
+    assert shop_local.local_scale("quick", "local")["model"]["max_seq_len"] == shop_local.LOCAL_SEQ_LEN
+
+
 def test_block_arms():
     sc = shop_local.local_scale("full", "local")
-    assert sc["difficulty"] == "local" and sc["eval_tasks"] == 512
+    assert sc["difficulty"] == "local3" and sc["eval_tasks"] == 512
     assert len(sc["warm_seeds"]) * len(sc["rl_seeds"]) == 6
     cfg = {n: shop_local.arm_config(n, 0, sc, warm="/w", lr=3e-5) for n in shop_local.ARM_NAMES}
     steps = round(sc["budget"]["pivot"] / sc["tokens_per_step"]["pivotrl"])
