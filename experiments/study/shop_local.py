@@ -20,8 +20,9 @@ Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
                     re-profiling (`pivot.reprofile_every`).
 Primary endpoint: GRPO ÷ PivotRL training turns (`cost/turns`) to 0.9 × the lower of the two
 plateaus (`primary_endpoint`: geometric mean of the per-run ratios with its paired t-interval;
-runs that never reach the level give bounds). 512 held-out tasks, 20 evaluations per run
-(uniform spacing: the config has no early-dense schedule), 2 warm starts × 3 RL seeds
+runs that never reach the level give bounds). 512 held-out tasks; 20 evaluations per run plus 10
+early ones in its first tenth (`with_dense_evals`: `eval.dense_steps` / `eval.dense_every`, so
+PivotRL's early rise is seen); 2 warm starts × 3 RL seeds
 (`BlockSeeds`: each warm start is an SFT run with its own seed; each run's held-out set and
 sampling key derive from its seed, `arms.eval_seed`, shared by the arms of that seed).
 """
@@ -29,6 +30,7 @@ sampling key derive from its seed, `arms.eval_seed`, shared by the arms of that 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -121,24 +123,49 @@ def local_scale(name: str = "full", difficulty: str = "local") -> dict:
     return sc
 
 
+# Early-dense evaluations: during the first DENSE_FRACTION of a run's planned steps, DENSE_POINTS
+# evaluations (`eval.dense_steps` / `eval.dense_every`), then the scale's `eval_points` spacing.
+DENSE_FRACTION = 0.1
+DENSE_POINTS = 10
+
+
+def with_dense_evals(config, steps: int):
+    """`config` (a run planned for `steps` steps) also evaluated every dense_every steps during
+    its first dense_steps = max(1, DENSE_FRACTION · steps) steps, DENSE_POINTS times."""
+    c = copy.deepcopy(config)
+    c.eval.dense_steps = max(1, int(steps * DENSE_FRACTION))
+    c.eval.dense_every = max(1, c.eval.dense_steps // DENSE_POINTS)
+    return c
+
+
+def planned_steps(name: str, sc: dict) -> int:
+    """The steps block arm `name` plans at scale `sc` (its budget ÷ its method's tokens per step)."""
+    from experiments.study import arms
+
+    arm = arms.ARMS["pivot_all" if name == "pivot_all_equal" else
+                    "pivotrl" if name == "pivot_rollout" else name]
+    return max(1, int(round(sc["budget"][arm.budget] / sc["tokens_per_step"][arm.method])))
+
+
 def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
-    """The config of block arm `name` for RL seed `seed` (see the module docstring)."""
+    """The config of block arm `name` for RL seed `seed` (see the module docstring), with the
+    early-dense evaluations (`with_dense_evals`)."""
     from experiments.study import arms
 
     if name not in ARM_NAMES:
         raise ValueError(f"arm must be one of {ARM_NAMES}, got {name!r}")
+    steps = planned_steps(name, sc)
     if name in ("grpo", "pivotrl", "pivot_exact"):
-        return arms.arm_config(name, seed, sc, warm=warm, lr=lr)
+        return with_dense_evals(arms.arm_config(name, seed, sc, warm=warm, lr=lr), steps)
     if name == "pivot_all_equal":
         c = arms.arm_config("pivot_all", seed, sc, warm=warm, lr=lr)
-        steps = max(1, int(round(sc["budget"]["pivot"] / sc["tokens_per_step"]["pivotrl"])))
         c.train.token_budget = 0
         c.train.num_steps = steps
-        return c
+        return with_dense_evals(c, steps)
     c = arms.arm_config("pivotrl", seed, sc, warm=warm, lr=lr)
     c.pivot.candidates = "demo+rollout"
     c.pivot.reprofile_every = max(1, c.eval.every)
-    return c
+    return with_dense_evals(c, steps)
 
 
 @dataclasses.dataclass(frozen=True)

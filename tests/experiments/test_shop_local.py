@@ -61,6 +61,13 @@ def test_block_arms():
     assert cfg["pivot_exact"].pivot.reward == "exact"
     assert cfg["pivot_rollout"].pivot.candidates == "demo+rollout" and cfg["pivot_rollout"].pivot.reprofile_every > 0
     assert cfg["pivotrl"].pivot.candidates == "demo"
+    # early-dense evaluations: 10 in the first tenth of the planned steps, then every eval.every
+    assert (cfg["pivotrl"].eval.dense_steps, cfg["pivotrl"].eval.dense_every) == (60, 6)
+    assert (cfg["grpo"].eval.dense_steps, cfg["grpo"].eval.dense_every) == (15, 1)
+    assert all(c.eval.dense_every < c.eval.every for c in cfg.values())
+    from rlvr.train.config import validate_config
+
+    validate_config(cfg["pivotrl"])
     assert shop_local.local_scale("full", "standard")["difficulty"] == "standard"
 
 
