@@ -69,8 +69,9 @@ class PremiseResult:
         r, n = self.pay_right, self.payments
         return (f"payment right: reads first {r['reads_first']:.3f} (n={n['reads_first']}), "
                 f"interleaved {r['interleaved']:.3f} (n={n['interleaved']}); difference "
-                f"{self.difference:+.3f}; {'agree' if self.agree else 'DISAGREE'} within "
-                f"{self.tolerance:g}")
+                f"{self.difference:+.3f}; "
+                + (("agree" if self.agree else "DISAGREE") + f" within {self.tolerance:g}"
+                   if math.isfinite(self.difference) else "untested (a layout never occurred)"))
 
 
 def premise_check(layouts: Sequence[str], oks: Sequence[bool],
@@ -175,7 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--difficulty", default="local", choices=("local", "standard"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--cache", default=os.path.join("experiments", "results", "cache"))
+    ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
     a = ap.parse_args(argv)
     sc = local_scale("quick" if a.quick else "full", difficulty=a.difficulty)
     warm = runner.warm_folder(arms.base_config("grpo", a.seed, sc), a.seed, a.cache)

@@ -57,7 +57,9 @@ def test_block_arms():
     cfg = {n: shop_local.arm_config(n, 0, sc, warm="/w", lr=3e-5) for n in shop_local.ARM_NAMES}
     steps = round(sc["budget"]["pivot"] / sc["tokens_per_step"]["pivotrl"])
     assert cfg["pivot_all_equal"].pivot.selection == "all"
-    assert cfg["pivot_all_equal"].train.num_steps == steps and cfg["pivot_all_equal"].train.token_budget == 0
+    for n in ("pivotrl", "pivot_all_equal", "pivot_exact", "pivot_rollout"):  # equal training samples
+        assert cfg[n].train.num_steps == steps == 600 and cfg[n].train.token_budget == 0
+    assert cfg["grpo"].train.token_budget == 900_000
     assert cfg["pivot_exact"].pivot.reward == "exact"
     assert cfg["pivot_rollout"].pivot.candidates == "demo+rollout" and cfg["pivot_rollout"].pivot.reprofile_every > 0
     assert cfg["pivotrl"].pivot.candidates == "demo"
@@ -203,3 +205,17 @@ def test_stored_record_keeps_curves_and_drops_the_rest():
     for k in ("turns", "tokens", "success", "wall_s"):
         assert list(stats.curve(back)[k]) == list(stats.curve(rec)[k])
     assert stats.one_time_cost(back) == stats.one_time_cost(rec)
+
+
+def test_committed_quick_report_regenerates_from_the_committed_records():
+    """experiments/results/shop_local/shop_local_quick_local.md (the --quick pipeline check) is
+    what the report makes of the committed records under experiments/study/records/."""
+    import os
+
+    from experiments.study.report import ROOT
+
+    folder = shop_local.records_folder("quick", "local")
+    md, numbers = shop_local.block_report(shop_local.load_block(folder))
+    committed = os.path.join(ROOT, "experiments", "results", "shop_local", "shop_local_quick_local.md")
+    assert md == open(committed).read()
+    assert len(numbers["runs"]) == len(shop_local.ARM_NAMES)
