@@ -299,6 +299,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval = ml_collections.ConfigDict()
     c.eval.num_tasks = 64           # size of the fixed held-out set (0 = no evaluation).
     c.eval.every = 10               # held-out evaluation every N steps (0 = only at start and end).
+    c.eval.dense_steps = 0          # early-dense schedule: during the first N steps also evaluate
+                                    # every eval.dense_every steps (0 = off; for curves that rise
+                                    # early, e.g. PivotRL's).
+    c.eval.dense_every = 0          # evaluation spacing during the first eval.dense_steps steps
+                                    # (0 = off; set both or neither).
     c.eval.samples_per_task = 4     # n samples (or episodes) per task (pass@k needs n ≥ k).
     c.eval.pass_k = (1, 4)          # k values reported as pass@k (docs/algorithms.md (A.21)).
     c.eval.temperature = 1.0        # eval sampling temperature (sampled success).

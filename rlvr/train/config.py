@@ -118,6 +118,7 @@ BOUNDS = {
     "reward.clip": (0.0, True, None, True), "reward.num_workers": (1, True, None, True),
     "reward.timeout_s": (0.0, False, None, True), "reward.max_retries": (0, True, None, True),
     "eval.every": (0, True, None, True), "eval.num_tasks": (0, True, None, True),
+    "eval.dense_steps": (0, True, None, True), "eval.dense_every": (0, True, None, True),
     "eval.samples_per_task": (1, True, None, True), "eval.temperature": (0.0, False, None, True),
     "checkpoint.every": (-1, True, None, True), "checkpoint.max_to_keep": (1, True, None, True),
     "logging.every": (1, True, None, True), "logging.samples_every": (0, True, None, True),
@@ -331,10 +332,12 @@ def _inactive(c) -> dict[str, str]:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
         na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed",
-            "eval.greedy"], "eval.num_tasks is 0")
+            "eval.greedy", "eval.dense_steps", "eval.dense_every"], "eval.num_tasks is 0")
     elif c.eval.greedy:
         na(["eval.samples_per_task", "eval.pass_k", "eval.temperature"],
            "eval.greedy is on (one greedy sample per task)")
+    if c.eval.num_tasks and c.eval.dense_steps == 0:
+        na(["eval.dense_every"], "eval.dense_steps is 0 (no early-dense evaluations)")
     if c.checkpoint.every < 0:
         na(["checkpoint.max_to_keep", "checkpoint.resume", "checkpoint.allow_changes"],
            "checkpoint.every is -1 (never)")
@@ -558,6 +561,11 @@ def _consistency_errors(raw) -> list[str]:
     if raw.eval.num_tasks and not raw.eval.greedy and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
+    # the early-dense evaluation schedule: both fields set, or neither
+    if raw.eval.num_tasks and bool(raw.eval.dense_steps) != bool(raw.eval.dense_every):
+        errors.append(f"config.eval.dense_steps={raw.eval.dense_steps} and eval.dense_every="
+                      f"{raw.eval.dense_every}: set both >= 1 (evaluate every dense_every steps "
+                      f"during the first dense_steps) or both 0 (off)")
     ro = raw.rollout
     if ro.asynchronous and raw.mesh.distributed:
         errors.append("config.rollout.asynchronous=True cannot run with config.mesh.distributed=True "
