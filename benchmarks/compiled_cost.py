@@ -37,6 +37,11 @@ Shapes:
                 steps of a loop in `--decode-segments` parts whose attention reads only the
                 slots written so far (`sample(decode_segments=k)`, `decode_windows`).
 
+`--projections separate,fused` builds every program once per projection layout
+(`ModelConfig.fused_projections`: one q/k/v and one gate/up kernel per layer, one matmul each)
+and the table labels the rows with it. Each row also gives the compiled HLO's instruction counts:
+`dot` (every matmul, inside fusions too) and `fusion` (the fused kernels the program launches).
+
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
@@ -54,6 +59,7 @@ import dataclasses
 import datetime
 import os
 import platform
+import re
 import sys
 import time
 
@@ -273,15 +279,25 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
         cost = cost[0] if cost else {}
     cost = cost or {}
     mem = compiled.memory_analysis()
+    dots, fusions = hlo_counts(compiled.as_text())
     return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"),
                 temp=getattr(mem, "temp_size_in_bytes", None),
-                args=getattr(mem, "argument_size_in_bytes", None),
+                args=getattr(mem, "argument_size_in_bytes", None), dots=dots, fusions=fusions,
                 compile_s=time.perf_counter() - t0, stage="compiled")
+
+
+def hlo_counts(hlo: str) -> tuple:
+    """(dot instructions, fusion instructions) in a compiled module's HLO text: every `dot` of
+    every computation (a matmul inside a fusion counts), and every `fusion` call (a kernel)."""
+    dots = len(re.findall(r"=\s*[^=]*?\sdot\(", hlo))
+    fusions = len(re.findall(r"=\s*[^=]*?\sfusion\(", hlo))
+    return dots, fusions
 
 
 def _print_row(name, label, r):
     print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
-          f"temp {_fmt(r['temp'])}  ({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
+          f"temp {_fmt(r['temp'])}  dots {r.get('dots', '—')}  fusions {r.get('fusions', '—')}  "
+          f"({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
 
 
 def _fmt(x):
@@ -306,6 +322,8 @@ def main():
                     help="cost analysis of the lowered (unoptimised) programs, no compile")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="AlgorithmSettings override of the learner step (repeatable)")
+    ap.add_argument("--projections", default="separate",
+                    help="comma list of separate, fused (ModelConfig.fused_projections)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     overrides = {}
@@ -316,8 +334,15 @@ def main():
     programs = args.programs.split(",")
     jax.lax.scan = _unrolled_scan
     rows = []
-    for name in args.shapes.split(","):
-        shape = SHAPES[name]
+    layouts = args.projections.split(",")
+    for layout in layouts:
+        if layout not in ("separate", "fused"):
+            ap.error(f"--projections: {layout!r} is not one of separate, fused")
+    for name, layout in [(n, lay) for n in args.shapes.split(",") for lay in layouts]:
+        shape = dict(SHAPES[name], model=dict(SHAPES[name]["model"],
+                                              fused_projections=layout == "fused"))
+        if len(layouts) > 1:
+            name = f"{name} ({layout})"
         todo = []
         if "learner" in programs:
             todo.append(("learner step", lambda: learner_program(shape, overrides)))
@@ -347,11 +372,13 @@ def main():
     lines = [f"Command: `python benchmarks/compiled_cost.py {' '.join(sys.argv[1:])}`; "
              f"{datetime.date.today()}, {platform.machine()} CPU backend, jax {jax.__version__}.",
              "",
-             "| shape | program | flops | bytes accessed | temp bytes | argument bytes |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| shape | program | flops | bytes accessed | temp bytes | argument bytes | dots | "
+             "fusions |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, label, r in rows:
         lines.append(f"| {name} | {label} | {_fmt(r['flops'])} | {_fmt(r['bytes'])} | "
-                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} |")
+                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} | {r.get('dots', '—')} | "
+                     f"{r.get('fusions', '—')} |")
     table = "\n".join(lines)
     print(table)
     if args.out:

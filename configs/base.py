@@ -43,6 +43,10 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.remat = False           # recompute each block's activations in the backward pass.
     c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only; runs causal
                                     # attention with per-row lengths, no dense mask).
+    c.model.fused_projections = False  # one q/k/v kernel and one gate/up kernel per layer, each
+                                    # one matmul (same function; checkpoints and exports keep
+                                    # the separate tensors; LoRA targets take all of q/k/v and
+                                    # of gate/up or none).
     # LoRA / QLoRA (rlvr.models.lora): low-rank adapters on the block projections; only the
     # adapters are trained (and held in the optimiser state), the base is frozen, and the
     # reference policy (KL, PivotRL's probe) is the base with the adapters off (no second copy
@@ -201,6 +205,12 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.env_workers = 2       # env_executor "ray": host actors (each runs many environments).
     c.rollout.env_call_timeout_s = 60.0  # env_executor "ray": a call past it ends its episode as
                                     # env_error and its host actor is replaced.
+    c.rollout.clock = "real"        # "real" | "modelled": batches gathered in virtual time by a
+                                    # deterministic event loop (rlvr.train.clock, docs/algorithms.md
+                                    # §7); mode from asynchronous and group_size: grpo_sync, sao_sync,
+                                    # grpo_async, sao; logs time/modelled_s.
+    c.rollout.time_model = ""       # clock "modelled": the time model's JSON file (seconds per token,
+                                    # tool latency, learner step, slots, topology).
 
     # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()
@@ -297,6 +307,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.eval = ml_collections.ConfigDict()
     c.eval.num_tasks = 64           # size of the fixed held-out set (0 = no evaluation).
     c.eval.every = 10               # held-out evaluation every N steps (0 = only at start and end).
+    c.eval.dense_steps = 0          # early-dense schedule: during the first N steps also evaluate
+                                    # every eval.dense_every steps (0 = off; for curves that rise
+                                    # early, e.g. PivotRL's).
+    c.eval.dense_every = 0          # evaluation spacing during the first eval.dense_steps steps
+                                    # (0 = off; set both or neither).
     c.eval.samples_per_task = 4     # n samples (or episodes) per task (pass@k needs n ≥ k).
     c.eval.pass_k = (1, 4)          # k values reported as pass@k (docs/algorithms.md (A.21)).
     c.eval.temperature = 1.0        # eval sampling temperature (sampled success).

@@ -3,7 +3,9 @@
 Fairness rules every arm keeps (experiments/STUDY.md):
   * the same task kit, difficulty, latency and task pool (`task.pool_size`); the same held-out set
     (`eval.num_tasks` tasks, `eval.seed`); the same per-seed warm start (`model.init_from` = the
-    seed's SFT folder, see `runner.warm_folder`);
+    seed's SFT folder, see `runner.warm_folder`); in a scale with `seed_eval` the held-out set and
+    its sampling key differ from seed to seed (`eval_seed`) and are shared by the arms of one seed
+    (the comparison stays paired), otherwise one set and key serve every seed;
   * the same KL term (β·KL(π_θ‖π_ref), k3, `kl.coef`), optimiser, epochs × minibatches and
     rows per step (32 episodes or 32 turn samples);
   * the same budget measure (`cost/sampled_tokens`: every token the policy generated, probes and
@@ -27,7 +29,7 @@ SCALES = {
     "full": dict(
         model=dict(num_layers=2, d_model=128, num_heads=4, num_kv_heads=4, d_ff=512, max_seq_len=160),
         difficulty="standard", latency_s=0.01, pool_size=128, sft_steps=1000, sft_pool=1024,
-        eval_tasks=512, max_turns=12, max_new_tokens=20, checkpoint_every=10,
+        eval_tasks=512, max_turns=12, max_new_tokens=20, checkpoint_every=10, seed_eval=True,
         # rollout-token budgets (cost/sampled_tokens) per comparison and evaluation spacing
         budget={"pivot": 150_000, "grpo": 300_000, "sao": 300_000, "stage2": 100_000},
         lr_budget={"pivot": 60_000, "grpo": 100_000, "sao": 100_000},
@@ -123,6 +125,23 @@ SCALE_ABOUT = {
 }
 
 
+# The held-out set's seed and sampling key (`eval.seed`) of every run of a scale without
+# `seed_eval` (the configs' default).
+SHARED_EVAL_SEED = 12345
+
+
+def eval_seed(seed: int) -> int:
+    """The held-out set's seed and sampling key (`eval.seed`) of the runs of RL seed `seed` in a
+    scale with `seed_eval`: a 31-bit hash of the seed (`rlvr.envs.base.derive_seed`), so two
+    seeds evaluate on different held-out draws with different keys and one seed always on the
+    same. It enters the run's config, hence its cache key (`runner.run_key`)."""
+    from rlvr.envs.base import derive_seed
+
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return derive_seed("study/eval", seed) % (2**31 - 1)
+
+
 def scale(name: str) -> dict:
     if name not in SCALES:
         raise ValueError(f"scale must be one of {sorted(SCALES)}, got {name!r}")
@@ -163,6 +182,7 @@ def base_config(method: str, seed: int, sc: dict):
     c.train.sft_steps = sc["sft_steps"]
     c.train.sft_pool = sc["sft_pool"]
     c.eval.num_tasks = sc["eval_tasks"]
+    c.eval.seed = eval_seed(seed) if sc.get("seed_eval") else SHARED_EVAL_SEED
     c.rollout.max_turns = sc["max_turns"]
     c.sampling.max_new_tokens = sc["max_new_tokens"]
     c.checkpoint.every = sc["checkpoint_every"]

@@ -34,10 +34,13 @@ TOLERANCE = 0.05
 
 def layout(actions: Sequence[str]) -> str:
     """"reads_first" when every price read comes before the first add in `actions` (the turns
-    before a payment), else "interleaved"."""
+    before a payment, from the previous payment on: one basket's turns), else "interleaved"."""
     from rlvr.verifiers.shop import turn_kind
 
     kinds = [turn_kind(a) for a in actions]
+    pays = [i for i, k in enumerate(kinds) if k == "pay"]
+    if pays:  # several baskets: this basket's turns only
+        kinds = kinds[pays[-1] + 1:]
     gets = [i for i, k in enumerate(kinds) if k == "get"]
     adds = [i for i, k in enumerate(kinds) if k == "add"]
     return "reads_first" if not gets or not adds or max(gets) < min(adds) else "interleaved"
@@ -66,8 +69,9 @@ class PremiseResult:
         r, n = self.pay_right, self.payments
         return (f"payment right: reads first {r['reads_first']:.3f} (n={n['reads_first']}), "
                 f"interleaved {r['interleaved']:.3f} (n={n['interleaved']}); difference "
-                f"{self.difference:+.3f}; {'agree' if self.agree else 'DISAGREE'} within "
-                f"{self.tolerance:g}")
+                f"{self.difference:+.3f}; "
+                + (("agree" if self.agree else "DISAGREE") + f" within {self.tolerance:g}"
+                   if math.isfinite(self.difference) else "untested (a layout never occurred)"))
 
 
 def premise_check(layouts: Sequence[str], oks: Sequence[bool],
@@ -104,24 +108,25 @@ def demonstration_pay(prompt: str, observations: Sequence[str]) -> str:
 
 
 def payments_by_layout(tasks, pay_rule: PayRule, tolerance: float = TOLERANCE) -> PremiseResult:
-    """Premise check of a rule-based policy: the turns before the payment follow each task's
-    diverse demonstration (both layouts occur), the payment is `pay_rule(prompt, observations)`,
-    judged by the functional verifier at the exact state before it."""
+    """Premise check of a rule-based policy: the turns before each payment (every basket's)
+    follow each task's diverse demonstration (both layouts occur), the payment is
+    `pay_rule(prompt, observations)`, judged by the functional verifier at the exact state
+    before it."""
     from rlvr.envs.shop import ShopEnv
-    from rlvr.tasks.shop import decisive_turn, demonstrations
+    from rlvr.tasks.shop import decisive_turns, demonstrations
     from rlvr.verifiers.shop import ShopFunctionalVerifier
 
     fv = ShopFunctionalVerifier()
     layouts, oks = [], []
     for task in tasks:
         turns = demonstrations(task, style="diverse")
-        i = decisive_turn(turns)
-        env = ShopEnv()
-        env.reset(task, seed=task.random_seed)
-        obs = [env.step(t.action).observation for t in turns[:i]]
-        action = pay_rule(task.prompt, obs)
-        layouts.append(layout([t.action for t in turns[:i]]))
-        oks.append(fv.accepts(env.snapshot(), action))
+        for i in decisive_turns(turns):
+            env = ShopEnv()
+            env.restore(turns[i].state_before)
+            obs = [t.observation for t in turns[:i]]
+            action = pay_rule(task.prompt, obs)
+            layouts.append(layout([t.action for t in turns[:i]]))
+            oks.append(fv.accepts(env.snapshot(), action))
     return premise_check(layouts, oks, tolerance)
 
 
@@ -171,7 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--difficulty", default="local", choices=("local", "standard"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--cache", default=os.path.join("experiments", "results", "cache"))
+    ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
     a = ap.parse_args(argv)
     sc = local_scale("quick" if a.quick else "full", difficulty=a.difficulty)
     warm = runner.warm_folder(arms.base_config("grpo", a.seed, sc), a.seed, a.cache)

@@ -18,7 +18,8 @@ Multi-turn engines sample with the active batch padded to a multiple of `batch_b
 (the loop's `rollout.batch_bucket`), so a run compiles a few sampler shapes instead of one per
 number of still-active episodes. One thing is added around the loop, outside `rlvr/train`: each
 held-out evaluation's duration is logged as `eval/wall_s` (wall-clock measures leave evaluation
-out).
+out), and the preparation before the first step (PivotRL's probe) is timed as the record's
+`probe_wall_s`.
 """
 
 from __future__ import annotations
@@ -193,6 +194,22 @@ def time_evaluations(r) -> None:
     r.evaluator.evaluate = timed
 
 
+def time_probe(r, spent: dict) -> None:
+    """Times the collector's preparation before the first step (PivotRL's probe: a one-time
+    selection) into `spent["probe_wall_s"]`; a resumed run's preparation (restoring the kept
+    pivots) leaves the first invocation's measurement."""
+    inner = r.collector.prepare
+
+    def timed(ref_params, restored=None):
+        t0 = time.perf_counter()
+        out = inner(ref_params, restored=restored)
+        if restored is None:
+            spent["probe_wall_s"] = time.perf_counter() - t0
+        return out
+
+    r.collector.prepare = timed
+
+
 def with_batch_bucket(config, batch_bucket: int):
     """A copy of `config` (a multi-turn study run) whose sampler calls pad the active episodes
     to a multiple of `batch_bucket` rows (`rollout.batch_bucket`)."""
@@ -206,8 +223,9 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
                export: bool = False, label: str = "", log: Callable = print) -> dict:
     """Runs (or resumes, or loads from the cache) one configured run; returns its record:
     key, label, code_version, config, rows (metrics.jsonl), result (the loop's result dict),
-    wall_s / cpu_s (summed over invocations), load_avg (the machine's 1-minute load average when
-    the last invocation started and ended), from_cache, model (exported folder or None)."""
+    wall_s / cpu_s (summed over invocations), probe_wall_s (the preparation before the first
+    step, `time_probe`), load_avg (the machine's 1-minute load average when the last invocation
+    started and ended), from_cache, model (exported folder or None)."""
     from rlvr.version import code_version
 
     config = with_batch_bucket(config, batch_bucket)
@@ -250,6 +268,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     r = build_run(config, wd)
     try:
         time_evaluations(r)
+        time_probe(r, spent)
         result = train(r)
         if export:
             from rlvr.models.hf import save_pretrained
@@ -263,7 +282,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
             os.replace(tmp, model_dir)
     finally:
         r.close()
-        spent = {"wall_s": spent["wall_s"] + time.time() - t0,
+        spent = {**spent, "wall_s": spent["wall_s"] + time.time() - t0,
                  "cpu_s": spent["cpu_s"] + time.process_time() - c0,
                  "invocations": spent["invocations"] + 1}
         write_json(spent_path, spent)

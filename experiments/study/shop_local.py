@@ -4,32 +4,42 @@
     python experiments/study/shop_local.py                    # the full block (tens of CPU-hours)
     python experiments/study/shop_local.py --difficulty standard   # the control
 
-Testbed: `rlvr.tasks.shop` difficulty "local" (the decisive payment is computable from the
-observation right before it); control: "standard" (the payment needs prices from earlier
-observations, so its success depends on the layout). Before training, the premise is checked on
+Testbed: `rlvr.tasks.shop` difficulty "local3" (three baskets per episode, ~27 turns; each
+basket's decisive payment is computable from the observation right before it); control:
+"standard" (one basket; the payment needs prices from earlier observations, so its success
+depends on the layout). Before training, the premise is checked on
 each warm start (`experiments.study.premise`: payment success by layout within 0.05).
 
 Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
   grpo              GRPO on full trajectories;
   pivotrl           PivotRL (σ̂² > 0 ∧ μ̂ < λ, functional reward);
   pivot_all_equal   PivotRL on all turns (no filter) for as many training steps (rows per step
-                    equal: the same training samples) as PivotRL's budget gives, no token budget;
+                    equal: the same training samples) as PivotRL;
   pivot_exact       PivotRL with the exact-match reward;
   pivot_rollout     PivotRL with rollout candidates (`pivot.candidates="demo+rollout"`) and
                     re-profiling (`pivot.reprofile_every`).
-Primary endpoint: GRPO ÷ PivotRL training turns (`cost/turns`) to 0.9 × the lower of the two
-plateaus (`primary_endpoint`: geometric mean of the per-run ratios with its paired t-interval;
-runs that never reach the level give bounds). 512 held-out tasks, 20 evaluations per run
-(uniform spacing: the config has no early-dense schedule), 2 warm starts × 3 RL seeds.
+The PivotRL arms train for the steps PivotRL's token budget plans (budget ÷ tokens per step), so
+the one-time probe, which the loop's token budget would count, takes no training from them; GRPO
+stops at its token budget. Primary endpoint: GRPO ÷ PivotRL training turns (`cost/turns`) to
+0.9 × the lower of the two plateaus (`primary_endpoint`: geometric mean of the per-run ratios with its paired t-interval;
+runs that never reach the level give bounds). 512 held-out tasks; 20 evaluations per run plus 10
+early ones in its first tenth (`with_dense_evals`: `eval.dense_steps` / `eval.dense_every`, so
+PivotRL's early rise is seen); 2 warm starts × 3 RL seeds
+(`BlockSeeds`: each warm start is an SFT run with its own seed; each run's held-out set and
+sampling key derive from its seed, `arms.eval_seed`, shared by the arms of that seed).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
+import math
 import os
 import sys
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -37,43 +47,129 @@ ARM_NAMES = ("grpo", "pivotrl", "pivot_all_equal", "pivot_exact", "pivot_rollout
 LEVEL = 0.9  # primary endpoint: turns to LEVEL × the lower plateau
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockSeeds:
+    """The seeds of one run of the block: warm-start index `warm` and RL seed index `rl`.
+
+    `warm` is the SFT warm start's seed (`runner.warm_folder`, part of its cache key); `seed`
+    = 100 · warm + rl is the run's `config.seed` (task pool, sampling, initial keys), and the held-out
+    set and its key are `arms.eval_seed(seed)` (`eval.seed`, part of the run's cache key). The
+    arms of one BlockSeeds share all three (paired comparisons).
+    """
+
+    warm: int
+    rl: int
+
+    def __post_init__(self):
+        for name in ("warm", "rl"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 100:
+                raise ValueError(f"BlockSeeds.{name} must be an int in [0, 100), got {v!r}")
+
+    @property
+    def seed(self) -> int:
+        return 100 * self.warm + self.rl
+
+    @property
+    def eval_seed(self) -> int:
+        from experiments.study import arms
+
+        return arms.eval_seed(self.seed)
+
+    @property
+    def label(self) -> str:
+        return f"w{self.warm}s{self.rl}"
+
+
+def block_seeds(sc: dict) -> list:
+    """Every run's `BlockSeeds` of scale `sc` (warm starts × RL seeds), warm start by warm start."""
+    return [BlockSeeds(w, s) for w in sc["warm_seeds"] for s in sc["rl_seeds"]]
+
+
+# The testbed: three local baskets per episode (`rlvr.tasks.shop` difficulty "local3"). Measured
+# on the demonstrations of 1,000 train and 512 eval tasks (character tokenizer): 324 tokens on
+# average, at most 402; 27 turns on average (21-33); 177 action tokens per episode (one basket:
+# 108 tokens, at most 134; 59 action tokens); a decisive action is 7 tokens.
+LOCAL_DIFFICULTY = "local3"
+LOCAL_SEQ_LEN = 480     # the longest demonstration (402 tokens) + ~20 % for longer policy actions
+LOCAL_MAX_TURNS = 34    # the longest episode: 3 · (2 · 5 + 1) + 1 spare turn
+LOCAL_GRPO_TOKENS_PER_STEP = 5700  # 32 episodes × 177 action tokens (one basket: 1900)
+
+
 def local_scale(name: str = "full", difficulty: str = "local") -> dict:
     """The study scale `name` (`arms.SCALES`) on the checkout `difficulty`, with the block's
-    settings: 512 held-out tasks, 20 evaluations (full), 2 warm starts × 3 RL seeds."""
+    settings: 512 held-out tasks, 20 evaluations (full), 2 warm starts × 3 RL seeds.
+
+    difficulty "local": the 3-basket local testbed (`LOCAL_DIFFICULTY`, sequence length
+    `LOCAL_SEQ_LEN`, up to `LOCAL_MAX_TURNS` turns; GRPO's token budget three times the
+    one-basket study's, as its episodes are); "standard": today's one-basket checkout, the
+    negative control (quick: "small")."""
     from experiments.study import arms
 
     if difficulty not in ("local", "standard"):
         raise ValueError(f"difficulty must be 'local' or 'standard', got {difficulty!r}")
     sc = arms.scale(name)
-    sc["difficulty"] = difficulty if name != "quick" else {"local": "local", "standard": "small"}[difficulty]
+    sc["seed_eval"] = True  # held-out set and key by seed (`BlockSeeds`)
+    sc["difficulty"] = (LOCAL_DIFFICULTY if difficulty == "local" else
+                        "standard" if name != "quick" else "small")
+    if difficulty == "local":
+        sc["max_turns"] = LOCAL_MAX_TURNS
+        sc["model"]["max_seq_len"] = LOCAL_SEQ_LEN
+        sc["budget"]["grpo"] = 3 * sc["budget"]["grpo"]
+        sc["tokens_per_step"]["grpo"] = (LOCAL_GRPO_TOKENS_PER_STEP if name != "quick"
+                                         else 3 * sc["tokens_per_step"]["grpo"])
     if name == "quick":
         sc.update(warm_seeds=(0,), rl_seeds=(0,))
-        if difficulty == "local":
-            sc["max_turns"] = 12
-            sc["model"]["max_seq_len"] = 192  # 5 items: prompt + 11 turns with "ok S" observations
     else:
         sc.update(eval_tasks=512, eval_points=20, warm_seeds=(0, 1), rl_seeds=(0, 1, 2))
     return sc
 
 
+# Early-dense evaluations: during the first DENSE_FRACTION of a run's planned steps, DENSE_POINTS
+# evaluations (`eval.dense_steps` / `eval.dense_every`), then the scale's `eval_points` spacing.
+DENSE_FRACTION = 0.1
+DENSE_POINTS = 10
+
+
+def with_dense_evals(config, steps: int):
+    """`config` (a run planned for `steps` steps) also evaluated every dense_every steps during
+    its first dense_steps = max(1, DENSE_FRACTION · steps) steps, DENSE_POINTS times."""
+    c = copy.deepcopy(config)
+    c.eval.dense_steps = max(1, int(steps * DENSE_FRACTION))
+    c.eval.dense_every = max(1, c.eval.dense_steps // DENSE_POINTS)
+    return c
+
+
+def planned_steps(name: str, sc: dict) -> int:
+    """The steps block arm `name` plans at scale `sc` (its budget ÷ its method's tokens per step)."""
+    from experiments.study import arms
+
+    arm = arms.ARMS["pivot_all" if name == "pivot_all_equal" else
+                    "pivotrl" if name == "pivot_rollout" else name]
+    return max(1, int(round(sc["budget"][arm.budget] / sc["tokens_per_step"][arm.method])))
+
+
 def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
-    """The config of block arm `name` for RL seed `seed` (see the module docstring)."""
+    """The config of block arm `name` for RL seed `seed` (see the module docstring), with the
+    early-dense evaluations (`with_dense_evals`)."""
     from experiments.study import arms
 
     if name not in ARM_NAMES:
         raise ValueError(f"arm must be one of {ARM_NAMES}, got {name!r}")
-    if name in ("grpo", "pivotrl", "pivot_exact"):
-        return arms.arm_config(name, seed, sc, warm=warm, lr=lr)
-    if name == "pivot_all_equal":
-        c = arms.arm_config("pivot_all", seed, sc, warm=warm, lr=lr)
-        steps = max(1, int(round(sc["budget"]["pivot"] / sc["tokens_per_step"]["pivotrl"])))
-        c.train.token_budget = 0
-        c.train.num_steps = steps
-        return c
-    c = arms.arm_config("pivotrl", seed, sc, warm=warm, lr=lr)
-    c.pivot.candidates = "demo+rollout"
-    c.pivot.reprofile_every = max(1, c.eval.every)
-    return c
+    steps = planned_steps(name, sc)
+    if name == "grpo":
+        return with_dense_evals(arms.arm_config(name, seed, sc, warm=warm, lr=lr), steps)
+    # PivotRL arms train for the planned steps (32 turn samples each), not to a token budget: the
+    # loop's budget counts the one-time probe (~90k tokens on 3 baskets at the full scale), which
+    # would leave each arm a different amount of training
+    c = arms.arm_config({"pivot_all_equal": "pivot_all", "pivot_rollout": "pivotrl"}.get(name, name),
+                        seed, sc, warm=warm, lr=lr)
+    c.train.token_budget = 0
+    c.train.num_steps = steps
+    if name == "pivot_rollout":
+        c.pivot.candidates = "demo+rollout"
+        c.pivot.reprofile_every = max(1, c.eval.every)
+    return with_dense_evals(c, steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +189,14 @@ class Endpoint:
 
 
 def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
-    """The primary endpoint from paired run records (same warm start and RL seed)."""
+    """The primary endpoint from paired run records (same warm start and RL seed). Training
+    turns leave out PivotRL's pivot profiling (`stats.curve(..., one_time="exclude")`: a
+    one-time selection, reported on its own by `block_report`)."""
     from experiments.study import stats
 
     per = []
     for g, p in zip(grpo_records, pivot_records):
-        cg, cp = stats.curve(g), stats.curve(p)
+        cg, cp = stats.curve(g, one_time="exclude"), stats.curve(p, one_time="exclude")
         level = LEVEL * min(stats.plateau(cg), stats.plateau(cp))
         (tg, rg), (tp, rp) = stats.cost_to(cg, level, x="turns"), stats.cost_to(cp, level, x="turns")
         per.append((tg, tp, stats.censored_ratio_kind(rg, rp)))
@@ -106,47 +204,236 @@ def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
     return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per))
 
 
+# ----------------------------------------------------------------------------- records, report
+@dataclasses.dataclass(frozen=True)
+class BlockRun:
+    """One run of the block: its arm, its seeds and its record (as stored, `records.read_record`)."""
+
+    arm: str
+    seeds: BlockSeeds
+    record: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """What the block's report is a function of, read from its records folder.
+
+    Attributes:
+      settings: {"scale", "difficulty", "learning_rates", "level"}.
+      premise: "warm<w>" → the premise check of warm start w (`premise.PremiseResult` as a dict).
+      runs: every `BlockRun`, ordered by warm start, RL seed and arm (`ARM_NAMES` order).
+    """
+
+    settings: dict
+    premise: dict
+    runs: tuple
+
+    def records(self, arm: str) -> list:
+        return [r.record for r in self.runs if r.arm == arm]
+
+
+def records_folder(scale: str, difficulty: str) -> str:
+    """experiments/study/records/shop_local_<scale>_<difficulty>: the block's committed records."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "records",
+                        f"shop_local_{scale}_{difficulty}")
+
+
+def record_path(folder: str, arm: str, seeds: BlockSeeds) -> str:
+    from experiments.study.records import SUFFIX
+
+    return os.path.join(folder, f"{arm}.{seeds.label}{SUFFIX}")
+
+
+def write_block_meta(folder: str, settings: dict, premise: dict) -> None:
+    """The block's settings and premise checks (`block.json`, next to the run records)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "block.json"), "w") as f:
+        json.dump({"settings": settings, "premise": premise}, f, indent=1, sort_keys=True, default=float)
+        f.write("\n")
+
+
+def load_block(folder: str) -> Block:
+    """The block stored in `folder` (block.json and one `<arm>.w<W>s<S>.jsonl.gz` per run)."""
+    import re
+
+    from experiments.study.records import SUFFIX, read_record
+
+    meta_path = os.path.join(folder, "block.json")
+    if not os.path.exists(meta_path):
+        raise FileNotFoundError(f"{meta_path}: no block here (run shop_local.py first)")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    runs = []
+    for name in os.listdir(folder):
+        m = re.fullmatch(r"([a-z_]+)\.w(\d+)s(\d+)" + re.escape(SUFFIX), name)
+        if m and m.group(1) in ARM_NAMES:
+            runs.append(BlockRun(m.group(1), BlockSeeds(int(m.group(2)), int(m.group(3))),
+                                 read_record(os.path.join(folder, name))))
+    runs.sort(key=lambda r: (r.seeds.warm, r.seeds.rl, ARM_NAMES.index(r.arm)))
+    return Block(settings=meta["settings"], premise=meta["premise"], runs=tuple(runs))
+
+
+def _num(v: float, digits: int = 3) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def block_report(block: Block) -> tuple[str, dict]:
+    """(markdown, numbers) of the block, a function of `block` alone: the premise checks, one
+    line per PivotRL arm with its one-time cost (pivot profiling: tokens, turns, wall-clock),
+    every run's reading on training cost (the one-time cost left out), the primary endpoint and
+    the exploratory final-success differences against PivotRL."""
+    from experiments.study import stats
+    from experiments.study.report import count, table
+
+    st = block.settings
+    lines = [f"# Local checkout block: difficulty `{st['difficulty']}`, scale `{st['scale']}`",
+             f"Learning rates: {', '.join(f'{k} {v:g}' for k, v in sorted(st['learning_rates'].items()))}. "
+             f"Runs: {len(block.runs)} ({', '.join(sorted({r.seeds.label for r in block.runs}))}).",
+             "## Premise on each warm start (payment success by layout, within "
+             f"{stats_tol(block)})"]
+    prem_rows = []
+    for w, p in sorted(block.premise.items()):
+        r, n = p["pay_right"], p["payments"]
+        prem_rows.append([w, f"{_num(r['reads_first'])} (n={n['reads_first']})",
+                          f"{_num(r['interleaved'])} (n={n['interleaved']})",
+                          _num(p["difference"]),
+                          "agree" if p["agree"] else "DISAGREE" if math.isfinite(p["difference"])
+                          else "untested (a layout was never paid with the cart complete)"])
+    lines.append(table(["warm start", "reads first", "interleaved", "difference", "premise"], prem_rows))
+    # the one-time cost, on its own lines
+    lines.append("## One-time cost: pivot profiling (outside the compared budgets)")
+    once_lines, once_num = [], {}
+    for arm in ARM_NAMES:
+        recs = block.records(arm)
+        costs = [stats.one_time_cost(r) for r in recs]
+        if not costs or not any(c.tokens or c.turns for c in costs):
+            continue
+        mean = stats.OneTimeCost(*(float(np.mean([getattr(c, f) for c in costs]))
+                                   for f in ("tokens", "prompt_tokens", "turns", "wall_s")))
+        once_num[arm] = dataclasses.asdict(mean)
+        once_lines.append(f"- one-time cost, `{arm}` (mean over {count(len(costs), 'run')}): {mean.line()}")
+    lines.append("\n".join(once_lines) if once_lines else "No run spent anything before its first step.")
+    if once_lines:
+        lines.append("Wall-clock is the probe's duration in its run's process; the first PivotRL run of "
+                     "a process includes compiling the sampler's shapes.")
+    # every run on training cost
+    run_rows, run_num = [], {}
+    for br in block.runs:
+        c = stats.curve(br.record, one_time="exclude")
+        once = stats.one_time_cost(br.record)
+        final = float(c["success"][-1]) if len(c["success"]) else float("nan")
+        plat = stats.plateau(c) if len(c["success"]) else float("nan")
+        turns = float(c["turns"][-1]) if len(c["turns"]) else float("nan")
+        tokens = float(c["tokens"][-1]) if len(c["tokens"]) else float("nan")
+        key = f"{br.arm}/{br.seeds.label}"
+        run_num[key] = {"final_success": final, "plateau": plat, "training_turns": turns,
+                        "training_tokens": tokens, "evaluations": int(len(c["step"])),
+                        "one_time_turns": once.turns, "eval_seed": br.record.get("config", {}).get("eval.seed")}
+        run_rows.append([br.arm, br.seeds.label, run_num[key]["eval_seed"], _num(final), _num(plat),
+                         f"{turns:.0f}", f"{tokens:.0f}", len(c["step"]), f"{once.turns:.0f}"])
+    lines += ["## Runs (training cost: the one-time cost left out)",
+              table(["arm", "run", "eval.seed", "final success", "plateau (last 3)", "training turns",
+                     "training tokens", "evaluations", "one-time turns"], run_rows)]
+    # the primary endpoint
+    ep = primary_endpoint(block.records("grpo"), block.records("pivotrl"))
+    per = ", ".join(f"{g:.0f}/{p:.0f} ({kind})" for g, p, kind in ep.per_run)
+    lines += ["## Primary endpoint",
+              f"GRPO ÷ PivotRL training turns to {st['level']} × the lower plateau: "
+              f"{stats.fmt_ci(ep.ratio, ep.lo, ep.hi, unit='×')} (geometric mean, 95 % paired "
+              f"t-interval over {count(len(ep.per_run), 'paired run')}; GRPO/PivotRL turns per run: "
+              f"{per or 'none'})."]
+    # exploratory
+    pv = {r.seeds: run_num[f"pivotrl/{r.seeds.label}"]["final_success"] for r in block.runs if r.arm == "pivotrl"}
+    exp_rows, exp_num = [], {}
+    for arm in ARM_NAMES:
+        if arm == "pivotrl":
+            continue
+        mine = {r.seeds: run_num[f"{arm}/{r.seeds.label}"]["final_success"] for r in block.runs if r.arm == arm}
+        both = [s for s in mine if s in pv]
+        d = stats.diffs([mine[s] for s in both], [pv[s] for s in both])
+        point, lo, hi = stats.t_interval(d)
+        exp_num[arm] = {"per_run": d, "point": point, "lo": lo, "hi": hi}
+        exp_rows.append([f"{arm} − pivotrl", ", ".join(f"{x:+.3f}" for x in d) or "none",
+                         stats.fmt_ci(point, lo, hi)])
+    lines += ["## Exploratory: final success against PivotRL (paired by run)",
+              table(["difference", "per run", "mean [95% t-CI]"], exp_rows)]
+    wall = sum(r.record.get("wall_s", 0.0) for r in block.runs)
+    cpu = sum(r.record.get("cpu_s", 0.0) for r in block.runs)
+    versions = sorted({r.record.get("code_version", "?") for r in block.runs})
+    lines += ["## Compute",
+              f"{count(len(block.runs), 'run')}: {wall / 3600:.2f} wall-hours, {cpu / 3600:.2f} "
+              f"CPU-hours (warm starts and premise checks not included); runs' code version: "
+              f"{', '.join(f'`{v}`' for v in versions) or 'none'}."]
+    numbers = {"settings": st, "premise": block.premise, "one_time_cost": once_num, "runs": run_num,
+               "primary_endpoint": dataclasses.asdict(ep), "exploratory": exp_num,
+               "compute": {"runs": len(block.runs), "wall_h": wall / 3600, "cpu_h": cpu / 3600},
+               "run_code_versions": versions}
+    return "\n\n".join(lines) + "\n", numbers
+
+
+def stats_tol(block: Block) -> str:
+    tols = sorted({p["tolerance"] for p in block.premise.values()})
+    return ", ".join(f"{t:g}" for t in tols) or "n/a"
+
+
+def write_report(block: Block, out: str) -> tuple[str, str]:
+    """Writes the block's report as shop_local_<scale>_<difficulty>.md / .json under `out`."""
+    md, numbers = block_report(block)
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.join(out, f"shop_local_{block.settings['scale']}_{block.settings['difficulty']}")
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    with open(stem + ".json", "w") as f:
+        json.dump(numbers, f, indent=1, sort_keys=True, default=float)
+        f.write("\n")
+    return stem + ".md", stem + ".json"
+
+
 def main(argv=None) -> int:
     from experiments.study import arms, premise, runner
+    from experiments.study.records import write_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--difficulty", default="local", choices=("local", "standard"))
-    ap.add_argument("--cache", default=os.path.join("experiments", "results", "cache"))
-    ap.add_argument("--workdir", default=os.path.join("experiments", "results", "work"))
+    # the study's cache (git-ignored; shared with the other study scripts)
+    ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
+    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"))
     ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
+    ap.add_argument("--records", default="", help="folder of the block's compressed run records "
+                    "(default experiments/study/records/shop_local_<scale>_<difficulty>)")
+    ap.add_argument("--from-records", action="store_true",
+                    help="run nothing: regenerate the report from the records folder")
     a = ap.parse_args(argv)
-    sc = local_scale("quick" if a.quick else "full", a.difficulty)
+    scale = "quick" if a.quick else "full"
+    folder = a.records or records_folder(scale, a.difficulty)
+    if a.from_records:
+        md, _ = write_report(load_block(folder), a.out)
+        print(open(md).read(), flush=True)
+        return 0
+    sc = local_scale(scale, a.difficulty)
     lrs = {m: sc["lr_grid"][m][0] if a.quick else 1e-4 for m in ("grpo",)}
     lrs["pivotrl"] = sc["lr_grid"]["pivotrl"][0] if a.quick else 3e-5
-    os.makedirs(a.out, exist_ok=True)
-    out = {"difficulty": sc["difficulty"], "scale": "quick" if a.quick else "full",
-           "premise": {}, "runs": {}}
-    recs = {n: [] for n in ARM_NAMES}
+    settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
+    prem = {}
     for w in sc["warm_seeds"]:
         warm = runner.warm_folder(arms.base_config("grpo", w, sc), w, a.cache)
         wd = os.path.join(a.workdir, f"premise_w{w}")
-        pc = arms.with_warm(arms.base_config("pivotrl", w, sc), warm)
+        # on the held-out set of the warm start's first run
+        pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
         res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
-        out["premise"][f"warm{w}"] = dataclasses.asdict(res)
+        prem[f"warm{w}"] = dataclasses.asdict(res)
+        write_block_meta(folder, settings, prem)
         print(f"warm start {w}: {res.line()}", flush=True)
-        for s in sc["rl_seeds"]:
-            seed = 100 * w + s
+        for bs in (b for b in block_seeds(sc) if b.warm == w):
             for n in ARM_NAMES:
                 method = "grpo" if n == "grpo" else "pivotrl"
-                c = arm_config(n, seed, sc, warm=warm, lr=lrs[method])
+                c = arm_config(n, bs.seed, sc, warm=warm, lr=lrs[method])
                 rec = runner.run_config(c, workdir_root=a.workdir, cache=a.cache,
-                                        label=f"local/{n}/w{w}s{s}")
-                recs[n].append(rec)
-                out["runs"][f"{n}/w{w}s{s}"] = {
-                    "final_success": rec["rows"][-1].get("eval/success") if rec["rows"] else None,
-                    "key": rec.get("key")}
-    ep = primary_endpoint(recs["grpo"], recs["pivotrl"])
-    out["primary_endpoint"] = dataclasses.asdict(ep)
-    print(f"GRPO ÷ PivotRL training turns to {LEVEL} × lower plateau: {ep.ratio:.3g} "
-          f"[{ep.lo:.3g}, {ep.hi:.3g}] per run {list(ep.per_run)}", flush=True)
-    with open(os.path.join(a.out, f"shop_local_{out['scale']}_{a.difficulty}.json"), "w") as f:
-        json.dump(out, f, indent=1, default=float)
+                                        label=f"local/{n}/{bs.label}")
+                write_record(record_path(folder, n, bs), rec)
+    md, _ = write_report(load_block(folder), a.out)  # the tables come from the records only
+    print(open(md).read(), flush=True)
     return 0
 
 

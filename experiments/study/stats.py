@@ -26,10 +26,49 @@ import numpy as np
 nan = float("nan")
 
 
-def curve(rec: dict, *, async_lag: int = 0) -> dict:
+@dataclasses.dataclass(frozen=True)
+class OneTimeCost:
+    """What a run spent before its first training step: PivotRL's pivot profiling (the probe of
+    the candidate states with the reference policy), a one-time selection; zero for other methods.
+
+    Attributes:
+      tokens, prompt_tokens, turns: its rollout cost (the `cost/*` of the run's step-0 row, which
+        the loop charges to the first step, so every later cumulative cost includes it).
+      wall_s: its duration in seconds (`probe_wall_s` of the record, timed by `runner.run_config`;
+        NaN where the record predates it).
+    """
+
+    tokens: float
+    prompt_tokens: float
+    turns: float
+    wall_s: float
+
+    def line(self) -> str:
+        wall = "not recorded" if not math.isfinite(self.wall_s) else f"{self.wall_s:.1f} s"
+        return (f"{self.tokens:.0f} rollout tokens, {self.turns:.0f} turns, "
+                f"{self.prompt_tokens:.0f} prompt tokens, {wall} wall-clock")
+
+
+def one_time_cost(rec: dict) -> OneTimeCost:
+    """The run record's one-time cost before training (see OneTimeCost)."""
+    rows = [r for r in rec["rows"] if r["step"] == 0]
+    r0 = rows[0] if rows else {}
+    return OneTimeCost(tokens=float(r0.get("cost/sampled_tokens", 0.0)),
+                       prompt_tokens=float(r0.get("cost/prompt_tokens", 0.0)),
+                       turns=float(r0.get("cost/turns", 0.0)),
+                       wall_s=float(rec.get("probe_wall_s", nan)))
+
+
+def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
     """{step, success, ci, tokens, prompt_tokens, turns, wall_s} arrays at each evaluation of a
     run record (`runner.run_config`), in step order (the warm-start evaluation is step 0); `turns`
-    is the cumulative count of policy calls (`cost/turns`; NaN in records that predate it)."""
+    is the cumulative count of policy calls (`cost/turns`; NaN in records that predate it).
+
+    one_time: "include" (the costs as the loop counts them, PivotRL's probe inside) or
+    "exclude" (the run's `one_time_cost` taken off every cost: training cost only, the probe a
+    one-time selection reported on its own). Wall-clock never includes the probe."""
+    if one_time not in ("include", "exclude"):
+        raise ValueError(f"one_time must be 'include' or 'exclude', got {one_time!r}")
     rows = sorted(rec["rows"], key=lambda r: r["step"])
     step_s = {r["step"]: float(r["time/step_s"]) for r in rows if "time/step_s" in r}
     evals = [r for r in rows if "eval/success" in r]
@@ -57,7 +96,13 @@ def curve(rec: dict, *, async_lag: int = 0) -> dict:
         out["prompt_tokens"].append(float(r.get("cost/prompt_tokens", 0.0)))
         out["turns"].append(float(r.get("cost/turns", float("nan"))))
         out["wall_s"].append(max((v for k, v in cum.items() if k <= s), default=0.0))
-    return {k: np.asarray(v, float) for k, v in out.items()}
+    out = {k: np.asarray(v, float) for k, v in out.items()}
+    if one_time == "exclude" and len(out["step"]):
+        once = one_time_cost(rec)
+        out["tokens"] = out["tokens"] - once.tokens
+        out["prompt_tokens"] = out["prompt_tokens"] - once.prompt_tokens
+        out["turns"] = out["turns"] - once.turns
+    return out
 
 
 def shift(c: dict, tokens: float = 0.0, prompt_tokens: float = 0.0, wall_s: float = 0.0,

@@ -63,6 +63,8 @@ TOOLSET = ToolSet((
 def reset(snapshot: Mapping[str, Any]) -> dict:
     state = snapshot.get("state", snapshot)
     shop.validate_state(state)
+    if shop.is_multi_basket(state):
+        raise ValueError("shop_tools: one basket per task (a several-basket checkout is a text-protocol task)")
     return copy.deepcopy(dict(state))
 
 

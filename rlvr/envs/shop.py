@@ -52,6 +52,17 @@ cart. In any trajectory the functional verifier accepts, every read precedes its
 follows the last add (a re-read or a read of an unordered item is rejected), so the turn before a
 correct payment is the last add and its observation restates the order total: ``pay S`` copied
 from the last observation is the decisive action (`local_pay_from_observation`).
+
+**Several baskets per episode** (local variant only; state field ``"baskets"``, version
+`LOCAL_BASKETS_ENV_VERSION`; a one-basket state has no such field and is unchanged, version
+`LOCAL_ENV_VERSION`). The episode checks out the baskets one after another at the same shop
+(same prices): the prompt is the first basket's order; a ``pay`` that is not the last basket's
+records the payment in ``"payments"`` (its value, the basket's total and whether it was right:
+the value equals the total and the cart held exactly the order) and opens the next basket —
+``order``, ``total``, ``read`` and ``cart`` become the next basket's, empty — and answers
+``ok`` followed by the next order's line (``"ok\nb1 d1 g1\n"``). Prices must be read again in
+each basket, so every basket's decisive payment depends only on the observation right before
+it. The episode succeeds when every basket was paid right (`all_paid_right`).
 """
 
 from __future__ import annotations
@@ -68,6 +79,8 @@ from rlvr.records.task import TaskSpec
 ENV_NAME = "shop"
 ENV_VERSION = "shop/1"
 LOCAL_ENV_VERSION = "shop-local/1"
+LOCAL_BASKETS_ENV_VERSION = "shop-local-baskets/1"
+MAX_BASKETS = 9
 VARIANTS = ("control", "local")
 ITEMS = "abcdefgh"
 TOOLS = ("get", "add", "pay")
@@ -126,22 +139,20 @@ def variant_of(state: Mapping[str, Any]) -> str:
     return "local" if state.get("variant") == "local" else "control"
 
 
+def is_multi_basket(state: Mapping[str, Any]) -> bool:
+    """True for a state of several baskets (the ``"baskets"`` field; module docstring)."""
+    return "baskets" in state
+
+
 def version_of(state: Mapping[str, Any]) -> str:
     """The environment version string of a state's variant (cached verdicts key on it)."""
-    return LOCAL_ENV_VERSION if variant_of(state) == "local" else ENV_VERSION
+    if variant_of(state) != "local":
+        return ENV_VERSION
+    return LOCAL_BASKETS_ENV_VERSION if is_multi_basket(state) else LOCAL_ENV_VERSION
 
 
-def initial_state(prices: Mapping[str, int], order, max_turns: int,
-                  variant: str = "control") -> dict:
-    """The authoritative state at turn 0 (plain JSON types). `variant` "control" (today's; the
-    state has no ``variant`` field, so its hash is unchanged) or "local" (module docstring)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    prices = {str(k): int(v) for k, v in sorted(prices.items())}
+def _check_order(order, prices) -> list:
     order = [[str(k), int(q)] for k, q in order]
-    for k, v in prices.items():
-        if k not in ITEMS or not 1 <= v <= 9:
-            raise ValueError(f"prices: items must be in {ITEMS!r} and prices 1-9, got {k!r}: {v!r}")
     if not order:
         raise ValueError("order: must name at least one item")
     for k, q in order:
@@ -149,8 +160,33 @@ def initial_state(prices: Mapping[str, int], order, max_turns: int,
             raise ValueError(f"order: each line must be [item sold here, qty 1-{MAX_QTY}], got {[k, q]}")
     if len({k for k, _ in order}) != len(order):
         raise ValueError(f"order: items must be distinct, got {order}")
-    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 2 * len(order) + 1:
-        raise ValueError(f"max_turns must be an int >= 2n+1 = {2 * len(order) + 1}, got {max_turns!r}")
+    return order
+
+
+def initial_state(prices: Mapping[str, int], order, max_turns: int,
+                  variant: str = "control", baskets=None) -> dict:
+    """The authoritative state at turn 0 (plain JSON types). `variant` "control" (today's; the
+    state has no ``variant`` field, so its hash is unchanged) or "local" (module docstring).
+    `baskets`: None (one basket, `order`) or the orders of every basket in turn (local variant,
+    2 to `MAX_BASKETS` of them; `order` must be the first)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    prices = {str(k): int(v) for k, v in sorted(prices.items())}
+    for k, v in prices.items():
+        if k not in ITEMS or not 1 <= v <= 9:
+            raise ValueError(f"prices: items must be in {ITEMS!r} and prices 1-9, got {k!r}: {v!r}")
+    order = _check_order(order, prices)
+    if baskets is not None:
+        if variant != "local":
+            raise ValueError(f"baskets: several baskets exist in the local variant only, got variant {variant!r}")
+        if not 2 <= len(baskets) <= MAX_BASKETS:
+            raise ValueError(f"baskets: must hold 2 to {MAX_BASKETS} orders, got {len(baskets)}")
+        baskets = [_check_order(b, prices) for b in baskets]
+        if baskets[0] != order:
+            raise ValueError("baskets: the first basket must be `order`")
+    need = sum(2 * len(b) + 1 for b in (baskets or [order]))
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < need:
+        raise ValueError(f"max_turns must be an int >= Σ(2n+1) = {need}, got {max_turns!r}")
     state = {
         "prices": prices,            # hidden prices of every item sold here
         "order": order,              # [[item, qty], ...] the customer's order
@@ -166,6 +202,10 @@ def initial_state(prices: Mapping[str, int], order, max_turns: int,
     }
     if variant == "local":
         state["variant"] = "local"
+    if baskets is not None:
+        state["baskets"] = [{"order": b, "total": order_total(b, prices)} for b in baskets]
+        state["basket"] = 0          # index of the basket being checked out
+        state["payments"] = []       # earlier baskets' payments: {expr, value, total, right}
     return state
 
 
@@ -193,6 +233,15 @@ def validate_state(state: Any) -> None:
             raise ValueError(f"shop state.{f} must be an int, got {state[f]!r}")
     if "variant" in state and state["variant"] != "local":
         raise ValueError(f"shop state.variant must be 'local' (or absent: control), got {state['variant']!r}")
+    if is_multi_basket(state):
+        if state.get("variant") != "local":
+            raise ValueError("shop state.baskets: several baskets exist in the local variant only")
+        for f, kind in (("baskets", list), ("basket", int), ("payments", list)):
+            if not isinstance(state.get(f), kind) or isinstance(state.get(f), bool):
+                raise ValueError(f"shop state.{f} must be a {kind.__name__} in a several-basket state")
+        if not 0 <= state["basket"] < len(state["baskets"]) or len(state["payments"]) != state["basket"]:
+            raise ValueError(f"shop state.basket {state['basket']} does not match its "
+                             f"{len(state['baskets'])} baskets and {len(state['payments'])} payments")
 
 
 def add_is_correct(state: Mapping[str, Any], item: str, qty: int) -> bool:
@@ -216,6 +265,11 @@ def cart_complete(state: Mapping[str, Any]) -> bool:
     return dict(state["cart"]) == {k: q for k, q in state["order"]}
 
 
+def all_paid_right(state: Mapping[str, Any]) -> bool:
+    """Every earlier basket's payment was right (True for a one-basket state)."""
+    return all(p["right"] for p in state.get("payments", []))
+
+
 def observation_of(event: Mapping[str, Any]) -> str:
     """The observation text an event produces."""
     tool = event["tool"]
@@ -223,6 +277,8 @@ def observation_of(event: Mapping[str, Any]) -> str:
         return f"={event['price']}\n" if event["result"] == "price" else OBS_NONE
     if tool == "add" and "subtotal" in event:
         return f"ok {event['subtotal']}\n"
+    if tool == "pay" and "next_order" in event:
+        return OBS_OK + event["next_order"]
     if tool in ("add", "pay"):
         return OBS_OK
     return OBS_BAD
@@ -254,7 +310,13 @@ def make_event(state: Mapping[str, Any], action: str) -> dict:
     value = eval_expr(arg)
     if value is None:
         return {"turn": turn, "tool": "invalid", "text": line[:64]}
-    return {"turn": turn, "tool": "pay", "expr": arg, "value": value}
+    event = {"turn": turn, "tool": "pay", "expr": arg, "value": value}
+    if is_multi_basket(state):
+        event["right"] = value == state["total"] and cart_complete(state)
+        nxt = state["basket"] + 1
+        if nxt < len(state["baskets"]):
+            event["next_order"] = render_order(state["baskets"][nxt]["order"])
+    return event
 
 
 def apply_event(state: Mapping[str, Any], event: Mapping[str, Any]) -> dict:
@@ -271,6 +333,13 @@ def apply_event(state: Mapping[str, Any], event: Mapping[str, Any]) -> dict:
             s["read"].append(event["item"])
     elif tool == "add":
         s["cart"][event["item"]] = int(s["cart"].get(event["item"], 0)) + int(event["qty"])
+    elif tool == "pay" and "next_order" in event:  # an earlier basket: the next one opens
+        s["payments"].append({"expr": event["expr"], "value": event["value"],
+                              "total": s["total"], "right": bool(event["right"])})
+        s["basket"] += 1
+        nxt = s["baskets"][s["basket"]]
+        s["order"], s["total"] = copy.deepcopy(nxt["order"]), nxt["total"]
+        s["read"], s["cart"] = [], {}
     elif tool == "pay":
         s["paid"] = {"expr": event["expr"], "value": event["value"]}
         s["done"], s["stop_reason"] = True, "eos"
@@ -419,7 +488,7 @@ class ShopEnv(Environment):
         """Base restore; the snapshot's version picks the variant (control or local), and the
         restored state must be of that variant."""
         want = getattr(snapshot, "env_version", None)
-        if want in (ENV_VERSION, LOCAL_ENV_VERSION):
+        if want in (ENV_VERSION, LOCAL_ENV_VERSION, LOCAL_BASKETS_ENV_VERSION):
             self.version = want
         super().restore(snapshot)
         if self.version != want:
@@ -438,7 +507,8 @@ class ShopEnv(Environment):
         return bool(self._state is not None and self._state["done"])
 
 
-__all__ = ["ALPHABET", "ENV_NAME", "ENV_VERSION", "ITEMS", "LOCAL_ENV_VERSION", "VARIANTS",
+__all__ = ["ALPHABET", "ENV_NAME", "ENV_VERSION", "ITEMS", "LOCAL_BASKETS_ENV_VERSION",
+           "LOCAL_ENV_VERSION", "MAX_BASKETS", "VARIANTS", "all_paid_right", "is_multi_basket",
            "cart_subtotal", "local_pay_from_observation", "variant_of", "version_of", "ShopEnv", "add_is_correct",
            "apply_event", "cart_complete", "initial_state", "latency_draw", "make_event",
            "make_task_snapshot", "observation_of", "oracle_action", "order_total",

@@ -113,6 +113,13 @@ class ModelConfig:
       decoder_sparse_step, mlp_only_layers: layer i is sparse iff (i + 1) % step == 0 and i is
         not in mlp_only_layers (Qwen3-MoE's convention; Mixtral: every layer).
       router_aux_loss_coef: the checkpoint's load-balancing loss coefficient (exported as is).
+      fused_projections: each attention layer stores one `qkv_proj` kernel for q/k/v and each
+        dense MLP one `gate_up_proj` kernel for gate/up, each run as one matmul (mixture-of-
+        experts layers keep their experts unfused). The layouts keep a tensor-parallel shard's
+        columns whole: `qkv_proj` [D, K·(N/K + 2)·H] holds, per kv head g, its N/K query heads,
+        then key head g, then value head g; `gate_up_proj` [D, 2F] interleaves gate column f
+        (2f) and up column f (2f + 1). Same function as the separate kernels
+        (`rlvr.models.fused`); checkpoints keep the separate Hugging Face tensors.
     """
 
     vocab_size: int
@@ -151,6 +158,7 @@ class ModelConfig:
     decoder_sparse_step: int = 1
     mlp_only_layers: tuple = ()
     router_aux_loss_coef: float = 0.0
+    fused_projections: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
@@ -168,6 +176,9 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta!r}")
         if not (isinstance(self.rms_norm_eps, (int, float)) and self.rms_norm_eps > 0):
             raise ValueError(f"ModelConfig.rms_norm_eps must be > 0, got {self.rms_norm_eps!r}")
+        if not isinstance(self.fused_projections, bool):
+            raise ValueError(f"ModelConfig.fused_projections must be True or False, "
+                             f"got {self.fused_projections!r}")
         object.__setattr__(self, "dtype", dtype_name(self.dtype, "ModelConfig.dtype"))
         object.__setattr__(self, "param_dtype", dtype_name(self.param_dtype, "ModelConfig.param_dtype"))
         if self.architecture not in ARCHITECTURES:

@@ -7,7 +7,9 @@ Mixtral's `block_sparse_moe.experts.3.w1.weight`) are stacked into one [E, ...] 
 `from_pretrained(path)` reads a local folder holding `config.json` and `model.safetensors` (or a
 sharded `model.safetensors.index.json` + shards) into a `Transformer`. `save_pretrained(model,
 path)` writes `config.json` + `model.safetensors` that `transformers.AutoModelForCausalLM`
-loads. HF Linear weights are `[out, in]`; ours are `[in, out]` (transposed on the way).
+loads. HF Linear weights are `[out, in]`; ours are `[in, out]` (transposed on the way). A model
+with `fused_projections` is loaded fused (`from_pretrained(..., fused_projections=True)`) and
+saved with the separate q/k/v and gate/up tensors, so a round trip gives the same tensors.
 A missing tensor, a wrong shape, an unknown architecture or a truncated / corrupt safetensors
 file raises `ValueError` naming it.
 """
@@ -24,6 +26,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr.models.config import ModelConfig
+from rlvr.models.fused import fuse_model, unfuse_model
 from rlvr.models.transformer import Transformer, jnp_dtype
 
 # Tensors a checkpoint may carry that we recompute or do not need.
@@ -33,7 +36,9 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 def hf_param_names(config: ModelConfig) -> Dict[str, tuple]:
     """HF tensor name -> (our nnx state path, transpose?, expert index or None).
 
-    An expert index e means the tensor is slice e of the stacked [E, ...] kernel at the path."""
+    An expert index e means the tensor is slice e of the stacked [E, ...] kernel at the path.
+    The paths are those of the separate-kernel layout (`fused_projections` off); a fused model
+    is converted on load and save (`rlvr.models.fused`)."""
     out = {"model.embed_tokens.weight": (("model", "embed_tokens"), False, None),
            "model.norm.weight": (("model", "norm", "scale"), False, None)}
     if not config.tie_word_embeddings:
@@ -118,11 +123,20 @@ def load_config(path: str, *, dtype: str = "float32", param_dtype=None) -> Model
 
 
 def from_pretrained(path: str, *, dtype: str = "float32", param_dtype=None,
-                    remat: bool = False) -> Transformer:
+                    remat: bool = False, fused_projections: bool = False) -> Transformer:
     """Loads a local HF folder (any of `ARCHITECTURES`) into a `Transformer`.
 
     dtype: compute dtype ("float32" | "bfloat16"); param_dtype defaults to dtype.
+    fused_projections: store q/k/v and gate/up as one kernel each (`ModelConfig.
+    fused_projections`); the checkpoint's separate tensors (and q/k/v biases) are fused exactly.
     """
+    model = _load(path, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    if fused_projections:
+        model = fuse_model(model)
+    return model
+
+
+def _load(path: str, *, dtype, param_dtype, remat) -> Transformer:
     config = load_config(path, dtype=dtype, param_dtype=param_dtype)
     files = _safetensor_files(path)
     names = hf_param_names(config)
@@ -179,6 +193,8 @@ def save_pretrained(model: Transformer, path: str) -> None:
         raise ValueError("save_pretrained: the model carries LoRA adapters (and possibly a quantised base); "
                          "write rlvr.models.lora.merge(model) (adapters folded in) or use "
                          "rlvr.models.lora.save_merged / save_adapters")
+    if model.config.fused_projections:  # checkpoints hold the separate tensors
+        model = unfuse_model(model)
     config = model.config
     os.makedirs(path, exist_ok=True)
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rlvr.models.fused import FUSED_GROUPS, fuse_columns, split_columns
 from rlvr.models.transformer import Linear, MoE, Transformer, jnp_dtype
 
 ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -123,6 +124,22 @@ def lora_targets(model_config) -> tuple:
                                            for i in range(model_config.num_layers)):
         return TARGETS
     return ATTENTION_TARGETS
+
+
+def split_fused_targets(fused_projections: bool, targets) -> str:
+    """"" when `targets` suit a model with this `fused_projections`; else why not: fused, q/k/v and
+    gate/up are one kernel each, so an adapter covers all of a group or none of it (an adapter
+    on the fused kernel is x A B with one A and B's columns per member; `save_adapters` writes
+    it as PEFT adapters of the members sharing A)."""
+    if not fused_projections:
+        return ""
+    for fused, members in FUSED_GROUPS.items():
+        chosen = [m for m in members if m in targets]
+        if chosen and len(chosen) != len(members):
+            return (f"LoRA targets {tuple(targets)} split the fused kernel {fused} "
+                    f"({' + '.join(members)}) of a model with fused_projections=True: target "
+                    f"all of {members} or none of them, or turn fused_projections off")
+    return ""
 
 
 # ------------------------------------------------------------------------------- modules
@@ -217,14 +234,17 @@ class QuantizedKernel(nnx.Module):
 def _projections(model: Transformer):
     """(layer index, name, Linear) of every block projection, in a fixed order. A
     mixture-of-experts layer contributes its attention projections only (its experts and
-    router are not adapted)."""
+    router are not adapted). A fused model (`ModelConfig.fused_projections`) yields
+    `qkv_proj` and `gate_up_proj` in place of their members (`FUSED_GROUPS`)."""
     for i, block in enumerate(model.model.layers):
-        for name in ATTENTION_TARGETS:
-            yield i, name, getattr(block.self_attn, name)
+        for name in ("qkv_proj",) + ATTENTION_TARGETS:
+            if getattr(block.self_attn, name) is not None:
+                yield i, name, getattr(block.self_attn, name)
         if isinstance(block.mlp, MoE):
             continue
-        for name in MLP_TARGETS:
-            yield i, name, getattr(block.mlp, name)
+        for name in ("gate_up_proj",) + MLP_TARGETS:
+            if getattr(block.mlp, name) is not None:
+                yield i, name, getattr(block.mlp, name)
 
 
 def _norms(model: Transformer):
@@ -264,7 +284,7 @@ def _attach(model: Transformer, config: LoRAConfig) -> None:
         axes = _kernel_axes(lin)
         if config.quantize != "none":
             lin.kernel = QuantizedKernel(lin.kernel[...], qtype=config.quantize, axes=axes)
-        if name in config.targets:
+        if all(m in config.targets for m in FUSED_GROUPS.get(name, (name,))):
             din, dout = lin.kernel.shape
             lin.lora = Adapter(din, dout, rank=config.rank, alpha=config.alpha,
                                dropout=config.dropout, axes=axes, dtype=dtype, rngs=rngs)
@@ -370,6 +390,9 @@ def apply_lora(model: Transformer, config: LoRAConfig) -> LoRAPolicy:
         raise ValueError(f"LoRAConfig.targets {bad} do not exist in a {model.config.architecture} "
                          f"model (its experts are not adapted); allowed targets: {allowed} "
                          f"(config: model.lora.targets)")
+    split = split_fused_targets(model.config.fused_projections, config.targets)
+    if split:
+        raise ValueError(split + " (config: model.lora.targets, model.fused_projections)")
     base_graphdef, _, base_rest = _split(model)
     _attach(model, config)
     graphdef, params, rest = _split(model)
@@ -444,11 +467,14 @@ def save_adapters(model: Transformer, path: str, *, base_model_name_or_path: str
             continue
         a = np.asarray(jax.device_get(lin.lora.lora_a[...]), np.float32)
         b = np.asarray(jax.device_get(lin.lora.lora_b[...]), np.float32)
-        pre = _peft_prefix(i, name)
-        tensors[f"{pre}.lora_A.weight"] = np.ascontiguousarray(a.T)
-        tensors[f"{pre}.lora_B.weight"] = np.ascontiguousarray(b.T)
-        if name not in targets:
-            targets.append(name)
+        members = FUSED_GROUPS.get(name, (name,))  # a fused kernel: its members share A
+        parts = (split_columns(name, b, model.config) if name in FUSED_GROUPS else (b,))
+        for member, bm in zip(members, parts):
+            pre = _peft_prefix(i, member)
+            tensors[f"{pre}.lora_A.weight"] = np.ascontiguousarray(a.T)
+            tensors[f"{pre}.lora_B.weight"] = np.ascontiguousarray(np.asarray(bm).T)
+            if member not in targets:
+                targets.append(member)
         ref = lin.lora
     if ref is None:
         raise ValueError("save_adapters: the model carries no adapters")
@@ -488,17 +514,30 @@ def load_adapters(model: Transformer, path: str) -> None:
     for i, name, lin in _projections(model):
         if lin.lora is None:
             continue
-        pre = _peft_prefix(i, name)
-        for part, var in (("lora_A", lin.lora.lora_a), ("lora_B", lin.lora.lora_b)):
-            key = f"{pre}.{part}.weight"
-            if key not in tensors:
-                raise ValueError(f"{path}: adapter tensor {key!r} is missing")
-            t = tensors[key].T
+        members = FUSED_GROUPS.get(name, (name,))
+        found = {}
+        for member in members:
+            for part in ("lora_A", "lora_B"):
+                key = f"{_peft_prefix(i, member)}.{part}.weight"
+                if key not in tensors:
+                    raise ValueError(f"{path}: adapter tensor {key!r} is missing")
+                found[member, part] = tensors[key].T
+                seen.add(key)
+        a = found[members[0], "lora_A"]
+        if any(not np.array_equal(found[m, "lora_A"], a) for m in members[1:]):
+            raise ValueError(f"{path}: the adapters of {' / '.join(members)} in layer {i} have "
+                             f"different lora_A, which the fused kernel {name} of a model with "
+                             f"fused_projections=True cannot hold (load them into a model with "
+                             f"fused_projections=False)")
+        b = found[members[0], "lora_B"]
+        if name in FUSED_GROUPS:
+            b = np.asarray(fuse_columns(name, [found[m, "lora_B"] for m in members], model.config))
+        for key, t, var in ((f"{_peft_prefix(i, members[0])}.lora_A.weight", a, lin.lora.lora_a),
+                            (f"{_peft_prefix(i, members[0])}.lora_B.weight", b, lin.lora.lora_b)):
             if t.shape != tuple(var.shape):
-                raise ValueError(f"{path}: adapter tensor {key!r} has shape "
-                                 f"{tensors[key].shape}, expected {tuple(var.shape)[::-1]}")
+                raise ValueError(f"{path}: adapter tensor {key!r} has shape {t.shape[::-1]}, "
+                                 f"expected {tuple(var.shape)[::-1]}")
             var.set_value(jnp.asarray(t, var.get_value().dtype))
-            seen.add(key)
     for name, norm in _norms(model):
         if norm.scale_delta is None:
             continue

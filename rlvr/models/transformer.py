@@ -10,7 +10,10 @@ Parameter names mirror Hugging Face's (`model.layers.3.self_attn.q_proj`), kerne
 `[in, out]`.
 
 Every parameter carries `logical_axes` metadata (`vocab`, `embed`, `q_heads`, `kv_heads`, `mlp`,
-`expert`, `norm`); `rlvr.parallel` maps those names to mesh axes. The KV cache's logical axes are
+`expert`, `norm`); `rlvr.parallel` maps those names to mesh axes. With
+`ModelConfig.fused_projections` an attention layer holds one `qkv_proj` (logical `kv_heads`,
+columns grouped per kv head: `qkv_width`) and a dense MLP one `gate_up_proj` (logical `mlp`,
+gate and up columns interleaved) in place of the separate kernels. The KV cache's logical axes are
 `KV_CACHE_LOGICAL_AXES`.
 
 Masking convention: `attention_mask` [B, T] is True on real tokens. A query attends to keys at
@@ -273,17 +276,33 @@ def softcapped_attention(q, k, v, mask, *, scale: float, cap: float, window=None
     return out.reshape(b, t, n, h)
 
 
+def qkv_width(config: ModelConfig) -> int:
+    """Output width of the fused q/k/v kernel: K · (N/K + 2) · H (`ModelConfig.fused_projections`).
+
+    Column layout: K groups of (N/K + 2)·H columns; group g holds query heads g·N/K .. (g+1)·N/K
+    - 1, then key head g, then value head g (H columns each), so a split of the columns into
+    whole groups (tensor parallelism over kv heads) keeps each query head with its key and value.
+    """
+    return config.num_kv_heads * (config.num_heads // config.num_kv_heads + 2) * config.head_dim
+
+
 class Attention(nnx.Module):
     def __init__(self, config: ModelConfig, *, rngs, sliding: bool = False):
         c = config
         dt, pdt = jnp_dtype(c.dtype), jnp_dtype(c.param_dtype)
         kw = dict(dtype=dt, param_dtype=pdt, rngs=rngs)
-        self.q_proj = Linear(c.hidden_size, c.num_heads * c.head_dim, axes=("embed", "q_heads"),
-                             use_bias=c.attention_bias, **kw)
-        self.k_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim,
-                             axes=("embed", "kv_heads"), use_bias=c.attention_bias, **kw)
-        self.v_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim,
-                             axes=("embed", "kv_heads"), use_bias=c.attention_bias, **kw)
+        if c.fused_projections:  # per kv head: its N/K query heads, its key, its value
+            self.qkv_proj = Linear(c.hidden_size, qkv_width(c), axes=("embed", "kv_heads"),
+                                   use_bias=c.attention_bias, **kw)
+            self.q_proj = self.k_proj = self.v_proj = None
+        else:
+            self.qkv_proj = None
+            self.q_proj = Linear(c.hidden_size, c.num_heads * c.head_dim,
+                                 axes=("embed", "q_heads"), use_bias=c.attention_bias, **kw)
+            self.k_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim,
+                                 axes=("embed", "kv_heads"), use_bias=c.attention_bias, **kw)
+            self.v_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim,
+                                 axes=("embed", "kv_heads"), use_bias=c.attention_bias, **kw)
         self.o_proj = Linear(c.num_heads * c.head_dim, c.hidden_size, axes=("q_heads", "embed"),
                              use_bias=False, **kw)
         if c.qk_norm:
@@ -300,9 +319,15 @@ class Attention(nnx.Module):
 
     def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        if self.qkv_proj is not None:  # one matmul; columns grouped per kv head (qkv_width)
+            g = self.num_heads // self.num_kv_heads
+            y = self.qkv_proj(x).reshape(b, t, self.num_kv_heads, g + 2, self.head_dim)
+            q = y[:, :, :, :g].reshape(b, t, self.num_heads, self.head_dim)
+            k, v = y[:, :, :, g], y[:, :, :, g + 1]
+        else:
+            q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
+            k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+            v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -341,12 +366,25 @@ class MLP(nnx.Module):
         c = config
         kw = dict(dtype=jnp_dtype(c.dtype), param_dtype=jnp_dtype(c.param_dtype), rngs=rngs,
                   use_bias=False)
-        self.gate_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"), **kw)
-        self.up_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"), **kw)
+        if c.fused_projections:  # gate column f at 2f, up column f at 2f + 1
+            self.gate_up_proj = Linear(c.hidden_size, 2 * c.intermediate_size,
+                                       axes=("embed", "mlp"), **kw)
+            self.gate_proj = self.up_proj = None
+        else:
+            self.gate_up_proj = None
+            self.gate_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"),
+                                    **kw)
+            self.up_proj = Linear(c.hidden_size, c.intermediate_size, axes=("embed", "mlp"), **kw)
         self.down_proj = Linear(c.intermediate_size, c.hidden_size, axes=("mlp", "embed"), **kw)
         self.act = c.hidden_act
 
     def __call__(self, x):
+        """down(act(x W_gate) ⊙ (x W_up)); fused: one matmul x W_gate_up [.., 2F] whose even /
+        odd columns are the gate / up pre-activations."""
+        if self.gate_up_proj is not None:
+            y = self.gate_up_proj(x)
+            y = y.reshape(*y.shape[:-1], y.shape[-1] // 2, 2)
+            return self.down_proj(_act(self.act)(y[..., 0]) * y[..., 1])
         return self.down_proj(_act(self.act)(self.gate_proj(x)) * self.up_proj(x))
 
 

@@ -450,8 +450,8 @@ def run_episodes(
         Ignored when `policy` is given.
       policy: optional replacement for `sample_turn` (same signature minus model), e.g. a
         scripted policy in tests.
-      sharding: optional `rlvr.parallel.GenerationSharding`: each turn's sampler call splits its
-        batch over that mesh (the re-prefill path; `kv_reuse` sessions run unsharded).
+      sharding: optional `rlvr.parallel.GenerationSharding`: each turn's sampler call (or, with
+        `kv_reuse`, the session's cache and rows) splits its batch over that mesh.
       decode: optional `rlvr.rollout.sampler.DecodeSchedule` of each turn's sampler call (the
         re-prefill path; refused with `kv_reuse`, whose session runs its own decode loop).
     Returns:
@@ -489,7 +489,8 @@ def run_episodes(
         from rlvr.rollout.session import KVSession  # noqa: PLC0415
 
         session = KVSession(model, max_tokens=max_tokens, pad_id=tokenizer.pad_id,
-                            batch_bucket=batch_bucket, chunk_bucket=prompt_bucket)
+                            batch_bucket=batch_bucket, chunk_bucket=prompt_bucket,
+                            sharding=sharding)
     while True:
         active = [e for e in episodes if not e.done]
         if not active:

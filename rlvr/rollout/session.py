@@ -31,6 +31,11 @@ rows; padding rows repeat the first active episode (chunk, key and cache) and ar
 When an episode ends the cache is compacted (a row gather) before the next turn, so the jitted
 turn function sees a bounded set of (rows, C) shapes. Randomness is the sampler's: the caller
 passes one key per episode per turn (the agent loop: fold_in(episode key, turn)).
+
+Sharding. With a `rlvr.parallel.GenerationSharding` the row count is also a multiple of its
+batch shards, and the cache, chunks, offsets and keys are split on the row dimension over its
+mesh (the cache's KV heads over `tensor`), as the single-turn sampler splits its batch: each row's
+tokens and keys are those of the unsharded session.
 """
 
 from __future__ import annotations
@@ -138,7 +143,7 @@ class KVSession:
     """
 
     def __init__(self, model, *, max_tokens: int, pad_id: int, batch_bucket: int = 0,
-                 chunk_bucket: int = 0):
+                 chunk_bucket: int = 0, sharding=None):
         from rlvr.rollout.agent_loop import batch_size_bucket  # noqa: PLC0415 (no import cycle)
 
         batch_size_bucket(1, batch_bucket)  # validates
@@ -150,6 +155,7 @@ class KVSession:
         self.graphdef, self.state = nnx.split(model)
         self.config = model.config
         self.max_tokens, self.pad_id, self.chunk_bucket = max_tokens, pad_id, chunk_bucket
+        self.sharding = sharding  # rlvr.parallel.GenerationSharding (None: as the model is placed)
         self.cache: Optional[KVCache] = None
         self.row_of: dict = {}  # episode id -> cache row
         self.cached: dict = {}  # episode id -> stream tokens already in its cache row
@@ -158,14 +164,19 @@ class KVSession:
         """Puts the episodes `ids` in rows 0..n-1 of a bucketed cache; returns its row count."""
         n = len(ids)
         rows = self._bucket(n)
+        if self.sharding is not None:
+            rows = self.sharding.padded_rows(rows)
+        cache_sharding = None if self.sharding is None else self.sharding.cache(self.config, rows)
         if self.cache is None:
-            self.cache = KVCache.init(self.config, rows, self.max_tokens)
+            self.cache = KVCache.init(self.config, rows, self.max_tokens, sharding=cache_sharding)
         else:
             # padding rows must copy a live row (the decode loop runs until every row stops);
             # after a turn they already do: it fed them row 0's chunk and key
             src = [self.row_of[i] for i in ids] + [self.row_of[ids[0]]] * (rows - n)
             if rows != self.cache.k[0].shape[0] or src != list(range(n)) + [0] * (rows - n):
                 self.cache = _gather_rows(self.cache, jnp.asarray(src, jnp.int32))
+                if cache_sharding is not None:
+                    self.cache = jax.device_put(self.cache, cache_sharding)
         self.row_of = {i: j for j, i in enumerate(ids)}
         self.cached = {i: self.cached.get(i, 0) for i in ids}
         return rows
@@ -202,9 +213,12 @@ class KVSession:
             raise ValueError(f"KVSession.turn: got {keys.shape[0]} keys for {n} episodes")
         if rows > n:
             keys = jnp.concatenate([keys, jnp.repeat(keys[:1], rows - n)])
+        per_row = (jnp.asarray(start_arr), jnp.asarray(chunk), jnp.asarray(chunk_len), keys)
+        if self.sharding is not None:
+            per_row = jax.device_put(per_row, self.sharding.batch)
         self.cache, out_tok, out_lp, generated, done = _turn_impl(
-            self.graphdef, self.state, self.cache, jnp.asarray(start_arr), jnp.asarray(chunk),
-            jnp.asarray(chunk_len), keys, params=params, pad_id=int(self.pad_id))
+            self.graphdef, self.state, self.cache, *per_row, params=params,
+            pad_id=int(self.pad_id))
         out_tok, out_lp = np.asarray(out_tok), np.asarray(out_lp, np.float32)
         generated, done = np.asarray(generated), np.asarray(done)
         action_ids, logprobs = [], []

@@ -25,7 +25,9 @@ only in earlier observations and is where episodes fail (`decisive_turn`).
 Difficulty "local" (`ShopDifficulty.variant`): the same orders with each ``add`` after its read
 answering the running subtotal (``ok 21``), so the payment copies the last observation and its
 success cannot depend on the earlier layout; its demonstrations always pay the total. The other
-presets are its control and do not change.
+presets are its control and do not change. Difficulty "local3": three local baskets per episode
+(`ShopDifficulty.baskets`; ~27 turns, three decisive payments, each computable from the
+observation right before it).
 
 Kit kwargs (`task.kwargs`): difficulty, demo_style, latency_s, latency_alpha, latency_cap (the
 environment's simulated tool latency; see `rlvr.envs.shop`).
@@ -41,6 +43,7 @@ from rlvr.envs.base import Turn, derive_seed
 from rlvr.envs.shop import (
     ALPHABET,
     ITEMS,
+    MAX_BASKETS,
     MAX_QTY,
     VARIANTS,
     ShopEnv,
@@ -67,6 +70,10 @@ class ShopDifficulty:
         or "local" (`rlvr.envs.shop`: each ``add`` must follow its read and answers the running
         subtotal, so the payment is ``pay S`` with S copied from the observation right before
         it). Kept out of the repr, so the control's task seeds and contents do not move.
+      baskets: baskets checked out one after another in an episode (local variant only; 1 keeps
+        the one-basket tasks bit for bit, version ``shop-local/1``; more: version
+        ``shop-local-baskets/1``, each basket of [min_items, max_items] items of the shop's
+        priced items, drawn anew per basket). Kept out of the repr like `variant`.
     """
 
     min_items: int = 3
@@ -75,10 +82,17 @@ class ShopDifficulty:
     n_distractors: int = 2
     extra_turns: int = 1
     variant: str = dataclasses.field(default="control", repr=False)
+    baskets: int = dataclasses.field(default=1, repr=False)
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"ShopDifficulty.variant must be one of {VARIANTS}, got {self.variant!r}")
+        if (not isinstance(self.baskets, int) or isinstance(self.baskets, bool)
+                or not 1 <= self.baskets <= MAX_BASKETS):
+            raise ValueError(f"ShopDifficulty.baskets must be an int in [1, {MAX_BASKETS}], got {self.baskets!r}")
+        if self.baskets > 1 and self.variant != "local":
+            raise ValueError(f"ShopDifficulty.baskets={self.baskets}: several baskets need variant 'local', "
+                             f"got {self.variant!r}")
         if not (1 <= self.min_items <= self.max_items):
             raise ValueError(f"ShopDifficulty needs 1 <= min_items <= max_items, got "
                              f"{self.min_items}, {self.max_items}")
@@ -92,8 +106,8 @@ class ShopDifficulty:
 
     @property
     def max_turns(self) -> int:
-        """The longest episode: 2 · max_items + 1 + extra_turns actions."""
-        return 2 * self.max_items + 1 + self.extra_turns
+        """The longest episode: baskets · (2 · max_items + 1) + extra_turns actions."""
+        return self.baskets * (2 * self.max_items + 1) + self.extra_turns
 
 
 DIFFICULTIES = {
@@ -104,6 +118,10 @@ DIFFICULTIES = {
     # decisive payment is computable from the last observation); "standard" is its control.
     "local": ShopDifficulty(min_items=3, max_items=5, max_qty=1, n_distractors=2, extra_turns=1,
                             variant="local"),
+    # Three local baskets per episode (21-33 turns, about 27): a full trajectory is about 20×
+    # one decisive turn's text, the regime PivotRL's turn-level training is meant for.
+    "local3": ShopDifficulty(min_items=3, max_items=5, max_qty=1, n_distractors=2, extra_turns=1,
+                             variant="local", baskets=3),
 }
 
 
@@ -121,6 +139,10 @@ def _content_key(prices, order) -> str:
     return "shop/task:" + repr((sorted(prices.items()), [list(x) for x in order]))
 
 
+def _baskets_key(prices, baskets) -> str:
+    return "shop/task:" + repr((sorted(prices.items()), [[list(x) for x in b] for b in baskets]))
+
+
 def generate(n: int, *, split: str = "train", seed: int = 0,
              difficulty: Union[str, ShopDifficulty] = "standard") -> list[TaskSpec]:
     """`n` distinct checkout tasks of a split (deterministic in (split, seed, difficulty)).
@@ -135,6 +157,8 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     name, d = as_difficulty(difficulty)
     key = (repr(d),) if d.variant == "control" else (repr(d), d.variant)
+    if d.baskets > 1:
+        key = key + ("baskets", d.baskets)
     rng = random.Random(derive_seed("shop", split, seed, name, *key))
 
     def draw():
@@ -144,20 +168,37 @@ def generate(n: int, *, split: str = "train", seed: int = 0,
         order = [[i, rng.randint(1, d.max_qty)] for i in items[:k]]
         return prices, order
 
-    found = draw_distinct(n, split, draw, lambda x: _content_key(*x))
+    def draw_baskets():
+        items = rng.sample(ITEMS, d.max_items + d.n_distractors)
+        prices = {i: rng.randint(1, 9) for i in items}
+        baskets = []
+        for _ in range(d.baskets):
+            k = rng.randint(d.min_items, d.max_items)
+            baskets.append([[i, rng.randint(1, d.max_qty)] for i in rng.sample(items, k)])
+        return prices, baskets
+
+    if d.baskets > 1:
+        found = [(p, b[0], b) for p, b in draw_distinct(n, split, draw_baskets,
+                                                        lambda x: _baskets_key(*x))]
+    else:
+        found = [(p, o, None) for p, o in draw_distinct(n, split, draw, lambda x: _content_key(*x))]
     tasks = []
-    for i, (prices, order) in enumerate(found):
-        max_turns = 2 * len(order) + 1 + d.extra_turns
-        state = initial_state(prices, order, max_turns, variant=d.variant)
+    for i, (prices, order, baskets) in enumerate(found):
+        max_turns = sum(2 * len(b) + 1 for b in (baskets or [order])) + d.extra_turns
+        state = initial_state(prices, order, max_turns, variant=d.variant, baskets=baskets)
         tasks.append(TaskSpec(
             task_id=f"shop-{split}-{name}-{seed}-{i}",
             prompt=render_order(state["order"]),
             task_type="agent",
-            reference_answer=state["total"],
+            reference_answer=(state["total"] if baskets is None
+                              else [b["total"] for b in state["baskets"]]),
             public_metadata={"difficulty": name, "n_items": len(order), "max_turns": max_turns,
                              "tools": list(("get", "add", "pay")), "split": split,
                              "decisive": "pay",
-                             **({"variant": "local"} if d.variant == "local" else {})},
+                             **({"variant": "local"} if d.variant == "local" else {}),
+                             **({"baskets": len(baskets),
+                                 "n_items_per_basket": [len(b) for b in baskets]}
+                                if baskets else {})},
             hidden_verifier_id=None,
             environment_snapshot=make_task_snapshot(state),
             resource_limits={"max_turns": max_turns},
@@ -201,23 +242,29 @@ def demonstrations(task: TaskSpec, *, style: str = "diverse") -> list[Turn]:
         raise ValueError(f"style must be one of {DEMO_STYLES}, got {style!r}")
     env = ShopEnv()
     env.reset(task, seed=task.random_seed)
-    plan = iter(_diverse_plan(env.state(), demo_rng(task))) if style == "diverse" else None
+    rng = demo_rng(task)
+    plan = iter(_diverse_plan(env.state(), rng)) if style == "diverse" else None
     turns = []
     while not env.done:
         before = env.snapshot()
         action = oracle_action(env.state()) if plan is None else next(plan)
         result = env.step(action)
         turns.append(Turn(action=action, observation=result.observation, state_before=before))
+        if plan is not None and "next_order" in result.event:  # the next basket: its own plan
+            plan = iter(_diverse_plan(env.state(), rng))
     return turns
 
 
 def decisive_turn(turns: Sequence[Turn]) -> int:
-    """Index of the payment (the decisive turn) in a trajectory, or -1 if it has none."""
-    for i, t in enumerate(turns):
-        p = parse_action(t.action)
-        if p is not None and p[0] == "pay":
-            return i
-    return -1
+    """Index of the (first) payment, the decisive turn, in a trajectory, or -1 if it has none."""
+    found = decisive_turns(turns)
+    return found[0] if found else -1
+
+
+def decisive_turns(turns: Sequence[Turn]) -> list[int]:
+    """Indices of every payment in a trajectory (one per basket)."""
+    return [i for i, t in enumerate(turns)
+            if (p := parse_action(t.action)) is not None and p[0] == "pay"]
 
 
 def render_episode(task: TaskSpec, turns: Sequence[Turn]) -> str:
@@ -283,5 +330,5 @@ def _register():
 _register()
 
 __all__ = ["DEMO_STYLES", "DIFFICULTIES", "PATTERNS", "ShopDifficulty", "ShopSource", "Turn",
-           "as_difficulty", "decisive_turn", "demo_rng", "demonstrations", "generate", "kit",
+           "as_difficulty", "decisive_turn", "decisive_turns", "demo_rng", "demonstrations", "generate", "kit",
            "render_episode"]

@@ -6,8 +6,12 @@ effects (rollout and learner share cores), so wall-clock claims are made in
 (prompt tokens, completion tokens, tool calls) and a seed, and a discrete-event
 timeline places episode arrivals and learner steps on a virtual clock.
 
-Pure functions only; no engine, no threads. The time model is loaded from a
-committed JSON file (``experiments/study/system_model.json``).
+The time model is loaded from a JSON file (the study's is
+``experiments/study/system_model.json``). The pure functions below place
+durations on slots; `ModelledClockCollector` is the collector that runs a
+training loop under the modelled clock (docs/algorithms.md §7): a
+single-threaded discrete-event loop in virtual time in which every episode is
+sampled for real, at its virtual start, with the parameters published by then.
 """
 from __future__ import annotations
 
@@ -15,10 +19,15 @@ import dataclasses
 import heapq
 import json
 import math
+from typing import Optional
 
 import numpy as np
 
-from rlvr.train.collectors import stream_seed
+import jax
+
+from rlvr.rollout.sampler import per_sample_keys
+from rlvr.train.collectors import Collected, Collector, RolloutCost, stream_seed
+from rlvr.train.config import predicted_lag
 
 TOPOLOGIES = ("colocated", "disaggregated")
 
@@ -87,7 +96,8 @@ def tool_latency(model: TimeModel, seed: int, n_calls: int) -> float:
 
 def episode_duration(model: TimeModel, prompt_tokens: int, completion_tokens: int,
                      tool_calls: int, seed: int) -> float:
-    """Virtual seconds of one episode: set-up + prefill + decode + tool latency."""
+    """Virtual seconds of one episode: set-up + prefill + decode + tool latency
+    (docs/algorithms.md (A.24))."""
     return (model.env_setup_s + model.prefill_s_per_token * prompt_tokens
             + model.decode_s_per_token * completion_tokens
             + tool_latency(model, seed, tool_calls))
@@ -169,35 +179,267 @@ def row_counts(batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return real - gen, gen, tools
 
 
-class SyncModelledClock:
-    """Wraps a synchronous collector (GRPO-sync) and adds the modelled clock.
+# ----------------------------------------------------------------------------- the collector
+MODES = ("grpo_sync", "grpo_async", "sao", "sao_sync")
 
-    Samples are the wrapped collector's, untouched; each collected step adds
-    ``time/modelled_s`` (cumulative virtual seconds: the step's episodes on
-    ``model.slots`` slots, then the learner step) to the step's stats. Every
-    other collector method is delegated. Deterministic: tool latencies are
-    seeded from (seed, step, row).
+
+def clock_mode(group_size: int, asynchronous: bool) -> str:
+    """The modelled-clock mode a run's fields resolve to.
+
+    Synchronous collection: a barrier per batch ("grpo_sync" with groups, "sao_sync" with single
+    rollouts); asynchronous: each unit (a group, or one episode with group_size 1) trains on
+    arrival ("grpo_async", "sao").
+    """
+    if asynchronous:
+        return "grpo_async" if group_size > 1 else "sao"
+    return "grpo_sync" if group_size > 1 else "sao_sync"
+
+
+def sync_row_seed(seed: int, step, row: int) -> int:
+    """Tool-latency seed of row `row` of synchronous step `step`."""
+    return stream_seed("clock", seed, str(step), row)
+
+
+def unit_row_seed(seed: int, unit: int, row: int) -> int:
+    """Tool-latency seed of row `row` of streaming unit `unit`."""
+    return stream_seed("clock", seed, "unit", unit, row)
+
+
+def unit_draw(inner, unit: int):
+    """(tasks, keys) of streaming unit `unit` of a `GroupCollector`: one task drawn under the tag
+    "clock/<unit>" and `group_size` sampling keys, both from (seed, unit) only."""
+    tasks = inner.sampler.draw(f"clock/{unit}", 1)
+    key = jax.random.fold_in(inner.rollout_key, stream_seed("clock-unit", unit) % 2**31)
+    return tasks, per_sample_keys(key, inner.group_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockUnit:
+    """One sampled unit in virtual time: the `group_size` episodes of one task.
+
+    index: the unit's number (its task draw and keys derive from it); version: the policy
+    version current at its virtual start (the parameters it was sampled with); start_s /
+    arrival_s: virtual start and arrival (its slowest episode's end); collected: its rows.
     """
 
-    def __init__(self, inner, model: TimeModel, *, seed: int):
-        self.inner, self.model, self.seed = inner, model, seed
-        self.modelled_s = 0.0
+    index: int
+    version: int
+    start_s: float
+    arrival_s: float
+    collected: Collected
 
-    def collect(self, params, step, policy_version: int, num_groups=None):
+
+@dataclasses.dataclass(frozen=True)
+class _Event:
+    time: float
+    seq: int
+    unit: Optional[ClockUnit]  # None: one slot frees; else: the unit arrives
+
+    def __lt__(self, other: "_Event") -> bool:
+        return (self.time, self.seq) < (other.time, other.seq)
+
+
+class ModelledClockCollector(Collector):
+    """Training batches gathered in virtual time (`rollout.clock = "modelled"`).
+
+    A deterministic, single-threaded discrete-event loop. `model.slots` episodes run at once;
+    each episode is sampled for real through the wrapped `GroupCollector`'s engine when it
+    starts, with the parameters published at that virtual instant, and arrives
+    `episode_duration` (its token counts and a seeded tool latency) later. A learner step over
+    B rows takes `learner_step_s(B)` and publishes new parameters at its virtual end. Modes
+    (`clock_mode`):
+
+      * "grpo_sync" / "sao_sync": the step's whole batch is sampled at the step's start by the
+        wrapped collector (the very rows of a plain synchronous run), its rows run on the slots
+        in order, the learner steps after the last arrival. Topology does not matter (the next
+        batch needs the new parameters).
+      * "grpo_async" / "sao": a unit (one task's `group_size` episodes) starts whenever
+        `group_size` slots are free (rows free their slots one by one) and the staleness gate
+        allows (`backpressure`: `rlvr.train.config.predicted_lag` of the units buffered and in
+        flight must stay within `max_staleness`); the learner takes the first
+        `prompts_per_step` units in arrival order as soon as it is free, drops units whose lag
+        exceeds `max_staleness` and weights the rest `staleness_decay ** lag`. A unit started
+        during a learner step was sampled with the old parameters and carries the old version.
+        Colocated: rollout pauses while the learner steps (no unit starts, every unit in flight
+        arrives later by the step's length); disaggregated: both run at once.
+
+    `collect` returns the batch with `time/modelled_s` (virtual clock at the end of the learner
+    step this batch feeds), `time/modelled_step_s` (since the previous step's end) and
+    `time/modelled_wait_s` (the learner idle, waiting for samples). Units already sampled
+    and not yet consumed are kept for the next call. The cost of a call is that of the units
+    that arrived during it (consumed, buffered or dropped). Keys and tasks of unit u derive from
+    (seed, u); tool latencies from (seed, u, row) — two runs give identical clocks and rows.
+    """
+
+    def __init__(self, inner, model: TimeModel, *, mode: str, seed: int, max_staleness: int = 0,
+                 staleness_decay: float = 1.0, backpressure: bool = True):
+        if mode not in MODES:
+            raise ValueError(f"modelled clock mode must be one of {MODES}, got {mode!r}")
+        if mode.startswith("sao") and inner.group_size != 1:
+            raise ValueError(f"modelled clock mode {mode!r} trains single rollouts: it needs "
+                             f"algorithm.group_size=1, got {inner.group_size}")
+        if mode in ("grpo_async", "sao") and model.slots < inner.group_size:
+            raise ValueError(f"time model field slots={model.slots}: the {mode} mode starts a "
+                             f"group of {inner.group_size} episodes at once, it needs slots >= "
+                             f"algorithm.group_size")
+        self.inner, self.model, self.mode, self.seed = inner, model, mode, seed
+        self.streaming = mode in ("grpo_async", "sao")
+        self.group_size = inner.group_size
+        self.max_staleness, self.staleness_decay = max_staleness, staleness_decay
+        self.backpressure = backpressure
+        self.steps = 0
+        self.l_end = 0.0           # virtual end of the last learner step
+        # streaming state
+        self.now = 0.0             # every event up to `now` handled; starts at `now` pending
+        self.free = model.slots
+        self.events: list = []     # heap of _Event
+        self.ready: list = []      # arrived units not yet consumed (arrival order)
+        self.in_flight = 0
+        self.units = 0
+        self.dropped = 0
+        self._seq = 0
+        self._old = self._new = None  # (params, version) before / after the switch
+        self._switch = 0.0            # when `_new` was published
+        self._times = {"time/generate_s": 0.0, "time/verify_s": 0.0}
+
+    # ------------------------------------------------------------------ synchronous modes
+    def _collect_sync(self, params, step, policy_version, num_groups):
+        start = self.l_end
         got = self.inner.collect(params, step, policy_version, num_groups)
         prompt, gen, tools = row_counts(got.batch)
         durs = [episode_duration(self.model, int(p), int(g), int(t),
-                                 seed=stream_seed("clock", self.seed, str(step), i))
+                                 seed=sync_row_seed(self.seed, step, i))
                 for i, (p, g, t) in enumerate(zip(prompt, gen, tools))]
-        self.modelled_s = sync_timeline(self.model, [durs])[0] + self.modelled_s
-        return dataclasses.replace(got, stats={**got.stats, "time/modelled_s": self.modelled_s})
+        ready = max(arrival_times(durs, self.model.slots, start=start), default=start)
+        return got, ready, {}
+
+    # ------------------------------------------------------------------ streaming modes
+    def _push(self, time_s: float, unit: Optional[ClockUnit]) -> None:
+        heapq.heappush(self.events, _Event(float(time_s), self._seq, unit))
+        self._seq += 1
+
+    def _launch(self, t: float, params, version: int) -> None:
+        """Starts unit `self.units` at virtual time t, sampled now with `params`."""
+        inner, g, u = self.inner, self.group_size, self.units
+        tasks, keys = unit_draw(inner, u)
+        got = inner.engine.run(params, tasks, g, keys, inner.sampling, version)
+        prompt, gen, tools = row_counts(got.batch)
+        ends = [t + episode_duration(self.model, int(p), int(n), int(c),
+                                     seed=unit_row_seed(self.seed, u, i))
+                for i, (p, n, c) in enumerate(zip(prompt, gen, tools))]
+        for e in ends:  # each row frees its slot when it ends
+            self._push(e, None)
+        for k in self._times:  # real seconds spent sampling and judging
+            self._times[k] += got.stats.get(k, 0.0)
+        self._push(max(ends), ClockUnit(u, int(version), t, max(ends), got))
+        self.units += 1
+        self.in_flight += 1
+        self.free -= g
+
+    def _gate(self, n: int) -> bool:
+        return not (self.backpressure and predicted_lag(len(self.ready) + self.in_flight, 1, n)
+                    > self.max_staleness)
+
+    def _collect_streaming(self, params, step, policy_version, n):
+        if self._new is None:
+            self._old = self._new = (params, int(policy_version))
+        else:
+            self._old, self._new = self._new, (params, int(policy_version))
+        self._switch = self.l_end
+        colocated = self.model.topology == "colocated"
+        cost = RolloutCost()
+        while True:
+            t = self.now
+            if t >= self._switch:  # the learner is free: take a batch if one is there
+                kept = [u for u in self.ready if policy_version - u.version <= self.max_staleness]
+                self.dropped += len(self.ready) - len(kept)
+                self.ready = kept
+                if len(self.ready) >= n:
+                    break
+            if not (colocated and t < self._switch):  # colocated: paused while the learner steps
+                p, v = self._new if t >= self._switch else self._old
+                while self.free >= self.group_size and self._gate(n):
+                    self._launch(t, p, v)
+            nxt = self.events[0].time if self.events else math.inf
+            if t < self._switch:
+                nxt = min(nxt, self._switch)
+            if nxt == math.inf:
+                raise RuntimeError(f"modelled clock: no episode in flight and {len(self.ready)} "
+                                   f"of {n} units ready (time model slots={self.model.slots}, "
+                                   f"rollout.max_staleness={self.max_staleness})")
+            self.now = nxt
+            while self.events and self.events[0].time == nxt:
+                e = heapq.heappop(self.events)
+                if e.unit is None:
+                    self.free += 1
+                else:
+                    self.in_flight -= 1
+                    self.ready.append(e.unit)
+                    cost = cost + e.unit.collected.cost
+        taken, self.ready = self.ready[:n], self.ready[n:]
+        parts, lags = [], []
+        for u in taken:
+            lag = max(int(policy_version) - u.version, 0)
+            c = u.collected
+            b = c.batch.replace(
+                policy_version=np.full(c.batch.batch_size, u.version, np.int32),
+                sample_weights=np.full(c.batch.batch_size, self.staleness_decay ** lag, np.float32))
+            parts.append(dataclasses.replace(c, batch=b))
+            lags.append(lag)
+        got = Collected.concatenate(parts, cost=cost)
+        stats = {**self._times, "sample/mean_lag": float(np.mean(lags)),
+                 "clock/dropped_stale": float(self.dropped), "clock/in_flight": float(self.in_flight),
+                 "clock/buffered": float(len(self.ready))}
+        self._times = dict.fromkeys(self._times, 0.0)
+        return got, self.now, stats
+
+    # ------------------------------------------------------------------ the seam
+    def collect(self, params, step, policy_version: int, num_groups: Optional[int] = None) -> Collected:
+        n = num_groups or self.inner.prompts_per_step
+        prev = self.l_end
+        if self.streaming:
+            got, ready, extra = self._collect_streaming(params, step, policy_version, n)
+        else:
+            got, ready, extra = self._collect_sync(params, step, policy_version, n)
+        start = max(ready, prev)
+        self.l_end = start + learner_step_s(self.model, got.batch.batch_size)
+        if self.streaming and self.model.topology == "colocated":
+            # rollout pauses for the step: every episode in flight ends later by its length
+            d = self.l_end - start
+            self.events = [dataclasses.replace(e, time=e.time + d) for e in self.events]
+            heapq.heapify(self.events)
+        self.steps += 1
+        stats = {**got.stats, **extra, "time/modelled_s": self.l_end,
+                 "time/modelled_step_s": self.l_end - prev, "time/modelled_wait_s": start - prev}
+        return dataclasses.replace(got, stats=stats)
+
+    def observe(self, collected: Collected) -> None:
+        self.inner.observe(collected)
 
     def state_dict(self) -> dict:
-        return {**self.inner.state_dict(), "modelled_s": self.modelled_s}
+        return {**self.inner.state_dict(),
+                "clock": {"mode": self.mode, "steps": self.steps, "modelled_s": self.l_end}}
 
     def load_state_dict(self, d: dict) -> None:
-        self.modelled_s = float(d.get("modelled_s", 0.0))
-        self.inner.load_state_dict({k: v for k, v in d.items() if k != "modelled_s"})
+        """Restores the virtual clock of a synchronous mode (nothing is in flight between its
+        steps). A streaming mode refuses to resume after its first step: its units in flight
+        and buffered were sampled with earlier parameters that a checkpoint does not keep."""
+        c = d.get("clock", {})
+        if self.streaming and c.get("steps", 0):
+            raise RuntimeError(
+                f"rollout.clock='modelled' in mode {self.mode!r} cannot resume from a checkpoint "
+                f"after step 0 (its episodes in flight were sampled with earlier parameters the "
+                f"checkpoint does not keep): start the run over (checkpoint.overwrite=True) or "
+                f"use a synchronous mode (rollout.asynchronous=False)")
+        self.steps = int(c.get("steps", 0))
+        self.l_end = float(c.get("modelled_s", 0.0))
+        self.inner.load_state_dict({k: v for k, v in d.items() if k != "clock"})
 
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
+    def prepare(self, ref_params, restored: Optional[dict] = None) -> None:
+        self.inner.prepare(ref_params, restored=restored)
+
+    def pending_cost(self) -> RolloutCost:
+        return self.inner.pending_cost()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -31,7 +31,7 @@ from rlvr.algorithms.base import POLICY_LOSSES, SEQUENCE_LOSSES
 from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS
 from rlvr.core.losses import AGGREGATIONS
 from rlvr.models.config import DTYPES, dtype_name
-from rlvr.models.lora import QUANTIZATIONS, TARGETS
+from rlvr.models.lora import QUANTIZATIONS, TARGETS, split_fused_targets
 
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
 COLLECTORS = ("", "groups", "pivots")
@@ -49,6 +49,7 @@ CHOICES = {
     "rollout.collector": COLLECTORS,
     "rollout.arrival": ("batch", "episode"),
     "rollout.env_executor": ("local", "ray"),
+    "rollout.clock": ("real", "modelled"),
     "pivot.candidates": ("demo", "demo+rollout"),
     "pivot.selection": ("filter", "variance", "all", "random"),
     "pivot.reward": ("functional", "exact"),
@@ -117,6 +118,7 @@ BOUNDS = {
     "reward.clip": (0.0, True, None, True), "reward.num_workers": (1, True, None, True),
     "reward.timeout_s": (0.0, False, None, True), "reward.max_retries": (0, True, None, True),
     "eval.every": (0, True, None, True), "eval.num_tasks": (0, True, None, True),
+    "eval.dense_steps": (0, True, None, True), "eval.dense_every": (0, True, None, True),
     "eval.samples_per_task": (1, True, None, True), "eval.temperature": (0.0, False, None, True),
     "checkpoint.every": (-1, True, None, True), "checkpoint.max_to_keep": (1, True, None, True),
     "logging.every": (1, True, None, True), "logging.samples_every": (0, True, None, True),
@@ -265,6 +267,10 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
         na(["rollout.episode_slots"], "rollout.arrival is 'batch'")
     else:
         na(["rollout.producer_batch"], "rollout.arrival is 'episode' (episode_slots in flight)")
+    if ro.clock == "modelled":
+        na(["rollout.producer_batch", "rollout.queue_size", "rollout.arrival",
+            "rollout.episode_slots"], "rollout.clock is 'modelled' (the time model's slots run "
+           "the episodes; each unit arrives on its own)")
     if multi_turn is True:
         na(["algorithm.score_completions_only"], "the task kit is multi-turn (a row is a whole "
            "episode, scored everywhere)")
@@ -320,14 +326,18 @@ def _inactive(c) -> dict[str, str]:
                                    f"rollout.env_executor {c.rollout.env_executor!r}, not 'ray'")
     if c.rollout.env_executor != "ray":
         na(["rollout.env_workers", "rollout.env_call_timeout_s"], "rollout.env_executor is 'local'")
+    if c.rollout.clock != "modelled":
+        na(["rollout.time_model"], f"rollout.clock is {c.rollout.clock!r}, not 'modelled'")
     if not c.tokenizer.chat_template:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:
         na(["eval.every", "eval.samples_per_task", "eval.pass_k", "eval.temperature", "eval.seed",
-            "eval.greedy"], "eval.num_tasks is 0")
+            "eval.greedy", "eval.dense_steps", "eval.dense_every"], "eval.num_tasks is 0")
     elif c.eval.greedy:
         na(["eval.samples_per_task", "eval.pass_k", "eval.temperature"],
            "eval.greedy is on (one greedy sample per task)")
+    if c.eval.num_tasks and c.eval.dense_steps == 0:
+        na(["eval.dense_every"], "eval.dense_steps is 0 (no early-dense evaluations)")
     if c.checkpoint.every < 0:
         na(["checkpoint.max_to_keep", "checkpoint.resume", "checkpoint.allow_changes"],
            "checkpoint.every is -1 (never)")
@@ -520,6 +530,11 @@ def _consistency_errors(raw) -> list[str]:
         if not targets or bad or len(set(targets)) != len(targets):
             errors.append(f"config.model.lora.targets must be distinct names from {TARGETS}, "
                           f"got {targets}")
+        if raw.model.fused_projections:
+            split = split_fused_targets(True, targets)
+            if split:
+                errors.append(f"config.model.lora.targets: {split} (config.model."
+                              f"fused_projections=True)")
     elif lo.quantize != "none":
         errors.append(f"config.model.lora.quantize={lo.quantize!r} needs adapters to train: set "
                       f"model.lora.rank >= 1 (a quantised base is frozen)")
@@ -546,6 +561,11 @@ def _consistency_errors(raw) -> list[str]:
     if raw.eval.num_tasks and not raw.eval.greedy and any(k < 1 or k > raw.eval.samples_per_task for k in raw.eval.pass_k):
         errors.append(f"config.eval.pass_k values must be in [1, eval.samples_per_task="
                       f"{raw.eval.samples_per_task}], got {tuple(raw.eval.pass_k)}")
+    # the early-dense evaluation schedule: both fields set, or neither
+    if raw.eval.num_tasks and bool(raw.eval.dense_steps) != bool(raw.eval.dense_every):
+        errors.append(f"config.eval.dense_steps={raw.eval.dense_steps} and eval.dense_every="
+                      f"{raw.eval.dense_every}: set both >= 1 (evaluate every dense_every steps "
+                      f"during the first dense_steps) or both 0 (off)")
     ro = raw.rollout
     if ro.compact_finished and ro.decode_segments < 2:
         errors.append(f"config.rollout.compact_finished=True needs rollout.decode_segments >= 2 "
@@ -577,6 +597,8 @@ def _consistency_errors(raw) -> list[str]:
             errors.append("config.rollout.arrival='episode' cannot keep KV caches across turns "
                           "yet (episodes join and leave the sampler's batch every round): set "
                           "rollout.kv_reuse=False")
+    if ro.clock == "modelled":
+        errors += _modelled_clock_errors(raw, r)
     if ro.asynchronous and ro.staleness_backpressure:
         # an episode of per-episode arrival is a producer batch of one
         producer = 1 if ro.arrival == "episode" else (ro.producer_batch or raw.sampling.prompts_per_step)
@@ -585,6 +607,44 @@ def _consistency_errors(raw) -> list[str]:
                           f"prompts_per_step * max_staleness (else no batch can ever arrive fresh "
                           f"enough), got producer_batch={producer}, prompts_per_step="
                           f"{raw.sampling.prompts_per_step}, max_staleness={ro.max_staleness}")
+    return errors
+
+
+def _modelled_clock_errors(raw, r) -> list[str]:
+    """rollout.clock='modelled': a readable time model and a collector it can model."""
+    from rlvr.train.clock import TimeModel, clock_mode  # noqa: PLC0415
+
+    ro, a = raw.rollout, raw.algorithm
+    errors: list[str] = []
+    mode = clock_mode(a.group_size, ro.asynchronous)
+    if not ro.time_model:
+        errors.append("config.rollout.time_model must name the time model's JSON file when "
+                      "rollout.clock='modelled' (e.g. experiments/study/system_model.json)")
+    else:
+        try:
+            model = TimeModel.from_json(ro.time_model)
+        except (OSError, ValueError, TypeError) as e:
+            errors.append(f"config.rollout.time_model={ro.time_model!r}: {e}")
+        else:
+            if ro.asynchronous and model.slots < a.group_size:
+                errors.append(f"config.rollout.time_model={ro.time_model!r}: slots={model.slots} "
+                              f"< algorithm.group_size={a.group_size} (the {mode} mode starts a "
+                              f"group's episodes together)")
+    why = "rollout.clock='modelled' "
+    if r["collector"] != "groups":
+        errors.append(f"config.rollout.collector={r['collector']!r}: {why}models the groups "
+                      f"collector only (PivotRL's probed turns have no episode to time)")
+    if ro.kv_reuse:
+        errors.append(f"config.rollout.kv_reuse=True: {why}times prefill per episode from its "
+                      f"token counts; set rollout.kv_reuse=False")
+    if ro.env_executor != "local":
+        errors.append(f"config.rollout.env_executor={ro.env_executor!r}: {why}runs the "
+                      f"environments in this process (set rollout.env_executor='local')")
+    if a.dynamic_sampling:
+        errors.append(f"config.algorithm.dynamic_sampling=True: {why}does not time discarded "
+                      f"refill rounds; set algorithm.dynamic_sampling=False")
+    if raw.mesh.distributed:
+        errors.append(f"config.mesh.distributed=True: {why}runs on one process")
     return errors
 
 

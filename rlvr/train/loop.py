@@ -21,7 +21,8 @@ metrics (`rlvr.train.samples.sample_metrics`), the verification pool's retries /
 restarts, the time split (generate / verify / learn), throughput, cumulative rollout cost
 (`cost/*`: policy calls, sampled tokens, prompt tokens conditioned on, prefill tokens; probes
 included) and, every
-`eval.every` steps, the held-out evaluation (`rlvr.train.evaluate`). Every
+`eval.every` steps (and every `eval.dense_every` steps during the first `eval.dense_steps`:
+`eval_due`), the held-out evaluation (`rlvr.train.evaluate`). Every
 `logging.samples_every` steps sampled records go to `samples.jsonl`. `train.token_budget`
 stops the run once that many tokens were sampled. With `checkpoint.export` the trained policy
 ends as a Hugging Face folder in `<workdir>/export` (`rlvr.train.modes`).
@@ -206,6 +207,15 @@ def train(r: Run, *, warm_cache: str | None = None) -> dict:
             lock.release()
 
 
+def eval_due(done: int, *, every: int, dense_steps: int = 0, dense_every: int = 0,
+             last: bool = False) -> bool:
+    """Whether the held-out evaluation runs after `done` steps: every `every` steps (0: never
+    in between), every `dense_every` steps while done ≤ `dense_steps` (the early-dense
+    schedule; 0: off), and after the last step."""
+    return bool(last or (every and done % every == 0)
+                or (dense_every and done <= dense_steps and done % dense_every == 0))
+
+
 def _phase(bar, text: str) -> None:
     """Shows what the run is doing now (compiling, evaluating, ...) on the progress bar."""
     bar.set_postfix_str(text, refresh=True)
@@ -228,6 +238,8 @@ def _train(r: Run, warm_cache, stop: StopSignals) -> dict:
     budget = c.train.token_budget
     samples_path = os.path.join(workdir, "samples.jsonl")
     every, samples_every = c.eval.every if r.evaluator else 0, c.logging.samples_every
+    dense = (dict(dense_steps=c.eval.dense_steps, dense_every=c.eval.dense_every)
+             if r.evaluator and c.eval.dense_steps else {})
     bar = tqdm(initial=start, total=c.train.num_steps, desc=c.algorithm.name,
                disable=not (c.train.progress and r.is_main))
     metrics: dict[str, Any] = {}
@@ -260,7 +272,7 @@ def _train(r: Run, warm_cache, stop: StopSignals) -> dict:
                             "throughput/tokens_per_s": n_tok / max(t2 - t0, 1e-9),
                             "throughput/samples_per_s": got.batch.batch_size * r.num_processes / max(t2 - t0, 1e-9)})
             last = done == c.train.num_steps or bool(budget and cost.sampled_tokens >= budget)
-            if r.evaluator and ((every and done % every == 0) or last):
+            if r.evaluator and eval_due(done, every=every, last=last, **dense):
                 _phase(bar, "evaluating")
                 metrics.update(r.evaluator.evaluate(state.params))
             if done % c.logging.every == 0 or "eval/success" in metrics or last:

@@ -2,7 +2,8 @@
 
 Reads `<workdir>/metrics.jsonl` (written by `rlvr.train.metrics.MetricWriter`) and writes
 `<workdir>/curves.png` (a grid, one panel per metric) . Without metric names it plots a default
-set (reward, held-out success, pass@k, KL, entropy, clip fraction, lengths, throughput) — those
+set (reward, held-out success, pass@k, KL, entropy, clip fraction, lengths, step time, the
+modelled clock, throughput) — those
 present in the file.
 """
 
@@ -15,7 +16,7 @@ import sys
 DEFAULT_METRICS = (
     "reward/mean", "eval/success", "eval/pass@1", "eval/gap", "policy/loss", "kl/token_mean",
     "policy/entropy", "policy/clip_frac", "groups/mixed_frac", "length/mean",
-    "time/step_s", "throughput/tokens_per_s", "cost/sampled_tokens",
+    "time/step_s", "time/modelled_s", "throughput/tokens_per_s", "cost/sampled_tokens",
 )
 
 

@@ -160,7 +160,7 @@ def build_policy(config, vocab_size: int) -> Transformer:
 
         try:
             policy = from_pretrained(m.init_from, dtype=m.dtype, param_dtype=m.param_dtype,
-                                     remat=m.remat)
+                                     remat=m.remat, fused_projections=m.fused_projections)
         except (ValueError, OSError) as e:
             raise ConfigError(f"config.model.init_from={m.init_from!r}: {e}") from None
         if policy.config.vocab_size < vocab_size:
@@ -177,7 +177,8 @@ def build_policy(config, vocab_size: int) -> Transformer:
                       intermediate_size=m.d_ff, num_layers=m.num_layers, num_heads=m.num_heads,
                       num_kv_heads=m.num_kv_heads, head_dim=m.d_model // m.num_heads,
                       max_position_embeddings=m.max_seq_len, dtype=m.dtype,
-                      param_dtype=m.param_dtype, attention_impl=m.attention)
+                      param_dtype=m.param_dtype, attention_impl=m.attention,
+                      fused_projections=m.fused_projections)
     if cfg.vocab_size < vocab_size:
         raise ConfigError(f"config.model.vocab_size ({cfg.vocab_size}) is smaller than the "
                           f"tokenizer's vocabulary ({vocab_size})")
@@ -430,7 +431,8 @@ def _pivot_settings(pv) -> PivotSettings:
 
 
 def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process_index, num_processes):
-    """The collector the algorithm asks for (groups or pivots), optionally asynchronous."""
+    """The collector the algorithm asks for (groups or pivots), optionally asynchronous, or
+    under the modelled clock (`rollout.clock`)."""
     a, t, s, ro = c.algorithm, c.task, c.sampling, c.rollout
     groups = resolved(c)["collector"] == "groups"
     sampler_kw = {}
@@ -455,6 +457,13 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
             turn_engine, kit=kit, tokenizer=tokenizer, pool=sampler.pool, settings=_pivot_settings(pv),
             workdir=workdir, episode_engine=engine(judge) if pv.candidates == "demo+rollout" else None,
             **common)
+    if ro.clock == "modelled":  # virtual time: no rollout thread (rlvr.train.clock)
+        from rlvr.train.clock import ModelledClockCollector, TimeModel, clock_mode
+
+        stale = (dict(max_staleness=ro.max_staleness, staleness_decay=ro.staleness_decay,
+                      backpressure=ro.staleness_backpressure) if ro.asynchronous else {})
+        return ModelledClockCollector(collector, TimeModel.from_json(ro.time_model), seed=c.seed,
+                                      mode=clock_mode(a.group_size, ro.asynchronous), **stale)
     if ro.asynchronous:
         per_episode = ro.arrival == "episode"  # producer_batch or episode_slots, as applies
         collector = col.AsyncCollector(

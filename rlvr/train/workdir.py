@@ -52,7 +52,7 @@ LOCK_FILE = ".lock"
 # covers a whole section
 RUN_NEUTRAL = (
     "train.num_steps", "train.token_budget", "train.progress", "train.num_microbatches",
-    "logging.", "eval.every", "checkpoint.", "reward.executor", "reward.num_workers",
+    "logging.", "eval.every", "eval.dense_steps", "eval.dense_every", "checkpoint.", "reward.executor", "reward.num_workers",
     "reward.cache", "mesh.", "model.remat",
 )
 

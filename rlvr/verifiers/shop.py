@@ -9,12 +9,15 @@ docs/algorithms.md §6).
                  the order;
       Invariant(s_t) ∀t: prices, order, total and turn limit never change, turn ≤ max_turns;
       Minefield(event_t) = 0 ∀t: no ``add`` of a line that is not exactly one requested line.
-  A tool's "ok" for a wrong payment fails.
+  A tool's "ok" for a wrong payment fails. Several baskets (local variant): the goal is every
+  basket paid its total with its cart complete; the invariants hold the prices, the baskets and
+  the turn limit, and the current basket's order and total.
 * `ShopFunctionalVerifier` decides R(s, a) = 1[a ∈ M(s)] (docs/algorithms.md §6): it restores the exact state s
   (hash-checked) in a latency-free `ShopEnv`, executes a and accepts iff the state change is
   functionally right at s — reading the price of an ordered item not read yet, adding an ordered
   line not in the cart with its quantity (any order of reads and adds), or paying the order total
-  (as ``44``, ``14+27+3`` or any sum of that value) once the cart holds exactly the order.
+  (as ``44``, ``14+27+3`` or any sum of that value) once the cart holds exactly the order (with
+  several baskets: the current basket's order and total, whatever earlier baskets were paid).
   Similarity to the demonstration's text plays no part.
 * `ShopExactMatchVerifier` accepts only the demonstration's action text (ablation).
 
@@ -30,8 +33,10 @@ from typing import Any, Mapping, Optional
 from rlvr.envs.base import EnvSnapshot, canonical_json, hash_state
 from rlvr.envs.shop import (
     ShopEnv,
+    all_paid_right,
     apply_event,
     cart_complete,
+    is_multi_basket,
     oracle_action,
     parse_action,
     validate_state,
@@ -49,8 +54,17 @@ def goal_reached(state: Mapping[str, Any], total: int) -> bool:
 
 
 def invariant_violations(state: Mapping[str, Any], initial: Mapping[str, Any]) -> list[str]:
-    """Invariant(s_t): prices, order, total and the turn limit never change; turn ≤ max_turns."""
-    out = [f"{f} changed" for f in ("prices", "order", "total", "max_turns") if state[f] != initial[f]]
+    """Invariant(s_t): prices, order, total and the turn limit never change; turn ≤ max_turns.
+    Several baskets: prices, the baskets and the turn limit never change, and order and total
+    are the current basket's."""
+    if is_multi_basket(initial):
+        out = [f"{f} changed" for f in ("prices", "baskets", "max_turns") if state.get(f) != initial[f]]
+        b = state.get("basket", -1)
+        cur = initial["baskets"][b] if 0 <= b < len(initial["baskets"]) else None
+        if cur is None or state["order"] != cur["order"] or state["total"] != cur["total"]:
+            out.append("order or total is not the current basket's")
+    else:
+        out = [f"{f} changed" for f in ("prices", "order", "total", "max_turns") if state[f] != initial[f]]
     if state["turn"] > state["max_turns"]:
         out.append(f"turn {state['turn']} beyond max_turns {state['max_turns']}")
     return out
@@ -81,9 +95,11 @@ class ShopOutcomeVerifier(Verifier):
         initial = dict(snap["state"])
         if hash_state(initial) != snap["sha256"]:
             raise ValueError(f"task {task.task_id}: environment_snapshot hash mismatch")
-        if task.reference_answer != initial["total"]:
+        multi = is_multi_basket(initial)
+        want = [b["total"] for b in initial["baskets"]] if multi else initial["total"]
+        if task.reference_answer != want:
             raise ValueError(f"task {task.task_id}: reference_answer {task.reference_answer!r} "
-                             f"!= order total {initial['total']!r}")
+                             f"!= order total {want!r}")
         final = json.loads(output)
         validate_state(final)
         events = final["events"]
@@ -101,7 +117,12 @@ class ShopOutcomeVerifier(Verifier):
             ev["transition_error"] = replay_error or "replayed event log does not reproduce the final state"
         mines = [e for e in events if is_minefield(e)]
         violations = sorted({v for s in states + [final] for v in invariant_violations(s, initial)})
-        goal = goal_reached(final, initial["total"])
+        if multi:  # every basket paid right, the last one ending the episode
+            goal = (all_paid_right(final) and final.get("basket") == len(initial["baskets"]) - 1
+                    and goal_reached(final, initial["baskets"][-1]["total"]))
+            ev["payments"] = final.get("payments")
+        else:
+            goal = goal_reached(final, initial["total"])
         invalid = sum(1 for e in events if e.get("tool") == "invalid")
         passed = goal and transition_ok and not mines and not violations
         ev.update({"minefield_events": mines, "invariant_violations": violations})
@@ -166,6 +187,12 @@ class ShopFunctionalVerifier(Verifier):
         elif tool == "add":
             ok = bool(event["correct"])
             reason = "adds an ordered line" if ok else "minefield: wrong cart line"
+        elif tool == "pay" and is_multi_basket(before):
+            # judged on the basket it pays alone (an earlier basket's payment plays no part)
+            ok = bool(event["right"])
+            reason = ("pays the total" if ok else
+                      "pays before the cart is complete" if not cart_complete(before) else
+                      f"pays {event['value']}, not the total")
         elif tool == "pay":
             ok = goal_reached(after, before["total"])
             reason = ("pays the total" if ok else

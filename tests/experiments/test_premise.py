@@ -42,3 +42,19 @@ def test_premise_check_bounds_and_missing_layout():
     assert math.isnan(res.difference) and not res.agree
     with pytest.raises(ValueError, match="layouts"):
         premise_check(["pairs"], [True])
+
+
+def test_three_basket_local_variant_demonstration_policy_agrees_on_every_basket():
+    tasks = generate(20, split="eval", seed=0, difficulty="local3")
+    res = payments_by_layout(tasks, demonstration_pay)
+    assert sum(res.payments.values()) == 3 * len(tasks)   # one payment per basket
+    assert min(res.payments.values()) >= 5
+    assert res.pay_right == {"reads_first": 1.0, "interleaved": 1.0} and res.agree
+
+
+def test_layout_reads_the_current_basket_only():
+    from experiments.study.premise import layout
+
+    # first basket interleaved, second reads first
+    acts = ["get a\n", "add a1\n", "get b\n", "add b1\n", "pay 9\n", "get c\n", "get d\n", "add c1\n"]
+    assert layout(acts[:4]) == "interleaved" and layout(acts) == "reads_first"

@@ -3,6 +3,8 @@ arms differ from their bases in what their names say; the primary endpoint reads
 
 import math
 
+import pytest
+
 from experiments.study import shop_local
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_agent_config
@@ -18,17 +20,56 @@ def test_local_variant_config_trains_one_step(tmp_path):
     assert any(row.get("step") == 1 for row in rows) and result is not None
 
 
+@pytest.mark.slow
+def test_three_basket_variant_config_trains_one_step(tmp_path):
+    c = tiny_agent_config("shop_grpo", train__num_steps=1, eval__every=1)
+    c.task.kwargs.difficulty = "local3"
+    c.model.max_seq_len = shop_local.LOCAL_SEQ_LEN
+    c.rollout.max_turns = shop_local.LOCAL_MAX_TURNS
+    r, result = run_tiny(c, tmp_path)
+    assert all(t.environment_snapshot["env_version"] == "shop-local-baskets/1" for t in r.evaluator.tasks)
+    rows = read_metrics(str(tmp_path))
+    assert any(row.get("step") == 1 for row in rows) and result is not None
+
+
+def test_block_sequence_length_fits_a_full_three_basket_demonstration():
+    """The block's max_seq_len holds the longest demonstration (measured: 402 tokens) with
+    room for longer policy actions, and is not far above it; its turn limit holds the longest
+    episode."""
+    from experiments.study import arms
+    from rlvr.tasks.shop import DIFFICULTIES, demonstrations, generate, render_episode
+    from rlvr.train.setup import build_kit_checked, build_tokenizer
+
+    sc = shop_local.local_scale("full", "local")
+    c = arms.base_config("grpo", 0, sc)
+    tok = build_tokenizer(c, build_kit_checked(c))
+    longest = max(len(tok.encode(render_episode(t, demonstrations(t))))
+                  for t in generate(300, split="train", seed=0, difficulty="local3"))
+    assert 360 <= longest <= c.model.max_seq_len <= 1.3 * longest
+    assert c.rollout.max_turns == DIFFICULTIES["local3"].max_turns == 34
+    assert shop_local.local_scale("quick", "local")["model"]["max_seq_len"] == shop_local.LOCAL_SEQ_LEN
+
+
 def test_block_arms():
     sc = shop_local.local_scale("full", "local")
-    assert sc["difficulty"] == "local" and sc["eval_tasks"] == 512
+    assert sc["difficulty"] == "local3" and sc["eval_tasks"] == 512
     assert len(sc["warm_seeds"]) * len(sc["rl_seeds"]) == 6
     cfg = {n: shop_local.arm_config(n, 0, sc, warm="/w", lr=3e-5) for n in shop_local.ARM_NAMES}
     steps = round(sc["budget"]["pivot"] / sc["tokens_per_step"]["pivotrl"])
     assert cfg["pivot_all_equal"].pivot.selection == "all"
-    assert cfg["pivot_all_equal"].train.num_steps == steps and cfg["pivot_all_equal"].train.token_budget == 0
+    for n in ("pivotrl", "pivot_all_equal", "pivot_exact", "pivot_rollout"):  # equal training samples
+        assert cfg[n].train.num_steps == steps == 600 and cfg[n].train.token_budget == 0
+    assert cfg["grpo"].train.token_budget == 900_000
     assert cfg["pivot_exact"].pivot.reward == "exact"
     assert cfg["pivot_rollout"].pivot.candidates == "demo+rollout" and cfg["pivot_rollout"].pivot.reprofile_every > 0
     assert cfg["pivotrl"].pivot.candidates == "demo"
+    # early-dense evaluations: 10 in the first tenth of the planned steps, then every eval.every
+    assert (cfg["pivotrl"].eval.dense_steps, cfg["pivotrl"].eval.dense_every) == (60, 6)
+    assert (cfg["grpo"].eval.dense_steps, cfg["grpo"].eval.dense_every) == (15, 1)
+    assert all(c.eval.dense_every < c.eval.every for c in cfg.values())
+    from rlvr.train.config import validate_config
+
+    validate_config(cfg["pivotrl"])
     assert shop_local.local_scale("full", "standard")["difficulty"] == "standard"
 
 
@@ -47,3 +88,134 @@ def test_primary_endpoint_ratio_of_turns():
     assert math.isclose(ep.per_run[0][0], 368, rel_tol=1e-6) and ep.per_run[0][2] == "exact"
     never = _rec([0, 100, 200, 300, 400], [0.0, 0.1, 0.1, 0.1, 0.1])  # lower plateau 0.1
     assert shop_local.primary_endpoint([g], [never]).per_run[0][2] == "exact"
+
+
+def test_seeds_vary_the_warm_start_and_the_held_out_set_and_key():
+    """Two runs of the block differ in warm start (warm index) and in held-out set and key (run
+    seed), and both enter the cache keys; the same seeds give the same configs and keys."""
+    from experiments.study import arms, runner
+
+    sc = shop_local.local_scale("full", "local")
+    seeds = shop_local.block_seeds(sc)
+    assert len(seeds) == 6 and len({b.seed for b in seeds}) == 6
+    assert len({b.eval_seed for b in seeds}) == 6
+    cfgs = [shop_local.arm_config("grpo", b.seed, sc, warm=f"/w{b.warm}", lr=1e-4) for b in seeds]
+    assert [c.eval.seed for c in cfgs] == [b.eval_seed for b in seeds]
+    assert len({runner.run_key(c, 32) for c in cfgs}) == 6
+    # the arms of one seed share its held-out set (paired comparisons)
+    assert shop_local.arm_config("pivotrl", seeds[1].seed, sc, warm="/w0", lr=3e-5).eval.seed == seeds[1].eval_seed
+    # warm starts: the SFT seed is the warm index, and it keys the warm-start cache
+    specs = {w: runner.warm_spec(arms.base_config("grpo", w, sc), w) for w in sc["warm_seeds"]}
+    assert specs[0]["seed"] != specs[1]["seed"]
+    assert runner.content_key(specs[0]) != runner.content_key(specs[1])
+    # reproducible: the same seed gives the same eval seed, config and keys
+    again = shop_local.arm_config("grpo", seeds[0].seed, sc, warm="/w0", lr=1e-4)
+    assert runner.run_key(again, 32) == runner.run_key(cfgs[0], 32)
+    assert arms.eval_seed(seeds[0].seed) == seeds[0].eval_seed
+    assert runner.content_key(runner.warm_spec(arms.base_config("grpo", 0, sc), 0)) == \
+        runner.content_key(specs[0])
+
+
+def test_scales_without_seed_eval_keep_one_held_out_set():
+    from experiments.study import arms
+
+    sc = arms.scale("long512")
+    assert not sc.get("seed_eval")
+    assert {arms.base_config("grpo", s, sc).eval.seed for s in (0, 1, 2)} == {arms.SHARED_EVAL_SEED}
+    with pytest.raises(ValueError, match="warm"):
+        shop_local.BlockSeeds(-1, 0)
+
+
+def _block_rec(turns, success, *, probe_turns=0.0, probe_tokens=0.0, probe_wall_s=None, seed=0):
+    """A run record whose step-0 row carries a one-time cost (the loop charges it to the first
+    step, so every later cumulative cost includes it)."""
+    rows = []
+    for i, (t, s) in enumerate(zip(turns, success)):
+        row = {"step": i, "eval/success": s, "cost/turns": t + probe_turns,
+               "cost/sampled_tokens": 10.0 * t + probe_tokens, "cost/prompt_tokens": 0.0,
+               "time/step_s": 0.5, "time": 1.7e9 + i, "length/mean": 3.0}
+        if i == 0:
+            row.update({"cost/turns": probe_turns, "cost/sampled_tokens": probe_tokens,
+                        "pivot/probe_turns": probe_turns, "pivot/probe_tokens": probe_tokens})
+        rows.append(row)
+    rec = {"key": f"k{seed}", "label": "x", "code_version": "abc", "config": {"eval.seed": seed},
+           "rows": rows, "result": {"history": rows, "step": len(rows) - 1}, "wall_s": 36.0,
+           "cpu_s": 72.0, "model": "/tmp/m", "from_cache": False}
+    if probe_wall_s is not None:
+        rec["probe_wall_s"] = probe_wall_s
+    return rec
+
+
+def _write_block(folder):
+    from experiments.study.records import write_record
+
+    g = [0, 200, 400, 600, 800]
+    prem = {"pay_right": {"reads_first": 1.0, "interleaved": 0.98}, "payments": {"reads_first": 50,
+            "interleaved": 40}, "difference": 0.02, "tolerance": 0.05, "agree": True}
+    shop_local.write_block_meta(str(folder), {"scale": "quick", "difficulty": "local",
+                                              "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5},
+                                              "level": 0.9}, {"warm0": prem})
+    for rl in (0, 1):
+        bs = shop_local.BlockSeeds(0, rl)
+        recs = {"grpo": _block_rec(g, [0.0, 0.3, 0.8, 0.8, 0.8], seed=rl)}
+        for arm in shop_local.ARM_NAMES[1:]:
+            recs[arm] = _block_rec([0, 100, 200, 300, 400], [0.0, 0.9, 0.9, 0.9, 0.85 + 0.05 * rl],
+                                   probe_turns=500.0, probe_tokens=3000.0, probe_wall_s=12.0, seed=rl)
+        for arm, rec in recs.items():
+            write_record(shop_local.record_path(str(folder), arm, bs), rec)
+
+
+def test_report_prints_the_probe_as_a_one_time_cost_outside_the_training_turns(tmp_path):
+    _write_block(tmp_path)
+    md, numbers = shop_local.block_report(shop_local.load_block(str(tmp_path)))
+    line = [x for x in md.splitlines() if x.startswith("- one-time cost, `pivotrl`")]
+    assert line == ["- one-time cost, `pivotrl` (mean over 2 runs): 3000 rollout tokens, 500 turns, "
+                    "0 prompt tokens, 12.0 s wall-clock"]
+    assert not any(x.startswith("- one-time cost, `grpo`") for x in md.splitlines())
+    # the endpoint counts training turns only: 80 PivotRL turns to the level, not 580
+    per_run = numbers["primary_endpoint"]["per_run"]
+    assert [round(p) for _, p, _ in per_run] == [80, 80]
+    assert numbers["runs"]["pivotrl/w0s0"]["training_turns"] == 400
+    assert numbers["runs"]["pivotrl/w0s0"]["one_time_turns"] == 500
+    assert "| pivotrl | w0s0 | 0 | 0.850 |" in md
+
+
+def test_report_regenerates_from_the_compressed_records(tmp_path):
+    """The report is a function of the stored records: written twice, the files are the same bytes;
+    the command line's --from-records writes the same tables as the run-time report."""
+    _write_block(tmp_path / "a")
+    _write_block(tmp_path / "b")
+    for name in sorted(p.name for p in (tmp_path / "a").iterdir()):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    block = shop_local.load_block(str(tmp_path / "a"))
+    assert len(block.runs) == 10 and block.runs[0].arm == "grpo"
+    md, _ = shop_local.write_report(block, str(tmp_path / "out"))
+    assert shop_local.main(["--quick", "--from-records", "--records", str(tmp_path / "b"),
+                            "--out", str(tmp_path / "out2")]) == 0
+    assert open(md).read() == (tmp_path / "out2" / "shop_local_quick_local.md").read_text()
+
+
+def test_stored_record_keeps_curves_and_drops_the_rest():
+    from experiments.study import records, stats
+
+    rec = _block_rec([0, 100, 200], [0.0, 0.5, 0.7], probe_turns=5.0, probe_tokens=9.0, probe_wall_s=1.0)
+    back = records.stored(rec)
+    assert "model" not in back and "history" not in back["result"] and back["probe_wall_s"] == 1.0
+    assert all("time" not in r and "length/mean" not in r for r in back["rows"])
+    for k in ("turns", "tokens", "success", "wall_s"):
+        assert list(stats.curve(back)[k]) == list(stats.curve(rec)[k])
+    assert stats.one_time_cost(back) == stats.one_time_cost(rec)
+
+
+def test_committed_quick_report_regenerates_from_the_committed_records():
+    """experiments/results/shop_local/shop_local_quick_local.md (the --quick pipeline check) is
+    what the report makes of the committed records under experiments/study/records/."""
+    import os
+
+    from experiments.study.report import ROOT
+
+    folder = shop_local.records_folder("quick", "local")
+    md, numbers = shop_local.block_report(shop_local.load_block(folder))
+    committed = os.path.join(ROOT, "experiments", "results", "shop_local", "shop_local_quick_local.md")
+    assert md == open(committed).read()
+    assert len(numbers["runs"]) == len(shop_local.ARM_NAMES)

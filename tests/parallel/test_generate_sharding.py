@@ -98,6 +98,42 @@ def test_replicate_locally_spreads_a_replicated_copy_over_every_local_device():
 
 
 @pytest.mark.parametrize("greedy", [True, False])
+def test_sharded_kv_reuse_episodes_equal_one_device(echo_model, greedy):  # noqa: F811
+    """Multi-turn episodes with cross-turn KV caches, the session split over 8 data shards: the
+    same token streams, stop reasons and log-probs as the one-device session."""
+    gs = generation_sharding(make_mesh(data=8))
+    ref = _echo_run(echo_model, greedy=greedy, kv_reuse=True)
+    got = _echo_run(echo_model, greedy=greedy, kv_reuse=True, sharding=gs)
+    assert sum(e.num_turns for e in ref.episodes) > len(ref.episodes)  # really multi-turn
+    _assert_same_episodes(ref, got)
+
+
+def test_sharded_kv_session_keeps_its_cache_split_over_the_mesh():
+    """A session on 8 data shards: 3 episodes get 8 rows (one per device), the cross-turn cache
+    is split on its row dimension across turns, including after an episode ends and the rows
+    are gathered; the actions equal the unsharded session's."""
+    from rlvr.rollout.session import KVSession
+
+    model = _model()
+    gs = generation_sharding(make_mesh(data=8))
+    params = SamplingParams(max_new_tokens=4, greedy=True)
+    ref = KVSession(model, max_tokens=32, pad_id=0)
+    got = KVSession(model, max_tokens=32, pad_id=0, sharding=gs)
+    streams = {0: [1, 4, 5], 1: [1, 7], 2: [1, 8, 9, 10]}
+    for turn, ids in enumerate(([0, 1, 2], [0, 2])):
+        keys = jax.random.split(jax.random.key(turn), len(ids))
+        a = ref.turn(ids, [streams[i] for i in ids], keys, params)
+        b = got.turn(ids, [streams[i] for i in ids], keys, params)
+        assert a.action_ids == b.action_ids
+        np.testing.assert_allclose(b.logprobs[0], a.logprobs[0], atol=1e-5)
+        cache = got.cache.k[0]
+        assert cache.shape[0] == 8 and len(cache.sharding.device_set) == 8
+        assert cache.sharding.shard_shape(cache.shape)[0] == 1
+        for i, act in zip(ids, a.action_ids):
+            streams[i] = streams[i] + act + [3]
+
+
+@pytest.mark.parametrize("greedy", [True, False])
 def test_compacted_decode_sharded_equals_uncompacted(monkeypatch, greedy):
     """Compaction over 8 data shards: 15 prompts × 2 samples (padded to 16 prompts) with per-row
     budgets; the batch shrinks to a multiple of 8 rows with at least 2 per shard (32 -> 16)

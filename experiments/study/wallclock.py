@@ -1,0 +1,372 @@
+"""Modelled wall-clock of the study's arms under a fixed grid of system models.
+
+    python -m experiments.study.wallclock            # profiles from results/wallclock/profiles.json
+    python -m experiments.study.wallclock --quick    # measure the profiles first (tiny runs, ~1 min)
+
+On 2 shared CPU cores a real run cannot show wall-clock effects (rollout and learner share the
+cores), so the study reports wall-clock in virtual time (`rlvr.train.clock`):
+
+    modelled wall-clock to a level, arm ÷ GRPO-sync, under system model M
+        = measured token ratio (arm ÷ GRPO-sync sampled tokens to the level)
+          ÷ modelled throughput ratio (arm ÷ GRPO-sync sampled tokens per modelled second under M)
+
+The grid is fixed before running: tool-call latency median {0.1, 1, 10} × the GRPO-sync learner
+step, Pareto tail index {1.2, 1.5, 2.5}, rollout slots {32, 128}, topology colocated /
+disaggregated; the other parameters (per-token prefill and decode, environment set-up, learner
+seconds per sample) are those of `experiments/study/system_model.json`, and each cell's
+tool-latency cap keeps that file's cap ÷ median.
+Arms: GRPO-sync (groups, a barrier per step), GRPO-async (groups on arrival, staleness bound),
+SAO (single rollouts on arrival), SAO-sync (single rollouts, a barrier per step).
+
+Throughput under M comes from `ModelledClockCollector` itself, run for `--steps` learner steps
+over replayed episodes: unit u's rows take their (prompt tokens, generated tokens, tool calls)
+from the arm's measured per-episode profile (row drawn with a seed from (u, row)), so no model
+is sampled here. Profiles: per episode, the counts of the study's testbed episodes sampled by
+the quick-scale warm-started policy (`--quick`: the GRPO and SAO configs, tool latency off), the
+mean episode of each study run record (`--records`: cost/turns, cost/sampled_tokens,
+cost/prompt_tokens of its last step), or a JSON file (`--profiles`) of the same fields. Token ratios: measured
+GRPO ÷ SAO sampled tokens to the level from a study_sao.json (`--token-ratios`); the arms the
+record did not run are shown as not measured.
+
+Writes `<out>/wallclock.md` (the table) and `<out>/wallclock.json` (every number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from rlvr.train import clock  # noqa: E402
+from rlvr.train.collectors import Collected, RolloutCost, stream_seed  # noqa: E402
+
+GRID = dict(latency_x=(0.1, 1.0, 10.0), tail=(1.2, 1.5, 2.5), slots=(32, 128),
+            topology=("colocated", "disaggregated"))
+ARMS = ("grpo_sync", "grpo_async", "sao", "sao_sync")
+LABELS = {"grpo_sync": "GRPO-sync", "grpo_async": "GRPO-async", "sao": "SAO", "sao_sync": "SAO-sync"}
+METHOD = {"grpo_sync": "grpo", "grpo_async": "grpo", "sao": "sao", "sao_sync": "sao"}
+SYSTEM_MODEL = os.path.join(ROOT, "experiments", "study", "system_model.json")
+OUT = os.path.join(ROOT, "experiments", "results", "wallclock")
+STUDY_SAO = os.path.join(ROOT, "experiments", "results", "long512_lr_sao", "study_sao.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A method's measured episodes: per-episode counts [N] and its batch shape."""
+
+    prompt_tokens: tuple
+    sampled_tokens: tuple
+    tool_calls: tuple
+    group_size: int
+    prompts_per_step: int
+    max_staleness: int
+    source: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- profiles
+def quick_profiles(steps: int = 2) -> dict:
+    """Per-method episode counts of the study's testbed at quick scale (the scale's SFT warm
+    start, tool latency off): `steps` synchronous batches of the method's collector."""
+    from experiments.study import arms
+    from rlvr.train.config import validate_config
+    from rlvr.train.setup import build_run
+
+    out = {}
+    for method in ("grpo", "sao"):
+        c = arms.base_config(method, 0, arms.scale("quick"))
+        c.task.kwargs.latency_s = 0.0
+        c.eval.num_tasks, c.checkpoint.every = 0, -1
+        staleness = int(c.rollout.max_staleness)
+        c.rollout.asynchronous = False  # the plain group collector samples the episodes
+        from rlvr.configs import base as base_config
+
+        ref = base_config.get_config()  # fields of asynchronous collection back at their defaults
+        for k in ("arrival", "episode_slots", "queue_size", "producer_batch", "max_staleness",
+                  "staleness_backpressure", "staleness_decay"):
+            c.rollout[k] = ref.rollout[k]
+        validate_config(c)
+        r = build_run(c, os.path.join("/tmp", f"wallclock_profile_{method}"))
+        try:
+            from rlvr.train.loop import _sft
+
+            params = _sft(r, None)[0]  # the quick scale's SFT warm start
+            rows = []
+            for s in range(steps):
+                got = r.collector.collect(params, s, 0)
+                rows.append(np.stack(clock.row_counts(got.batch), axis=1))
+        finally:
+            r.close()
+        rows = np.concatenate(rows)
+        out[method] = Profile(tuple(int(x) for x in rows[:, 0]), tuple(int(x) for x in rows[:, 1]),
+                              tuple(int(x) for x in rows[:, 2]), int(c.algorithm.group_size),
+                              int(c.sampling.prompts_per_step), staleness,
+                              f"--quick: {len(rows)} episodes of the {method} config at quick "
+                              f"scale, SFT warm-started policy")
+    return out
+
+
+def record_profiles(paths) -> dict:
+    """Per-method mean episodes from study run records (`experiments.study.runner` records:
+    `config` flattened, `rows` the metrics rows): per episode, generated tokens
+    (cost/sampled_tokens), tool calls (cost/turns − 1 per episode) and prompt-side tokens
+    (cost/prompt_tokens per action); episodes = steps × prompts_per_step × group_size. Several
+    records of a method are pooled (one mean episode per record)."""
+    out: dict = {}
+    for path in paths:
+        opener = __import__("gzip").open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            rec = json.load(f)
+        c, rows = rec["config"], [r for r in rec["rows"] if "cost/turns" in r and r.get("step")]
+        if not rows:
+            raise ValueError(f"{path}: no metrics row with cost/turns after step 0")
+        last = rows[-1]
+        method = "sao" if int(c["algorithm.group_size"]) == 1 else "grpo"
+        g, p = int(c["algorithm.group_size"]), int(c["sampling.prompts_per_step"])
+        episodes = int(last["step"]) * g * p
+        turns = last["cost/turns"] / episodes
+        ep = (round(last["cost/prompt_tokens"] / max(last["cost/turns"], 1)),
+              round(last["cost/sampled_tokens"] / episodes), max(round(turns - 1), 0))
+        prev = out.get(method)
+        cols = [list(x) for x in ((prev.prompt_tokens, prev.sampled_tokens, prev.tool_calls)
+                                  if prev else ((), (), ()))]
+        for col, v in zip(cols, ep):
+            col.append(int(v))
+        out[method] = Profile(*(tuple(x) for x in cols), g, p,
+                              int(c.get("rollout.max_staleness", 2)),
+                              f"run records ({len(cols[0])}), mean episode per record")
+    return out
+
+
+def load_profiles(path: str) -> dict:
+    with open(path) as f:
+        raw = json.load(f)
+    return {m: Profile(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+            for m, d in raw.items()}
+
+
+# ----------------------------------------------------------------------------- replay
+class _ReplaySampler:
+    def draw(self, tag, n):
+        from rlvr.records.task import TaskSpec
+
+        return [TaskSpec(task_id=str(tag), prompt="", task_type="agent") for _ in range(n)]
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, d):
+        pass
+
+
+class _ReplayEngine:
+    """Rows whose counts are episodes of the profile (drawn by a seed from the unit's task tag
+    and the row)."""
+
+    def __init__(self, profile: Profile, seed: int):
+        self.p, self.seed = profile, seed
+        self.n = len(profile.sampled_tokens)
+        self.width = max(a + b for a, b in zip(profile.prompt_tokens, profile.sampled_tokens)) + 1
+
+    def run(self, params, tasks, group_size, keys, sampling, policy_version):
+        from rlvr.records.batch import RolloutBatch
+
+        tag = tasks[0].task_id
+        rows = len(tasks) * group_size
+        w = self.width
+        loss = np.zeros((rows, w), np.float32)
+        attn = np.zeros((rows, w), bool)
+        turns = np.full((rows, w), -1, np.int32)
+        tokens = 0
+        for i in range(rows):
+            j = stream_seed("wallclock", self.seed, tag, i) % self.n
+            p, g, t = self.p.prompt_tokens[j], self.p.sampled_tokens[j], self.p.tool_calls[j]
+            attn[i, :p + g] = True
+            loss[i, p:p + g] = 1.0
+            turns[i, p:p + g] = t
+            tokens += g
+        batch = RolloutBatch.create(tokens=np.ones((rows, w), np.int32), loss_mask=loss,
+                                    behavior_logprobs=np.zeros((rows, w), np.float32),
+                                    rewards=np.zeros(rows, np.float32), attention_mask=attn,
+                                    turn_ids=turns,
+                                    policy_version=np.full(rows, policy_version, np.int32))
+        all_tasks = tuple(t for t in tasks for _ in range(group_size))
+        return Collected(batch, tuple(range(rows)), all_tasks, group_size,
+                         RolloutCost(turns=rows, sampled_tokens=tokens))
+
+
+class _ReplayInner:
+    def __init__(self, profile: Profile, seed: int):
+        import jax
+
+        self.engine, self.sampler = _ReplayEngine(profile, seed), _ReplaySampler()
+        self.group_size, self.prompts_per_step = profile.group_size, profile.prompts_per_step
+        self.rollout_key, self.sampling = jax.random.PRNGKey(seed), None
+
+    def collect(self, params, step, version, n=None):
+        n = n or self.prompts_per_step
+        return self.engine.run(params, self.sampler.draw(f"sync/{step}", n), self.group_size,
+                               None, None, version)
+
+    def observe(self, c):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, d):
+        pass
+
+    def close(self):
+        pass
+
+
+def modelled_throughput(profile: Profile, model: clock.TimeModel, mode: str, *, steps: int,
+                        seed: int) -> dict:
+    """Sampled tokens per modelled second over `steps` learner steps of `mode` under `model`."""
+    inner = _ReplayInner(profile, seed)
+    c = clock.ModelledClockCollector(inner, model, mode=mode, seed=seed,
+                                     max_staleness=profile.max_staleness, backpressure=True)
+    tokens, t, lag = 0, 0.0, []
+    for s in range(steps):
+        got = c.collect(None, s, s)
+        tokens += got.cost.sampled_tokens
+        t = got.stats["time/modelled_s"]
+        lag.append(got.stats.get("sample/mean_lag", 0.0))
+    return {"tokens": tokens, "modelled_s": t, "tokens_per_s": tokens / t,
+            "mean_lag": float(np.mean(lag)), "dropped": float(c.dropped)}
+
+
+# ----------------------------------------------------------------------------- the table
+def token_ratios(path: str) -> dict:
+    """{arm: (point, lo, hi)} of measured sampled tokens to the level, arm ÷ GRPO-sync."""
+    out = {"grpo_sync": (1.0, 1.0, 1.0)}
+    if path and os.path.exists(path):
+        with open(path) as f:
+            r = json.load(f).get("ratios", {}).get("tokens_ratio")
+        if r:  # GRPO ÷ SAO: invert (the interval's ends swap)
+            out["sao"] = (1.0 / r[0], 1.0 / r[2], 1.0 / r[1])
+    return out
+
+
+def run_grid(profiles: dict, base: clock.TimeModel, *, steps: int, seed: int) -> list:
+    ref = profiles["grpo"]
+    learner_step = clock.learner_step_s(base, ref.group_size * ref.prompts_per_step)
+    cells = []
+    for lx, tail, slots, topo in itertools.product(*GRID.values()):
+        median = lx * learner_step  # the cap keeps the system model's cap ÷ median
+        model = dataclasses.replace(base, tool_median_s=median, tool_tail_index=tail, slots=slots,
+                                    topology=topo,
+                                    tool_cap_s=base.tool_cap_s * median / base.tool_median_s)
+        arms = {a: modelled_throughput(profiles[METHOD[a]], model, a, steps=steps, seed=seed)
+                for a in ARMS}
+        ref_tps = arms["grpo_sync"]["tokens_per_s"]
+        for a in ARMS:
+            arms[a]["throughput_ratio"] = arms[a]["tokens_per_s"] / ref_tps
+        cells.append({"latency_x": lx, "tool_median_s": model.tool_median_s, "tail": tail,
+                      "slots": slots, "topology": topo, "arms": arms})
+    return cells
+
+
+def _fmt_ratio(tok, thr) -> str:
+    if tok is None:
+        return "not measured"
+    p, lo, hi = (x / thr for x in tok)
+    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def write_results(cells, profiles, ratios, base, args, out: str, seconds: float) -> str:
+    os.makedirs(out, exist_ok=True)
+    lines = [
+        "# Modelled wall-clock under the system model grid",
+        "",
+        f"Generated by `python -m experiments.study.wallclock{' --quick' if args.quick else ''}` "
+        f"({seconds:.0f} s). System model M: `experiments/study/system_model.json` "
+        f"(prefill {base.prefill_s_per_token} s/token, decode {base.decode_s_per_token} s/token, "
+        f"set-up {base.env_setup_s} s, learner {base.learner_s_per_sample} s/sample, tool cap "
+        f"{base.tool_cap_s / base.tool_median_s:g} × the median) with the grid's tool latency median (× the GRPO-sync learner "
+        f"step), tail index, slots and topology. {args.steps} learner steps per arm and cell.",
+        "",
+        "Throughput: sampled tokens per modelled second, arm ÷ GRPO-sync (> 1: faster). "
+        "Modelled wall-clock to the level, arm ÷ GRPO-sync = measured token ratio ÷ throughput "
+        "ratio (< 1: the arm reaches the level sooner), with the token ratio's interval carried "
+        "through.",
+        "",
+        "Profiles: " + "; ".join(f"{m}: {p.source}, mean {np.mean(p.sampled_tokens):.1f} "
+                                  f"generated tokens, {np.mean(p.tool_calls):.2f} tool calls per "
+                                  f"episode" for m, p in profiles.items()),
+        "",
+        "Measured token ratios (arm ÷ GRPO-sync, sampled tokens to the level): " +
+        ", ".join(f"{LABELS[a]} {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]" for a, v in ratios.items()) +
+        f" (from `{os.path.relpath(args.token_ratios, ROOT) if args.token_ratios else 'none'}`;"
+        f" the SAO arm there ran with producer batches, not per-episode arrival).",
+        "",
+        "| latency × step | tail | slots | topology | " +
+        " | ".join(f"{LABELS[a]} throughput" for a in ARMS[1:]) + " | " +
+        " | ".join(f"{LABELS[a]} wall-clock ratio" for a in ARMS[1:]) + " |",
+        "|---:|---:|---:|---|" + "---:|" * (2 * (len(ARMS) - 1)),
+    ]
+    for c in cells:
+        thr = [c["arms"][a]["throughput_ratio"] for a in ARMS[1:]]
+        wall = [_fmt_ratio(ratios.get(a), c["arms"][a]["throughput_ratio"]) for a in ARMS[1:]]
+        lines.append(f"| {c['latency_x']:g} | {c['tail']:g} | {c['slots']} | {c['topology']} | "
+                     + " | ".join(f"{x:.2f}" for x in thr) + " | " + " | ".join(wall) + " |")
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "wallclock.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(out, "wallclock.json"), "w") as f:
+        json.dump({"grid": {k: list(v) for k, v in GRID.items()}, "arms": list(ARMS),
+                   "system_model": dataclasses.asdict(base), "steps": args.steps,
+                   "token_ratios": ratios, "cells": cells,
+                   "profiles": {m: p.to_dict() for m, p in profiles.items()}}, f, indent=1)
+    return table
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="measure the episode profiles first")
+    ap.add_argument("--profiles", default=os.path.join(OUT, "profiles.json"))
+    ap.add_argument("--records", nargs="*", default=(),
+                    help="study run records (JSON, optionally .gz) to take the profiles from")
+    ap.add_argument("--token-ratios", default=STUDY_SAO)
+    ap.add_argument("--system-model", default=SYSTEM_MODEL)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=OUT)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    if args.records:
+        profiles = record_profiles(args.records)
+        missing = sorted({"grpo", "sao"} - set(profiles))
+        if missing:
+            raise SystemExit(f"--records: no record of {missing} (group_size > 1: grpo, 1: sao)")
+    elif args.quick:
+        profiles = quick_profiles()
+        os.makedirs(os.path.dirname(args.profiles) or ".", exist_ok=True)
+        with open(args.profiles, "w") as f:
+            json.dump({m: p.to_dict() for m, p in profiles.items()}, f)
+    elif os.path.exists(args.profiles):
+        profiles = load_profiles(args.profiles)
+    else:
+        raise SystemExit(f"no episode profiles at {args.profiles}: run with --quick or --profiles")
+    base = clock.TimeModel.from_json(args.system_model)
+    cells = run_grid(profiles, base, steps=args.steps, seed=args.seed)
+    table = write_results(cells, profiles, token_ratios(args.token_ratios), base, args, args.out,
+                          time.perf_counter() - t0)
+    print(table)
+    return table
+
+
+if __name__ == "__main__":
+    main()
