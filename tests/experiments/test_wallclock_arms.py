@@ -65,3 +65,31 @@ def test_wallclock_arm_reads_every_field(tmp_path, mode):
 
     rows = [r for r in read_metrics(str(tmp_path)) if "time/modelled_s" in r]
     assert [r["step"] for r in rows][-1] == 2 and rows[-1]["time/modelled_s"] > 0
+
+
+def test_runner_starts_an_interrupted_streaming_modelled_run_over(tmp_path):
+    """A streaming run under the modelled clock cannot resume after step 0: the runner deletes
+    the interrupted attempt and starts over (counted in `restarts`); synchronous modes resume."""
+    import json
+
+    from experiments.study import runner
+
+    sc = arms.scale("quick")
+    cache, work = str(tmp_path / "cache"), str(tmp_path / "work")
+    warm = runner.warm_folder(arms.base_config("grpo", 0, sc), 0, cache, log=lambda *a: None)
+    config = arms.arm_config("sao_modelled", 0, sc, warm=warm, lr=1e-4)
+    key = runner.run_key(runner.with_batch_bucket(config, 32), 32, cache)
+    wd = tmp_path / "work" / key  # an interrupted attempt: checkpoints after step 0, rows to 3
+    (wd / "checkpoints" / "3").mkdir(parents=True)
+    (wd / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "interrupted": 1}) + "\n"
+                                              for s in range(4)))
+    assert runner.must_start_over(config, str(wd))
+    sync = arms.arm_config("sao_sync", 0, sc, warm=warm, lr=1e-4)
+    assert not runner.must_start_over(sync, str(wd))  # a synchronous mode resumes
+    assert not runner.must_start_over(config, str(tmp_path / "empty"))
+    rec = runner.run_config(config, workdir_root=work, cache=cache, log=lambda *a: None)
+    assert rec["restarts"] == 1 and rec["result"]
+    assert not any("interrupted" in r for r in rec["rows"]) and rec["rows"][0]["step"] == 0
+    assert not (wd / "checkpoints" / "3").exists()
+    assert rec["config"]["checkpoint.overwrite"] is False  # the record keeps the config as given
+    assert any("time/modelled_s" in r for r in rec["rows"])
