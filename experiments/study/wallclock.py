@@ -313,10 +313,11 @@ def measured_ratios(recs: dict) -> dict:
     """What the wall-clock arms' runs measured, from their records ({mode: {seed: record}}):
     the level ℓ = 0.9 × GRPO-sync's mean end success (mean of its last 3 evaluations); per arm
     and seed the sampled tokens and modelled seconds (`time/modelled_s`) to ℓ (a run that never
-    reached it: its last cost, a bound); per arm the ratios arm ÷ GRPO-sync over the seeds both
-    ran (geometric mean with a paired t-interval on the log-ratios; NaN interval with one seed).
-    {"level", "seeds", "arms": {mode: {"tokens": [...], "modelled_s": [...], "reached": [...],
-    "tokens_ratio": (p, lo, hi), "modelled_ratio": (p, lo, hi)}}}."""
+    reached it: its last cost, a bound) and its sampled tokens per modelled second over the whole
+    run; per arm the ratios arm ÷ GRPO-sync over the seeds both ran (geometric mean with a paired
+    t-interval on the log-ratios; NaN interval with one seed). {"level", "seeds", "arms": {mode:
+    {"tokens": [...], "modelled_s": [...], "reached": [...], "tokens_per_modelled_s": [...],
+    "tokens_ratio", "modelled_ratio", "throughput_ratio": (p, lo, hi)}}}."""
     from experiments.study import stats
 
     nan = float("nan")
@@ -336,7 +337,11 @@ def measured_ratios(recs: dict) -> dict:
             p, lo, hi = stats.paired_ratio(num, den)
             return (p, lo, hi) if len(stats.log_ratios(num, den)) > 1 else (p, nan, nan)
 
+        # the run's own modelled throughput: sampled tokens per modelled second at its end
+        tps = [float(cur[m][s]["tokens"][-1] / cur[m][s]["modelled_s"][-1]) for s in seeds]
+        ref_tps = [float(ref[s]["tokens"][-1] / ref[s]["modelled_s"][-1]) for s in seeds]
         out["arms"][m] = {
+            "tokens_per_modelled_s": tps, "throughput_ratio": ratio(tps, ref_tps),
             "seeds": seeds, "tokens": [t for t, _ in tok], "modelled_s": [t for t, _ in mod],
             "reached": [bool(r) for _, r in tok],
             "tokens_ratio": ratio([t for t, _ in tok], ref_tok),
@@ -362,7 +367,13 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
         m = measured_ratios(load_arm_records(arm_records))
         where = os.path.relpath(arm_records, ROOT)
         for a, v in m["arms"].items():
-            if a == "grpo_sync" or not np.isfinite(v["tokens_ratio"][0]):
+            if a == "grpo_sync":
+                continue
+            if not np.isfinite(v["tokens_ratio"][0]):  # e.g. the warm start was already at ℓ
+                src[a] = (f"not measured: its quick-scale runs (`{where}`) give no token ratio "
+                          f"(GRPO-sync's cost to ℓ = {m['level']:.3f} is "
+                          f"{', '.join(f'{t:.0f}' for t in m['arms']['grpo_sync']['tokens'])} "
+                          f"tokens: ℓ lies at or below the warm start's success)")
                 continue
             out[a] = tuple(float(x) for x in v["tokens_ratio"])
             n = len(v["seeds"])
@@ -419,8 +430,8 @@ def runs_section(folder: str) -> list:
              f"(geometric mean over seeds, paired t-interval where there are several).",
              "",
              "| arm | seeds | end success (mean of the last 3 evaluations) | sampled tokens to ℓ | modelled s to ℓ | token ratio | "
-             "modelled wall-clock ratio |",
-             "|---|---:|---|---|---|---|---|"]
+             "modelled wall-clock ratio | tokens per modelled s (run) | throughput ratio (run) |",
+             "|---|---:|---|---|---|---|---|---|---|"]
     from experiments.study import stats
 
     for a, v in m["arms"].items():
@@ -430,7 +441,9 @@ def runs_section(folder: str) -> list:
             f"| {LABELS[a]} | {len(v['seeds'])} | {', '.join(f'{e:.3f}' for e in ends)} | "
             f"{', '.join(f'{k}{t:.0f}' for k, t in zip(mark, v['tokens']))} | "
             f"{', '.join(f'{k}{t:.1f}' for k, t in zip(mark, v['modelled_s']))} | "
-            f"{_fmt_tok(v['tokens_ratio'])} | {_fmt_tok(v['modelled_ratio'])} |")
+            f"{_fmt_tok(v['tokens_ratio'])} | {_fmt_tok(v['modelled_ratio'])} | "
+            f"{', '.join(f'{t:.2f}' for t in v['tokens_per_modelled_s'])} | "
+            f"{_fmt_tok(v['throughput_ratio'])} |")
     return lines
 
 
@@ -460,7 +473,9 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
         "; ".join(f"{LABELS[a]} {_fmt_tok(v)} (from {(sources or {}).get(a, 'the reference')})"
                   for a, v in ratios.items() if a != "grpo_sync") +
         ("" if set(ratios) >= set(ARMS) else
-         "; not measured: " + ", ".join(LABELS[a] for a in ARMS if a not in ratios)) + ".",
+         "; not measured: " + ", ".join(
+             LABELS[a] + (f" ({(sources or {})[a]})" if a in (sources or {}) else "")
+             for a in ARMS if a not in ratios)) + ".",
         "",
         "| latency × step | tail | slots | topology | " +
         " | ".join(f"{LABELS[a]} throughput" for a in ARMS[1:]) + " | " +
