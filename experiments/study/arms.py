@@ -112,6 +112,17 @@ SCALES["long512_lr_rm"] = dict(
              "reinforce": (1.25e-5, 2.5e-5, 5e-5, 1e-4)},
     lr_scale="long512_lr_rm", results_subdir="long512_lr_rm")
 
+# "wallclock_quick": the quick scale's model and testbed with budgets long enough for the
+# wall-clock arms (experiments/study/wallclock.py) to move off their warm start: a longer SFT warm
+# start, 8000 rollout tokens per run, 32 held-out episodes evaluated 5 times. Minutes in all on
+# a shared 2-core CPU; a pipeline-scale measurement, not the study's.
+SCALES["wallclock_quick"] = dict(
+    copy.deepcopy(SCALES["quick"]),
+    model=dict(num_layers=2, d_model=64, num_heads=2, num_kv_heads=2, d_ff=128, max_seq_len=160),
+    max_turns=12, max_new_tokens=20, sft_steps=600, sft_pool=512, eval_tasks=32, eval_points=5,
+    budget=dict(SCALES["quick"]["budget"], grpo=8000, sao=8000),
+    tokens_per_step=dict(SCALES["quick"]["tokens_per_step"], grpo=1100, sao=1100))
+
 # One line per preset for `--scale`'s help.
 SCALE_ABOUT = {
     "full": "the plan in STUDY.md",
@@ -122,6 +133,7 @@ SCALE_ABOUT = {
     "long512_lr_sao": "the same check for SAO's and the running-mean arm's rates; study_lr only",
     "long512_lr_rm": "the running-mean arm's rate below long512_lr_sao's grid; study_lr only",
     "quick": "tiny settings, every code path in seconds (also --quick)",
+    "wallclock_quick": "quick's model with budgets for the wall-clock arms (minutes)",
 }
 
 
