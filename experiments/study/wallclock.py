@@ -370,7 +370,9 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
             if a == "grpo_sync":
                 continue
             if not np.isfinite(v["tokens_ratio"][0]):  # e.g. the warm start was already at ℓ
-                src[a] = (f"not measured: its quick-scale runs (`{where}`) give no token ratio "
+                if a in out:  # measured elsewhere (the study_sao.json): that reading stands
+                    continue
+                src[a] = (f"its quick-scale runs (`{where}`) give no token ratio "
                           f"(GRPO-sync's cost to ℓ = {m['level']:.3f} is "
                           f"{', '.join(f'{t:.0f}' for t in m['arms']['grpo_sync']['tokens'])} "
                           f"tokens: ℓ lies at or below the warm start's success)")
@@ -413,6 +415,8 @@ def _fmt_ratio(tok, thr) -> str:
 
 def _fmt_tok(v) -> str:
     p, lo, hi = v
+    if not np.isfinite(p):
+        return "n/a"
     return f"{p:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
 
 
