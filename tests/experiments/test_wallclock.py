@@ -48,6 +48,14 @@ def test_profiles_from_run_records(tmp_path):
     assert got["grpo"].sampled_tokens == (30,) and got["grpo"].tool_calls == (2,)
     assert got["sao"].tool_calls == (4,) and got["sao"].prompt_tokens == (10,)
     assert got["sao"].group_size == 1 and got["grpo"].prompts_per_step == 2
+    # a folder of compressed records (the wall-clock arms' own) reads the same
+    from experiments.study import records
+
+    for name, path in (("grpo_sync.s0", paths[0]), ("sao.s0", paths[1])):
+        records.write_record(str(tmp_path / "arms" / f"{name}{records.SUFFIX}"),
+                             json.loads(open(path).read()))
+    again = wallclock.record_profiles([str(tmp_path / "arms")])
+    assert again["grpo"].sampled_tokens == (30,) and again["sao"].tool_calls == (4,)
 
 
 def _arm_record(succ, tokens, modelled):
