@@ -23,10 +23,16 @@ over replayed episodes: unit u's rows take their (prompt tokens, generated token
 from the arm's measured per-episode profile (row drawn with a seed from (u, row)), so no model
 is sampled here. Profiles: per episode, the counts of the study's testbed episodes sampled by
 the quick-scale warm-started policy (`--quick`: the GRPO and SAO configs, tool latency off), the
-mean episode of each study run record (`--records`: cost/turns, cost/sampled_tokens,
-cost/prompt_tokens of its last step), or a JSON file (`--profiles`) of the same fields. Token ratios: measured
-GRPO ÷ SAO sampled tokens to the level from a study_sao.json (`--token-ratios`); the arms the
-record did not run are shown as not measured.
+mean episode of each study run record (`--records`: files or folders of compressed records;
+cost/turns, cost/sampled_tokens, cost/prompt_tokens of its last step), or a JSON file
+(`--profiles`) of the same fields. Token ratios (sampled tokens to the level, arm ÷ GRPO-sync):
+from the four arms' own runs (`--run-arms` runs them through the study runner under the modelled
+clock and writes their compressed records to `--arm-records`, default
+experiments/study/records/wallclock_quick/, which the table then reads), else SAO's from a
+study_sao.json (`--token-ratios`, GRPO ÷ SAO); an arm measured in neither is shown as not
+measured, with the reason where its runs give no ratio.
+
+    python -m experiments.study.wallclock --run-arms --scale wallclock_quick --seeds 1
 
 Writes `<out>/wallclock.md` (the table) and `<out>/wallclock.json` (every number).
 """
