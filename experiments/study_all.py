@@ -339,8 +339,11 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
            "|---|---|---:|---|---|"] + rows
     runs = d.get("arm_runs")
     if runs:
+        comp = runs.get("compute", {})
         out += ["", f"The wall-clock arms' own runs (quick scale, the system model as it is; ℓ = "
-                f"{runs['level']:.3f}):", "",
+                f"{runs['level']:.3f}; {comp.get('runs', 0)} runs, "
+                f"{comp.get('wall_s', 0.0) / 60:.1f} wall-minutes, "
+                f"{comp.get('cpu_s', 0.0) / 60:.1f} CPU-minutes, warm start not included):", "",
                 "| arm | seeds | sampled tokens to ℓ | modelled s to ℓ | throughput ratio (run) |",
                 "|---|---:|---|---|---|"]
         for a, v in runs["arms"].items():

@@ -330,7 +330,10 @@ def measured_ratios(recs: dict) -> dict:
     cur = {m: {s: stats.curve(r) for s, r in by.items()} for m, by in recs.items()}
     ref = cur["grpo_sync"]
     level = 0.9 * float(np.mean([stats.plateau(c) for c in ref.values()]))
-    out = {"level": level, "seeds": sorted(ref), "arms": {}}
+    runs = [r for by in recs.values() for r in by.values()]
+    out = {"level": level, "seeds": sorted(ref), "arms": {},
+           "compute": {"runs": len(runs), "wall_s": float(sum(r.get("wall_s", 0.0) for r in runs)),
+                       "cpu_s": float(sum(r.get("cpu_s", 0.0) for r in runs))}}
     for m in ARMS:
         if m not in cur:
             continue
