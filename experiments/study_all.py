@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Optional
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.study import claims, report, runner  # noqa: E402
@@ -265,15 +267,107 @@ def compute_block(total: dict) -> str:
         f"wall-hours on the shared 2-core CPU ({cpu:.2f} CPU-hours without the earlier scripts).")
 
 
+STUDY_RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "study", "records")
+WALLCLOCK_JSON = os.path.join(report.RESULTS, "wallclock", "wallclock.json")
+
+
+def local_block_text(records_root: str = STUDY_RECORDS) -> str:
+    """The README's local-block table: one row per committed local checkout block
+    (`<records_root>/shop_local_<scale>_<difficulty>/`, read through `shop_local.load_block` and
+    `block_report`, as its own report is): runs, the premise on each warm start, the primary
+    endpoint (GRPO ÷ PivotRL training turns to the level) and what the row is (a quick-scale
+    block is a pipeline check, not a reading)."""
+    from experiments.study import shop_local, stats
+
+    rows = []
+    names = sorted(n for n in os.listdir(records_root) if n.startswith("shop_local_")) \
+        if os.path.isdir(records_root) else []
+    for name in names:
+        _, n = shop_local.block_report(shop_local.load_block(os.path.join(records_root, name)))
+        st, ep = n["settings"], n["primary_endpoint"]
+        prem = [p for p in n["premise"].values()]
+        premise = ("untested (no payment with the cart complete)" if not prem or any(
+            not np.isfinite(p["difference"]) for p in prem) else
+            "holds on every warm start" if all(p["agree"] for p in prem) else "FAILS on a warm start")
+        per = ", ".join(f"{g:.0f}/{q:.0f} ({kind})" for g, q, kind in ep["per_run"]) or "none"
+        what = ("pipeline check (quick scale), not a reading" if st["scale"] == "quick"
+                else f"reading at scale `{st['scale']}`")
+        rows.append(f"| `study/records/{name}/` | `{st['difficulty']}` | {n['compute']['runs']} | "
+                    f"{premise} | {stats.fmt_ci(ep['ratio'], ep['lo'], ep['hi'], unit='×')} | "
+                    f"{per} | {n['compute']['wall_h']:.2f} | {what} |")
+    if not rows:
+        return "No local block has committed records yet."
+    head = ("| records | difficulty | runs | premise (payment success by layout) | GRPO ÷ PivotRL "
+            "training turns to ℓ [95% t-CI] | GRPO/PivotRL turns per run | wall-hours | what it is |\n"
+            "|---|---|---:|---|---|---|---:|---|")
+    return (head + "\n" + "\n".join(rows) + "\n\nEach block's full report (one-time costs, every "
+            "run, exploratory differences): `results/shop_local/shop_local_<scale>_<difficulty>.md`, "
+            "regenerated from the records by `python experiments/study/shop_local.py "
+            "[--quick] --from-records`.")
+
+
+def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
+    """The README's modelled wall-clock block, from the grid's result file
+    (`experiments/study/wallclock.py`): per arm the range over the fixed grid of its modelled
+    throughput and wall-clock to the level (÷ GRPO-sync), where its token ratio was measured and,
+    where the wall-clock arms ran, their own readings."""
+    if not os.path.exists(path):
+        return "The modelled wall-clock grid has not run (`python -m experiments.study.wallclock`)."
+    with open(path) as f:
+        d = json.load(f)
+    labels = {"grpo_sync": "GRPO-sync", "grpo_async": "GRPO-async", "sao": "SAO", "sao_sync": "SAO-sync"}
+    ratios, sources, cells = d["token_ratios"], d.get("token_ratio_sources", {}), d["cells"]
+    rows = []
+    for a in d["arms"][1:]:
+        thr = [c["arms"][a]["throughput_ratio"] for c in cells]
+        if a in ratios:
+            wall = [ratios[a][0] / t for t in thr]
+            wall_txt = f"{min(wall):.2f} – {max(wall):.2f} (median {float(np.median(wall)):.2f})"
+        else:
+            wall_txt = "not measured"
+        rows.append(f"| {labels[a]} | {min(thr):.2f} – {max(thr):.2f} (median "
+                    f"{float(np.median(thr)):.2f}) | "
+                    + (f"{ratios[a][0]:.2f}" if a in ratios else "—")
+                    + f" | {wall_txt} | {sources.get(a, 'see results/wallclock/wallclock.md')} |")
+    out = [f"Over the fixed grid ({len(cells)} cells: tool-latency median × the GRPO-sync learner "
+           f"step, tail index, rollout slots, topology) under the system model "
+           f"`experiments/study/system_model.json`, {d['steps']} learner steps per arm and cell; "
+           f"ratios arm ÷ GRPO-sync (throughput > 1: faster; wall-clock < 1: sooner at ℓ). Every "
+           f"cell: `results/wallclock/wallclock.md`.", "",
+           "| arm | modelled throughput ratio over the grid | measured token ratio to ℓ | "
+           "modelled wall-clock ratio to ℓ over the grid | token ratio: where measured, or why not |",
+           "|---|---|---:|---|---|"] + rows
+    runs = d.get("arm_runs")
+    if runs:
+        comp = runs.get("compute", {})
+        out += ["", f"The wall-clock arms' own runs (quick scale, the system model as it is; ℓ = "
+                f"{runs['level']:.3f}; {comp.get('runs', 0)} runs, "
+                f"{comp.get('wall_s', 0.0) / 60:.1f} wall-minutes, "
+                f"{comp.get('cpu_s', 0.0) / 60:.1f} CPU-minutes, warm start not included):", "",
+                "| arm | seeds | sampled tokens to ℓ | modelled s to ℓ | throughput ratio (run) |",
+                "|---|---:|---|---|---|"]
+        for a, v in runs["arms"].items():
+            mark = ["" if r else "≥" for r in v["reached"]]
+            out.append(f"| {labels[a]} | {len(v['seeds'])} | "
+                       f"{', '.join(f'{k}{t:.0f}' for k, t in zip(mark, v['tokens']))} | "
+                       f"{', '.join(f'{k}{t:.1f}' for k, t in zip(mark, v['modelled_s']))} | "
+                       f"{v['throughput_ratio'][0]:.2f} |")
+    return "\n".join(out)
+
+
 def write_results_blocks(results: str = report.RESULTS) -> None:
     """Rewrites experiments/README.md's blocks read from every result file under `results`: the
     primary endpoints, each claim's reading in each block (`experiments.study.claims`), the claims
-    table of every folder's summary block, and the total compute."""
+    table of every folder's summary block, the local checkout blocks (their committed records),
+    the modelled wall-clock grid (`results/wallclock/wallclock.json`) and the total compute."""
     readings = claims.read(results)
     report.replace_readme_block("primary endpoints", claims.primary_text(readings))
     report.replace_readme_block("readings by block", claims.block_text(readings))
     for block in claims.blocks(results):
         refresh_summary_table(block, [r for r in readings if r.block == block])
+    report.replace_readme_block("local block", local_block_text())
+    report.replace_readme_block("modelled wall-clock", wallclock_text(
+        os.path.join(results, "wallclock", "wallclock.json")))
     report.replace_readme_block("compute total", compute_block(committed_compute(results)))
 
 

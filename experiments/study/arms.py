@@ -112,6 +112,17 @@ SCALES["long512_lr_rm"] = dict(
              "reinforce": (1.25e-5, 2.5e-5, 5e-5, 1e-4)},
     lr_scale="long512_lr_rm", results_subdir="long512_lr_rm")
 
+# "wallclock_quick": the quick scale's model and testbed with budgets long enough for the
+# wall-clock arms (experiments/study/wallclock.py) to move off their warm start: a longer SFT warm
+# start, 8000 rollout tokens per run, 32 held-out episodes evaluated 5 times. Minutes in all on
+# a shared 2-core CPU; a pipeline-scale measurement, not the study's.
+SCALES["wallclock_quick"] = dict(
+    copy.deepcopy(SCALES["quick"]),
+    model=dict(num_layers=2, d_model=64, num_heads=2, num_kv_heads=2, d_ff=128, max_seq_len=160),
+    max_turns=12, max_new_tokens=20, sft_steps=600, sft_pool=512, eval_tasks=32, eval_points=5,
+    budget=dict(SCALES["quick"]["budget"], grpo=8000, sao=8000),
+    tokens_per_step=dict(SCALES["quick"]["tokens_per_step"], grpo=1100, sao=1100))
+
 # One line per preset for `--scale`'s help.
 SCALE_ABOUT = {
     "full": "the plan in STUDY.md",
@@ -122,6 +133,7 @@ SCALE_ABOUT = {
     "long512_lr_sao": "the same check for SAO's and the running-mean arm's rates; study_lr only",
     "long512_lr_rm": "the running-mean arm's rate below long512_lr_sao's grid; study_lr only",
     "quick": "tiny settings, every code path in seconds (also --quick)",
+    "wallclock_quick": "quick's model with budgets for the wall-clock arms (minutes)",
 }
 
 
@@ -245,6 +257,38 @@ def _set(**fields):
     return change
 
 
+# The wall-clock arms run under the modelled clock (`rlvr.train.clock`, docs/algorithms.md §7):
+# batches gathered in virtual time under the committed system model, so their wall-clock is the
+# model's, not this machine's. Tool latency is the model's too: the environment's own sleep is off.
+SYSTEM_MODEL = "experiments/study/system_model.json"  # relative to the repository root
+# rollout fields of asynchronous collection that the modelled clock does not read (its time
+# model's slots run the episodes, each unit arriving on its own)
+_MODELLED_UNREAD = ("producer_batch", "queue_size", "arrival", "episode_slots")
+_ASYNC_FIELDS = _MODELLED_UNREAD + ("max_staleness", "staleness_backpressure", "staleness_decay")
+
+
+def _modelled(asynchronous: bool):
+    """The change of a wall-clock arm: its method's config under the modelled clock, rollouts
+    asynchronous (trained on arrival, the staleness bound of SAO's config) or synchronous (a
+    barrier per step); the fields the mode does not read back at their defaults."""
+    def change(c, sc):
+        from configs import base
+
+        ref = base.get_config().rollout
+        c.rollout.clock = "modelled"
+        c.rollout.time_model = SYSTEM_MODEL
+        c.task.kwargs.latency_s = 0.0
+        c.rollout.asynchronous = bool(asynchronous)
+        if asynchronous:
+            c.rollout.max_staleness = 2
+            c.rollout.staleness_backpressure = True
+            c.rollout.staleness_decay = 1.0
+        for k in (_MODELLED_UNREAD if asynchronous else _ASYNC_FIELDS):
+            c.rollout[k] = ref[k]
+        return c
+    return change
+
+
 ARMS = {a.name: a for a in [
     # --- PivotRL family (rollout-token efficiency)
     Arm("grpo", "grpo", _set(), "grpo", "GRPO, full trajectories (group-synchronous)"),
@@ -268,11 +312,24 @@ ARMS = {a.name: a for a in [
     Arm("sao_unfrozen", "sao", _set(algorithm__critic_freeze_attention=False), "sao",
         "SAO, critic attention trained"),
     Arm("reinforce", "reinforce", _set(), "sao", "Running-mean baseline instead of a critic"),
+    # --- wall-clock arms under the modelled clock (mode: rlvr.train.clock.clock_mode)
+    Arm("grpo_sync", "grpo", _modelled(False), "grpo",
+        "GRPO-sync: groups, a barrier per step (modelled clock)"),
+    Arm("grpo_async", "grpo", _modelled(True), "grpo",
+        "GRPO-async: groups trained on arrival, staleness bound 2 (modelled clock)"),
+    Arm("sao_modelled", "sao", _modelled(True), "sao",
+        "SAO: single rollouts trained on arrival, staleness bound 2 (modelled clock)"),
+    Arm("sao_sync", "sao", _modelled(False), "sao",
+        "SAO-sync: single rollouts, a barrier per step (modelled clock)"),
 ]}
 
 PIVOT_FAMILY = ("grpo", "pivotrl", "pivot_all", "pivot_random", "pivot_variance", "pivot_exact")
 SAO_FAMILY = ("grpo", "sao", "sao_naive_gae", "sao_k1", "sao_pretrain_none", "sao_pretrain_large",
               "sao_unfrozen", "reinforce")
+
+# the wall-clock arms by their modelled-clock mode (experiments/study/wallclock.py's arms)
+WALLCLOCK_ARMS = {"grpo_sync": "grpo_sync", "grpo_async": "grpo_async", "sao": "sao_modelled",
+                  "sao_sync": "sao_sync"}
 
 
 def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float, budget: Optional[int] = None):

@@ -5,7 +5,8 @@ A run record (`runner.run_config`'s dict) is stored as gzip-compressed JSON line
 code version, config, result without its history, wall / CPU seconds, probe seconds, machine),
 each further line one metrics row. Rows are compacted (`compact_row`): an evaluation row (or the
 step-0 row) keeps every `eval/`, `cost/` and `pivot/` metric, every row keeps the step, its cost,
-its step time and a few training readings (`ROW_KEYS`), and floats keep 6 significant digits.
+its step time, the modelled clock's time (`time/modelled_s`, runs under the modelled clock) and
+a few training readings (`ROW_KEYS`), and floats keep 6 significant digits.
 The file is byte-for-byte a function of the record (sorted keys, no gzip time stamp), so
 writing it again changes nothing in git.
 
@@ -23,8 +24,8 @@ from typing import Any
 
 SUFFIX = ".jsonl.gz"
 # kept in every row (the curves' cost and wall-clock axes, a few training readings)
-ROW_KEYS = ("step", "time/step_s", "reward/mean", "policy/clip_frac", "policy/masked_frac",
-            "policy/version")
+ROW_KEYS = ("step", "time/step_s", "time/modelled_s", "reward/mean", "policy/clip_frac",
+            "policy/masked_frac", "policy/version")
 # kept in an evaluation row and in the step-0 row (PivotRL's selection statistics and probe)
 FULL_PREFIXES = ("eval/", "cost/", "pivot/")
 HEADER_DROP = ("rows", "model", "from_cache", "finished")

@@ -6,7 +6,8 @@
   critic's trunk (`ValueModel.from_policy` copies the policy it is built from) all start from
   the same warm-started weights.
 * `run_config(config, ...)`: `validate_config` → `build_run` → `loop.train` in a work dir named
-  by the run key (an interrupted run resumes from its latest checkpoint). The record (metrics
+  by the run key (an interrupted run resumes from its latest checkpoint; a streaming run under
+  the modelled clock, which cannot resume, starts over: `must_start_over`). The record (metrics
   rows, result, wall / CPU seconds, code version, `machine()`) is cached as `<cache>/runs/<key>.json`; the key
   hashes the code version (`rlvr.version.code_version()`), the full config (paths inside the
   cache relative to it, so a moved cache still hits) and this module's engine version, so a
@@ -210,6 +211,29 @@ def time_probe(r, spent: dict) -> None:
     r.collector.prepare = timed
 
 
+def must_start_over(config, workdir: str) -> bool:
+    """Whether an interrupted run of `config` in `workdir` has to start over instead of resuming:
+    a streaming run under the modelled clock (`rollout.clock="modelled"` with asynchronous
+    rollouts: modes GRPO-async and SAO) cannot resume from a checkpoint after step 0, since its
+    episodes in flight were sampled with earlier parameters that a checkpoint does not keep
+    (`rlvr.train.clock.ModelledClockCollector.load_state_dict`). Synchronous modes and the real
+    clock resume."""
+    from rlvr.train.workdir import checkpoint_steps
+
+    streaming = config.rollout.clock == "modelled" and bool(config.rollout.asynchronous)
+    return streaming and any(s > 0 for s in checkpoint_steps(workdir))
+
+
+def starting_over(config):
+    """A copy of `config` that deletes the earlier run in its workdir and starts from step 0
+    (`checkpoint.resume=False`, `checkpoint.overwrite=True`); the run's key and record keep the
+    config as given."""
+    config = config.copy_and_resolve_references()
+    config.checkpoint.resume = False
+    config.checkpoint.overwrite = True
+    return config
+
+
 def with_batch_bucket(config, batch_bucket: int):
     """A copy of `config` (a multi-turn study run) whose sampler calls pad the active episodes
     to a multiple of `batch_bucket` rows (`rollout.batch_bucket`)."""
@@ -223,7 +247,8 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
                export: bool = False, label: str = "", log: Callable = print) -> dict:
     """Runs (or resumes, or loads from the cache) one configured run; returns its record:
     key, label, code_version, config, rows (metrics.jsonl), result (the loop's result dict),
-    wall_s / cpu_s (summed over invocations), probe_wall_s (the preparation before the first
+    wall_s / cpu_s (summed over invocations, an interrupted attempt that had to start over
+    included), restarts (how many times it started over: `must_start_over`), probe_wall_s (the preparation before the first
     step, `time_probe`), load_avg (the machine's 1-minute load average when the last invocation
     started and ended), from_cache, model (exported folder or None)."""
     from rlvr.version import code_version
@@ -264,8 +289,13 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
             spent = json.load(f)
     log(f"  run {label or key} ({key}) in {wd}")
     validate_config(config)
+    launch = config
+    if must_start_over(config, wd):
+        log(f"  {label or key}: a streaming modelled-clock run cannot resume; starting it over")
+        launch = starting_over(config)
+        spent = {**spent, "restarts": spent.get("restarts", 0) + 1}
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
-    r = build_run(config, wd)
+    r = build_run(launch, wd)
     try:
         time_evaluations(r)
         time_probe(r, spent)

@@ -5,7 +5,9 @@ the cumulative cost at that point — rollout tokens (`cost/sampled_tokens`: tok
 generated, probes and value pre-training included), tokens the samples were conditioned on
 (`cost/prompt_tokens`: the prompt, or the whole history at every call), rollout turns
 (`cost/turns`: policy calls, one per single-turn sample or multi-turn action), and training wall-clock
-(seconds of the loop's steps, evaluations excluded).
+(seconds of the loop's steps, evaluations excluded), and for a run under the modelled clock
+(`rollout.clock="modelled"`) its modelled wall-clock (`time/modelled_s`, the virtual time at the
+end of the step: a system model's seconds, not this machine's).
 
 Training wall-clock of a run at step s is Σ time/step_s over steps ≤ s, with one correction for
 asynchronous runs: while the learner evaluates, the rollout thread keeps filling its queue (up
@@ -60,9 +62,12 @@ def one_time_cost(rec: dict) -> OneTimeCost:
 
 
 def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
-    """{step, success, ci, tokens, prompt_tokens, turns, wall_s} arrays at each evaluation of a
-    run record (`runner.run_config`), in step order (the warm-start evaluation is step 0); `turns`
-    is the cumulative count of policy calls (`cost/turns`; NaN in records that predate it).
+    """{step, success, ci, tokens, prompt_tokens, turns, wall_s, modelled_s} arrays at each
+    evaluation of a run record (`runner.run_config`), in step order (the warm-start evaluation
+    is step 0); `turns` is the cumulative count of policy calls (`cost/turns`; NaN in records
+    that predate it); `modelled_s` the modelled clock's time at the end of the evaluated step
+    (`time/modelled_s` of the latest row at or before it, 0 before the first step; NaN
+    throughout for a run on the real clock).
 
     one_time: "include" (the costs as the loop counts them, PivotRL's probe inside) or
     "exclude" (the run's `one_time_cost` taken off every cost: training cost only, the probe a
@@ -86,7 +91,9 @@ def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
     for s in sorted(charged):
         total += charged[s]
         cum[s] = total
-    out = {k: [] for k in ("step", "success", "ci", "tokens", "prompt_tokens", "turns", "wall_s")}
+    modelled = {r["step"]: float(r["time/modelled_s"]) for r in rows if "time/modelled_s" in r}
+    out = {k: [] for k in ("step", "success", "ci", "tokens", "prompt_tokens", "turns", "wall_s",
+                           "modelled_s")}
     for r in evals:
         s = r["step"]
         out["step"].append(s)
@@ -96,6 +103,8 @@ def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
         out["prompt_tokens"].append(float(r.get("cost/prompt_tokens", 0.0)))
         out["turns"].append(float(r.get("cost/turns", float("nan"))))
         out["wall_s"].append(max((v for k, v in cum.items() if k <= s), default=0.0))
+        out["modelled_s"].append(max((v for k, v in modelled.items() if k <= s), default=0.0)
+                                 if modelled else nan)
     out = {k: np.asarray(v, float) for k, v in out.items()}
     if one_time == "exclude" and len(out["step"]):
         once = one_time_cost(rec)

@@ -23,10 +23,16 @@ over replayed episodes: unit u's rows take their (prompt tokens, generated token
 from the arm's measured per-episode profile (row drawn with a seed from (u, row)), so no model
 is sampled here. Profiles: per episode, the counts of the study's testbed episodes sampled by
 the quick-scale warm-started policy (`--quick`: the GRPO and SAO configs, tool latency off), the
-mean episode of each study run record (`--records`: cost/turns, cost/sampled_tokens,
-cost/prompt_tokens of its last step), or a JSON file (`--profiles`) of the same fields. Token ratios: measured
-GRPO ÷ SAO sampled tokens to the level from a study_sao.json (`--token-ratios`); the arms the
-record did not run are shown as not measured.
+mean episode of each study run record (`--records`: files or folders of compressed records;
+cost/turns, cost/sampled_tokens, cost/prompt_tokens of its last step), or a JSON file
+(`--profiles`) of the same fields. Token ratios (sampled tokens to the level, arm ÷ GRPO-sync):
+from the four arms' own runs (`--run-arms` runs them through the study runner under the modelled
+clock and writes their compressed records to `--arm-records`, default
+experiments/study/records/wallclock_quick/, which the table then reads), else SAO's from a
+study_sao.json (`--token-ratios`, GRPO ÷ SAO); an arm measured in neither is shown as not
+measured, with the reason where its runs give no ratio.
+
+    python -m experiments.study.wallclock --run-arms --scale wallclock_quick --seeds 1
 
 Writes `<out>/wallclock.md` (the table) and `<out>/wallclock.json` (every number).
 """
@@ -123,11 +129,20 @@ def record_profiles(paths) -> dict:
     (cost/sampled_tokens), tool calls (cost/turns − 1 per episode) and prompt-side tokens
     (cost/prompt_tokens per action); episodes = steps × prompts_per_step × group_size. Several
     records of a method are pooled (one mean episode per record)."""
+    from experiments.study.records import SUFFIX, read_record
+
     out: dict = {}
-    for path in paths:
-        opener = __import__("gzip").open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            rec = json.load(f)
+    files = []
+    for path in paths:  # a folder: its compressed records
+        files += ([os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(SUFFIX)]
+                  if os.path.isdir(path) else [path])
+    for path in files:
+        if path.endswith(SUFFIX):
+            rec = read_record(path)
+        else:
+            opener = __import__("gzip").open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                rec = json.load(f)
         c, rows = rec["config"], [r for r in rec["rows"] if "cost/turns" in r and r.get("step")]
         if not rows:
             raise ValueError(f"{path}: no metrics row with cost/turns after step 0")
@@ -248,16 +263,135 @@ def modelled_throughput(profile: Profile, model: clock.TimeModel, mode: str, *, 
             "mean_lag": float(np.mean(lag)), "dropped": float(c.dropped)}
 
 
+# ----------------------------------------------------------------------------- measured runs
+RECORDS = os.path.join(ROOT, "experiments", "study", "records", "wallclock_quick")
+
+
+def record_name(mode: str, seed: int) -> str:
+    """File name of the compressed record of wall-clock arm `mode` (a key of ARMS) for `seed`."""
+    from experiments.study.records import SUFFIX
+
+    return f"{mode}.s{seed}{SUFFIX}"
+
+
+def run_arms(folder: str, *, scale: str = "quick", seeds=(0,), cache: str, workdir: str,
+             log=print) -> dict:
+    """Runs the four wall-clock arms (`arms.WALLCLOCK_ARMS`: GRPO-sync, GRPO-async, SAO,
+    SAO-sync under the modelled clock and `arms.SYSTEM_MODEL`) for each seed through the study
+    runner (cached, resumable; each method at its config's learning rate, each seed from its
+    SFT warm start) and writes each record compressed to `<folder>/<mode>.s<seed>.jsonl.gz`.
+    Returns {mode: {seed: record}}."""
+    from experiments.study import arms, common, records, runner
+
+    sc = arms.scale(scale)
+    out: dict = {m: {} for m in ARMS}
+    for seed in seeds:
+        warm = runner.warm_folder(arms.base_config("grpo", seed, sc), seed, cache, log=log)
+        for mode in ARMS:
+            name = arms.WALLCLOCK_ARMS[mode]
+            arm = arms.ARMS[name]
+            c = arms.arm_config(name, seed, sc, warm=warm, lr=common.method_default_lr(arm.method))
+            rec = runner.run_config(c, workdir_root=workdir, cache=cache,
+                                    label=f"{name}/seed{seed}", log=log)
+            records.write_record(os.path.join(folder, record_name(mode, seed)), rec)
+            out[mode][seed] = rec
+    return out
+
+
+def load_arm_records(folder: str) -> dict:
+    """{mode: {seed: record}} of the compressed records `run_arms` wrote to `folder`."""
+    from experiments.study.records import SUFFIX, read_record
+
+    out: dict = {}
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(SUFFIX):
+            continue
+        mode, _, seed = name[:-len(SUFFIX)].rpartition(".s")
+        if mode not in ARMS:
+            raise ValueError(f"{folder}/{name}: {mode!r} is not a wall-clock arm ({ARMS})")
+        out.setdefault(mode, {})[int(seed)] = read_record(os.path.join(folder, name))
+    if "grpo_sync" not in out:
+        raise ValueError(f"{folder}: no GRPO-sync record (the reference of every ratio)")
+    return out
+
+
+def measured_ratios(recs: dict) -> dict:
+    """What the wall-clock arms' runs measured, from their records ({mode: {seed: record}}):
+    the level ℓ = 0.9 × GRPO-sync's mean end success (mean of its last 3 evaluations); per arm
+    and seed the sampled tokens and modelled seconds (`time/modelled_s`) to ℓ (a run that never
+    reached it: its last cost, a bound) and its sampled tokens per modelled second over the whole
+    run; per arm the ratios arm ÷ GRPO-sync over the seeds both ran (geometric mean with a paired
+    t-interval on the log-ratios; NaN interval with one seed). {"level", "seeds", "arms": {mode:
+    {"tokens": [...], "modelled_s": [...], "reached": [...], "tokens_per_modelled_s": [...],
+    "tokens_ratio", "modelled_ratio", "throughput_ratio": (p, lo, hi)}}}."""
+    from experiments.study import stats
+
+    nan = float("nan")
+    cur = {m: {s: stats.curve(r) for s, r in by.items()} for m, by in recs.items()}
+    ref = cur["grpo_sync"]
+    level = 0.9 * float(np.mean([stats.plateau(c) for c in ref.values()]))
+    runs = [r for by in recs.values() for r in by.values()]
+    out = {"level": level, "seeds": sorted(ref), "arms": {},
+           "compute": {"runs": len(runs), "wall_s": float(sum(r.get("wall_s", 0.0) for r in runs)),
+                       "cpu_s": float(sum(r.get("cpu_s", 0.0) for r in runs))}}
+    for m in ARMS:
+        if m not in cur:
+            continue
+        seeds = [s for s in sorted(cur[m]) if s in ref]
+        tok = [stats.cost_to(cur[m][s], level, "tokens") for s in seeds]
+        mod = [stats.cost_to(cur[m][s], level, "modelled_s") for s in seeds]
+        ref_tok = [stats.cost_to(ref[s], level, "tokens")[0] for s in seeds]
+        ref_mod = [stats.cost_to(ref[s], level, "modelled_s")[0] for s in seeds]
+        def ratio(num, den):
+            p, lo, hi = stats.paired_ratio(num, den)
+            return (p, lo, hi) if len(stats.log_ratios(num, den)) > 1 else (p, nan, nan)
+
+        # the run's own modelled throughput: sampled tokens per modelled second at its end
+        tps = [float(cur[m][s]["tokens"][-1] / cur[m][s]["modelled_s"][-1]) for s in seeds]
+        ref_tps = [float(ref[s]["tokens"][-1] / ref[s]["modelled_s"][-1]) for s in seeds]
+        out["arms"][m] = {
+            "tokens_per_modelled_s": tps, "throughput_ratio": ratio(tps, ref_tps),
+            "seeds": seeds, "tokens": [t for t, _ in tok], "modelled_s": [t for t, _ in mod],
+            "reached": [bool(r) for _, r in tok],
+            "tokens_ratio": ratio([t for t, _ in tok], ref_tok),
+            "modelled_ratio": ratio([t for t, _ in mod], ref_mod)}
+    return out
+
+
 # ----------------------------------------------------------------------------- the table
-def token_ratios(path: str) -> dict:
-    """{arm: (point, lo, hi)} of measured sampled tokens to the level, arm ÷ GRPO-sync."""
-    out = {"grpo_sync": (1.0, 1.0, 1.0)}
+def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
+    """({arm: (point, lo, hi)} of measured sampled tokens to the level, arm ÷ GRPO-sync;
+    {arm: where it was measured}). From the wall-clock arms' runs in `arm_records` (a folder
+    `run_arms` wrote: every arm they ran, `measured_ratios`) where given, else SAO's from a
+    study_sao.json (`path`: GRPO ÷ SAO, inverted); an arm neither measured is left out."""
+    out, src = {"grpo_sync": (1.0, 1.0, 1.0)}, {"grpo_sync": "the reference"}
     if path and os.path.exists(path):
         with open(path) as f:
             r = json.load(f).get("ratios", {}).get("tokens_ratio")
         if r:  # GRPO ÷ SAO: invert (the interval's ends swap)
             out["sao"] = (1.0 / r[0], 1.0 / r[2], 1.0 / r[1])
-    return out
+            src["sao"] = (f"`{os.path.relpath(path, ROOT)}` (real clock, SAO with producer "
+                          f"batches, not per-episode arrival)")
+    if arm_records and os.path.isdir(arm_records):
+        m = measured_ratios(load_arm_records(arm_records))
+        where = os.path.relpath(arm_records, ROOT)
+        for a, v in m["arms"].items():
+            if a == "grpo_sync":
+                continue
+            if not np.isfinite(v["tokens_ratio"][0]):  # e.g. the warm start was already at ℓ
+                if a in out:  # measured elsewhere (the study_sao.json): that reading stands
+                    continue
+                src[a] = (f"its quick-scale runs (`{where}`) give no token ratio "
+                          f"(GRPO-sync's cost to ℓ = {m['level']:.3f} is "
+                          f"{', '.join(f'{t:.0f}' for t in m['arms']['grpo_sync']['tokens'])} "
+                          f"tokens: ℓ lies at or below the warm start's success)")
+                continue
+            out[a] = tuple(float(x) for x in v["tokens_ratio"])
+            n = len(v["seeds"])
+            bound = "" if all(v["reached"]) else ", a bound: a run never reached ℓ"
+            src[a] = (f"quick-scale runs under the modelled clock, `{where}` ({n} seed"
+                      f"{'s' if n != 1 else ''}{bound})")
+    return out, src
 
 
 def run_grid(profiles: dict, base: clock.TimeModel, *, steps: int, seed: int) -> list:
@@ -283,10 +417,51 @@ def _fmt_ratio(tok, thr) -> str:
     if tok is None:
         return "not measured"
     p, lo, hi = (x / thr for x in tok)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{p:.2f} (one seed: no interval)"
     return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
-def write_results(cells, profiles, ratios, base, args, out: str, seconds: float) -> str:
+def _fmt_tok(v) -> str:
+    p, lo, hi = v
+    if not np.isfinite(p):
+        return "n/a"
+    return f"{p:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
+
+
+def runs_section(folder: str) -> list:
+    """Lines on the wall-clock arms' own runs (`measured_ratios`): per arm its sampled tokens
+    and modelled seconds to ℓ (under the committed system model) and both ratios to GRPO-sync."""
+    recs = load_arm_records(folder)
+    m = measured_ratios(recs)
+    lines = ["", f"## The arms' runs under the modelled clock (quick scale, `{os.path.relpath(folder, ROOT)}`)",
+             "",
+             f"The four arms run through the study runner (`python -m experiments.study.wallclock "
+             f"--run-arms`) under `experiments/study/system_model.json` as it is (not a grid cell); "
+             f"ℓ = 0.9 × GRPO-sync's end success = {m['level']:.3f}. Per seed: sampled tokens and "
+             f"modelled seconds to ℓ (≥: never reached, the last cost). Ratios arm ÷ GRPO-sync "
+             f"(geometric mean over seeds, paired t-interval where there are several).",
+             "",
+             "| arm | seeds | end success (mean of the last 3 evaluations) | sampled tokens to ℓ | modelled s to ℓ | token ratio | "
+             "modelled wall-clock ratio | tokens per modelled s (run) | throughput ratio (run) |",
+             "|---|---:|---|---|---|---|---|---|---|"]
+    from experiments.study import stats
+
+    for a, v in m["arms"].items():
+        ends = [stats.plateau(stats.curve(recs[a][s])) for s in v["seeds"]]
+        mark = ["" if r else "≥" for r in v["reached"]]
+        lines.append(
+            f"| {LABELS[a]} | {len(v['seeds'])} | {', '.join(f'{e:.3f}' for e in ends)} | "
+            f"{', '.join(f'{k}{t:.0f}' for k, t in zip(mark, v['tokens']))} | "
+            f"{', '.join(f'{k}{t:.1f}' for k, t in zip(mark, v['modelled_s']))} | "
+            f"{_fmt_tok(v['tokens_ratio'])} | {_fmt_tok(v['modelled_ratio'])} | "
+            f"{', '.join(f'{t:.2f}' for t in v['tokens_per_modelled_s'])} | "
+            f"{_fmt_tok(v['throughput_ratio'])} |")
+    return lines
+
+
+def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
+                  sources: dict = None) -> str:
     os.makedirs(out, exist_ok=True)
     lines = [
         "# Modelled wall-clock under the system model grid",
@@ -308,9 +483,12 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float)
                                   f"episode" for m, p in profiles.items()),
         "",
         "Measured token ratios (arm ÷ GRPO-sync, sampled tokens to the level): " +
-        ", ".join(f"{LABELS[a]} {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]" for a, v in ratios.items()) +
-        f" (from `{os.path.relpath(args.token_ratios, ROOT) if args.token_ratios else 'none'}`;"
-        f" the SAO arm there ran with producer batches, not per-episode arrival).",
+        "; ".join(f"{LABELS[a]} {_fmt_tok(v)} (from {(sources or {}).get(a, 'the reference')})"
+                  for a, v in ratios.items() if a != "grpo_sync") +
+        ("" if set(ratios) >= set(ARMS) else
+         "; not measured: " + ", ".join(
+             LABELS[a] + (f" ({(sources or {})[a]})" if a in (sources or {}) else "")
+             for a in ARMS if a not in ratios)) + ".",
         "",
         "| latency × step | tail | slots | topology | " +
         " | ".join(f"{LABELS[a]} throughput" for a in ARMS[1:]) + " | " +
@@ -322,13 +500,18 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float)
         wall = [_fmt_ratio(ratios.get(a), c["arms"][a]["throughput_ratio"]) for a in ARMS[1:]]
         lines.append(f"| {c['latency_x']:g} | {c['tail']:g} | {c['slots']} | {c['topology']} | "
                      + " | ".join(f"{x:.2f}" for x in thr) + " | " + " | ".join(wall) + " |")
+    if getattr(args, "arm_records", "") and os.path.isdir(args.arm_records):
+        lines += runs_section(args.arm_records)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "wallclock.md"), "w") as f:
         f.write(table)
     with open(os.path.join(out, "wallclock.json"), "w") as f:
         json.dump({"grid": {k: list(v) for k, v in GRID.items()}, "arms": list(ARMS),
                    "system_model": dataclasses.asdict(base), "steps": args.steps,
-                   "token_ratios": ratios, "cells": cells,
+                   "token_ratios": ratios, "token_ratio_sources": sources or {}, "cells": cells,
+                   "arm_runs": (measured_ratios(load_arm_records(args.arm_records))
+                                if getattr(args, "arm_records", "") and os.path.isdir(args.arm_records)
+                                else None),
                    "profiles": {m: p.to_dict() for m, p in profiles.items()}}, f, indent=1)
     return table
 
@@ -340,12 +523,24 @@ def main(argv=None) -> str:
     ap.add_argument("--records", nargs="*", default=(),
                     help="study run records (JSON, optionally .gz) to take the profiles from")
     ap.add_argument("--token-ratios", default=STUDY_SAO)
+    ap.add_argument("--arm-records", default=RECORDS,
+                    help="folder of the wall-clock arms' compressed run records (--run-arms "
+                         "writes it): their measured token ratios fill the table ('' : none)")
+    ap.add_argument("--run-arms", action="store_true",
+                    help="run the four wall-clock arms first (study runner, cached), writing "
+                         "their records to --arm-records")
+    ap.add_argument("--scale", default="wallclock_quick", help="--run-arms: the study scale")
+    ap.add_argument("--seeds", type=int, default=1, help="--run-arms: seeds 0 … n−1")
+    ap.add_argument("--cache", default=os.path.join(ROOT, "experiments", "results", ".study_cache"))
     ap.add_argument("--system-model", default=SYSTEM_MODEL)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.run_arms:
+        run_arms(args.arm_records, scale=args.scale, seeds=tuple(range(args.seeds)),
+                 cache=args.cache, workdir=os.path.join(args.cache, "work"))
     if args.records:
         profiles = record_profiles(args.records)
         missing = sorted({"grpo", "sao"} - set(profiles))
@@ -362,8 +557,9 @@ def main(argv=None) -> str:
         raise SystemExit(f"no episode profiles at {args.profiles}: run with --quick or --profiles")
     base = clock.TimeModel.from_json(args.system_model)
     cells = run_grid(profiles, base, steps=args.steps, seed=args.seed)
-    table = write_results(cells, profiles, token_ratios(args.token_ratios), base, args, args.out,
-                          time.perf_counter() - t0)
+    ratios, sources = token_ratios(args.token_ratios, args.arm_records)
+    table = write_results(cells, profiles, ratios, base, args, args.out,
+                          time.perf_counter() - t0, sources)
     print(table)
     return table
 

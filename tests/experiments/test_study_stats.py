@@ -31,6 +31,18 @@ def test_curve_orders_evaluations_and_accumulates_step_time():
     assert np.isnan(c["turns"]).all()  # rows without cost/turns
 
 
+def test_curve_reads_the_modelled_clock_at_evaluation_steps():
+    r = rec({0: (0.1, 0), 2: (0.3, 200), 4: (0.5, 400)}, {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0})
+    for row, t in zip(sorted(r["rows"], key=lambda x: x["step"])[1:], (10.0, 25.0, 31.0, 70.0)):
+        row["time/modelled_s"] = t  # steps 1..4: the virtual time at each step's end
+    c = stats.curve(r)
+    assert c["modelled_s"].tolist() == [0.0, 25.0, 70.0]
+    assert c["wall_s"].tolist() == [0.0, 3.0, 10.0]  # the measured clock untouched
+    assert stats.cost_to(c, 0.4, "modelled_s") == (47.5, True)
+    real = stats.curve(rec({0: (0.1, 0), 2: (0.3, 200)}, {1: 1.0, 2: 2.0}))
+    assert np.isnan(real["modelled_s"]).all() and len(real["modelled_s"]) == 2
+
+
 def test_curve_reads_rollout_turns_and_shift_moves_them():
     r = {"rows": [{"step": 0, "eval/success": 0.1, "cost/turns": 0},
                   {"step": 2, "time/step_s": 1.0, "eval/success": 0.3, "cost/turns": 40}]}

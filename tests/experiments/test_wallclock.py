@@ -14,7 +14,8 @@ def test_grid_table_and_ratio_identity(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps(profiles))
     (tmp_path / "sao.json").write_text(json.dumps({"ratios": {"tokens_ratio": [0.5, 0.25, 1.0]}}))
     table = wallclock.main(["--profiles", str(tmp_path / "p.json"), "--token-ratios",
-                            str(tmp_path / "sao.json"), "--steps", "2", "--out", str(tmp_path)])
+                            str(tmp_path / "sao.json"), "--steps", "2", "--out", str(tmp_path),
+                            "--arm-records", ""])
     rows = [r for r in table.splitlines() if r.startswith("| ") and r[2].isdigit()]
     assert len(rows) == 3 * 3 * 2 * 2
     out = json.loads((tmp_path / "wallclock.json").read_text())
@@ -47,3 +48,51 @@ def test_profiles_from_run_records(tmp_path):
     assert got["grpo"].sampled_tokens == (30,) and got["grpo"].tool_calls == (2,)
     assert got["sao"].tool_calls == (4,) and got["sao"].prompt_tokens == (10,)
     assert got["sao"].group_size == 1 and got["grpo"].prompts_per_step == 2
+    # a folder of compressed records (the wall-clock arms' own) reads the same
+    from experiments.study import records
+
+    for name, path in (("grpo_sync.s0", paths[0]), ("sao.s0", paths[1])):
+        records.write_record(str(tmp_path / "arms" / f"{name}{records.SUFFIX}"),
+                             json.loads(open(path).read()))
+    again = wallclock.record_profiles([str(tmp_path / "arms")])
+    assert again["grpo"].sampled_tokens == (30,) and again["sao"].tool_calls == (4,)
+
+
+def _arm_record(succ, tokens, modelled):
+    """A stored wall-clock arm record: an evaluation at every step from 0, with its costs."""
+    rows = [{"step": i, "time/step_s": 1.0, "eval/success": v, "cost/sampled_tokens": t,
+             "time/modelled_s": m} for i, (v, t, m) in enumerate(zip(succ, tokens, modelled))]
+    return {"key": "k", "config": {"algorithm.group_size": 4}, "rows": rows}
+
+
+def test_arm_records_fill_the_not_measured_cells(tmp_path):
+    from experiments.study import records
+
+    folder = tmp_path / "arms"
+    runs = {"grpo_sync": ([0.1, 0.3, 0.5, 0.5, 0.5], [0, 100, 200, 300, 400], [0, 10, 20, 30, 40]),
+            "grpo_async": ([0.1, 0.5, 0.5, 0.5], [0, 90, 180, 270], [0, 5, 10, 15]),
+            "sao_sync": ([0.1, 0.2, 0.3, 0.4], [0, 100, 200, 300], [0, 10, 20, 30])}
+    for mode, r in runs.items():
+        records.write_record(str(folder / wallclock.record_name(mode, 0)), _arm_record(*r))
+    m = wallclock.measured_ratios(wallclock.load_arm_records(str(folder)))
+    assert m["level"] == 0.45  # 0.9 × GRPO-sync's end success
+    # GRPO-sync reaches 0.45 at 175 tokens / 17.5 s; GRPO-async at 78.75 tokens / 4.375 s
+    assert abs(m["arms"]["grpo_async"]["tokens"][0] - 78.75) < 1e-9
+    assert abs(m["arms"]["grpo_async"]["tokens_ratio"][0] - 78.75 / 175.0) < 1e-9
+    assert abs(m["arms"]["grpo_async"]["modelled_ratio"][0] - 4.375 / 17.5) < 1e-9
+    assert m["arms"]["sao_sync"]["reached"] == [False]  # its last cost: a bound
+    prof = dict(prompt_tokens=[20, 30], sampled_tokens=[10, 40], tool_calls=[1, 4],
+                max_staleness=2, source="test")
+    (tmp_path / "p.json").write_text(json.dumps({
+        "grpo": dict(prof, group_size=2, prompts_per_step=2),
+        "sao": dict(prof, group_size=1, prompts_per_step=4)}))
+    table = wallclock.main(["--profiles", str(tmp_path / "p.json"), "--token-ratios", "",
+                            "--steps", "2", "--out", str(tmp_path / "out"),
+                            "--arm-records", str(folder)])
+    rows = [r for r in table.splitlines() if r.startswith("| ") and r[2].isdigit()]
+    assert rows and all("not measured" in r for r in rows)  # SAO: neither run nor given
+    assert all(r.count("not measured") == 1 for r in rows)  # GRPO-async and SAO-sync filled
+    assert "GRPO-async 0.45 (from quick-scale runs" in table and "a bound" in table
+    out = json.loads((tmp_path / "out" / "wallclock.json").read_text())
+    assert set(out["token_ratios"]) == {"grpo_sync", "grpo_async", "sao_sync"}
+    assert "The arms' runs under the modelled clock" in table
