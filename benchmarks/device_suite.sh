@@ -18,6 +18,9 @@
 #   decode_lengths (300, not in the default list) generation time of the full / segmented /
 #                    compacting decode loops under lognormal stop lengths (Qwen2-0.5B shape, bf16,
 #                    batch 64 and 256, prompt 128 + 512 new); not yet run on a GPU
+#   fused     (300, not in the default list) separate vs fused q/k/v and gate/up kernels: decode
+#                    (Qwen2-0.5B shape, bf16, batch 16 and 256, 128 + 256 new) and the Llama-3.2-1B
+#                    train step (8 x 2048); not yet run on a GPU
 # More than one 15-minute lease holds with the machine's start (a minute or two): core_ops,
 # sampler and model have tables (BENCHMARKS.md), so run `rl_step multiturn` (under 9 minutes)
 # in one call, and the rest only as time allows.
@@ -64,7 +67,10 @@ for p in ${*:-core_ops rl_step multiturn sampler model}; do
                       --vocab 0 --dtype bfloat16 --batches 64,256 --prompt-len 128 \
                       --new-tokens 512 --median 96 --segments 8 --reps 3 \
                       --out "$OUT/decode_lengths_gpu.md" ;;
+    fused) part fused 300 python3 benchmarks/fused_projections.py --size qwen0.5b \
+             --dtype bfloat16 --batches 16,256 --prompt 128 --new-tokens 256 \
+             --train-size llama1b --train-batch 8 --train-seq 2048 --out "$OUT/fused_gpu.md" ;;
     *) echo "device_suite: unknown part $p (core_ops rl_step multiturn sampler model" \
-            "decode_lengths)"; exit 2 ;;
+            "decode_lengths fused)"; exit 2 ;;
   esac
 done 2>&1 | tee -a "$OUT/suite.log"
