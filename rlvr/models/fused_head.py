@@ -1,0 +1,384 @@
+"""Fused LM head + log-softmax + entropy over vocabulary tiles (docs/architecture.md §3, docs/algorithms.md (A.19)).
+
+The learner needs, per scored position, two numbers of the next-token distribution
+p = softmax(z), z = softcap(h·W) / τ over the vocabulary V: the taken token's log-prob and the
+entropy. `rlvr.models.scoring`'s default ("chunked") path computes them from [B, chunk, V] float32
+logits blocks. This module computes them without ever holding more than [rows, tile] logits: per
+block of rows it scans over vocabulary tiles of `tile` columns with an online log-sum-exp that
+also carries the target logit and the entropy's first moment. With, over the tiles seen so far,
+
+    m = max_j z_j,    s = Σ_j e^{z_j − m},    u = Σ_j e^{z_j − m} z_j,    z_y (the target's logit)
+
+(a new tile with maximum m' rescales s and u by e^{m − m'} and adds its own terms), at the end
+
+    log Z = m + log s,    log p(y) = z_y − log Z,    H = log Z − u / s        (H = −Σ p log p).
+
+**Backward** (`jax.custom_vjp`): the forward saves only h, W, the targets, log Z and E_p[z] = u/s
+(O(rows) floats, no logits). The backward recomputes each tile's logits and, with upstream
+cotangents g_lp (of log p(y)) and g_H (of H),
+
+    ∂/∂z_j:  g_z = g_lp (1[j = y] − p_j) − g_H p_j (z_j − E_p[z])
+
+(∂H/∂z_j = −p_j (z_j − E_p[z])), then through the temperature and the soft cap,
+g_a = g_z (1 − tanh²(a / c)) / τ for pre-activations a = h·W, and accumulates
+dh += g_a Wᵀ (per row block) and dW[:, tile] += hᵀ g_a, tile by tile. Memory: O(rows × tile)
+besides dW itself.
+
+**Pallas** (`impl="pallas"`): the same forward as one kernel (jax.experimental.pallas); the
+backward is the XLA tiled one above. On TPU (Mosaic) the grid is (row blocks, vocab tiles) with
+the vocabulary the innermost, sequential axis, and the running statistics kept in the output
+blocks, which stay resident across it; on GPU (Triton) the grid is the row blocks and each
+program loops over the vocabulary tiles itself (hidden size and tiles padded to powers of two,
+as Triton's blocks need). Both lay out only [rows, tile] logits at a time, in registers / VMEM,
+never in HBM. The kernel runs on GPU and TPU backends only; `interpret=True` runs it in Pallas's
+interpreter (any backend, for tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+IMPLS = ("chunked", "vocab_tiled", "pallas")
+DEFAULT_TILE = 4096       # vocabulary columns per tile (XLA path)
+DEFAULT_ROW_BLOCK = 1024  # rows per block: a tile's logits are ≤ 1024 × 4096 float32 (16 MiB)
+PALLAS_ROWS = 128         # rows per Pallas program / block
+PALLAS_TILE = 512         # vocabulary columns per Pallas tile
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSpec:
+    """Static parameters of the fused head (hashable: a `custom_vjp` non-differentiable argument).
+
+    temperature: τ dividing the (soft-capped) logits; logit_softcap: c in z = c·tanh(a/c), or
+    None; dtype: the matmul's input dtype name (the model's compute dtype; float32 accumulation);
+    tile: vocabulary columns per tile; row_block: rows per block; impl: "vocab_tiled" or
+    "pallas" (the forward's implementation); interpret: run the Pallas kernel interpreted.
+    """
+
+    temperature: float = 1.0
+    logit_softcap: Optional[float] = None
+    dtype: str = "float32"
+    tile: int = DEFAULT_TILE
+    row_block: int = DEFAULT_ROW_BLOCK
+    impl: str = "vocab_tiled"
+    interpret: bool = False
+
+
+def check_impl(impl: str, *, interpret: bool = False, backend: Optional[str] = None) -> None:
+    """Raises ValueError unless `impl` is one of IMPLS and runs here: "pallas" needs a GPU or TPU
+    backend (`backend`, default `jax.default_backend()`) unless `interpret`."""
+    if impl not in IMPLS:
+        raise ValueError(f"logprob_impl must be one of {IMPLS}, got {impl!r}")
+    if impl == "pallas" and not interpret:
+        backend = backend or jax.default_backend()
+        if backend not in ("gpu", "cuda", "rocm", "tpu"):
+            raise ValueError(f"logprob_impl 'pallas' needs a GPU or TPU backend, this one is "
+                             f"{backend!r}; use 'vocab_tiled' (the same computation in XLA) here")
+
+
+def _static_float(x, name: str) -> Optional[float]:
+    if x is None:
+        return None
+    if isinstance(x, jax.core.Tracer):
+        raise ValueError(f"the vocab-tiled head needs a static (Python) {name}, got a traced value")
+    return float(x)
+
+
+# ----------------------------------------------------------------------------- tile math
+def _tile_logits(h, wt, spec: HeadSpec):
+    """h [r, D], wt [D, n] -> (a, z) [r, n] float32: pre-activations a = h·W and logits z."""
+    dt = jnp.dtype(spec.dtype)
+    a = jnp.dot(h.astype(dt), wt.astype(dt), preferred_element_type=jnp.float32)
+    z = a if spec.logit_softcap is None else spec.logit_softcap * jnp.tanh(a / spec.logit_softcap)
+    return a, z / spec.temperature
+
+
+def _online_update(carry, z, cols, fresh, tg):
+    """One tile of the online log-sum-exp. carry (m, s, u, zy) [r] each; z [r, n] logits; cols
+    [n] their vocabulary indices; fresh [n] or [r, n]: columns counted here (not padding, not
+    seen in an earlier tile); tg [r] targets."""
+    m, s, u, zy = carry
+    zf = jnp.where(fresh, z, -jnp.inf)
+    m_new = jnp.maximum(m, jnp.max(zf, axis=-1))
+    scale = jnp.exp(m - m_new)
+    e = jnp.where(fresh, jnp.exp(z - m_new[:, None]), 0.0)
+    s = s * scale + jnp.sum(e, axis=-1)
+    u = u * scale + jnp.sum(e * jnp.where(fresh, z, 0.0), axis=-1)
+    hit = (cols[None, :] == tg[:, None]) & fresh
+    zy = zy + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
+    return m_new, s, u, zy
+
+
+def _init_carry(r):
+    return (jnp.full((r,), -jnp.inf, jnp.float32), jnp.zeros((r,), jnp.float32),
+            jnp.zeros((r,), jnp.float32), jnp.zeros((r,), jnp.float32))
+
+
+def _finish(m, s, u, zy):
+    """(logp, entropy, log Z, E_p[z]) [r] from the final carry."""
+    lse = m + jnp.log(s)
+    ez = u / s
+    return zy - lse, lse - ez, lse, ez
+
+
+def _tiles(v: int, tile: int):
+    """(tile width, number of tiles): tiles of min(tile, V) columns; the last one starts at
+    V − tile (overlapping its predecessor, whose columns it does not count again)."""
+    n = min(tile, v)
+    return n, -(-v // n)
+
+
+def _tile_start(j, v, n):
+    first = j * n                         # the first column this tile counts
+    return jnp.minimum(first, v - n), first
+
+
+def _rows_forward(h, w, tg, spec: HeadSpec):
+    """XLA forward of one row block: h [r, D], w [D, V], tg [r] -> (logp, H, log Z, E_p[z])."""
+    v = w.shape[1]
+    n, num = _tiles(v, spec.tile)
+
+    def body(carry, j):
+        start, first = _tile_start(j, v, n)
+        wt = jax.lax.dynamic_slice_in_dim(w, start, n, axis=1)
+        _, z = _tile_logits(h, wt, spec)
+        cols = start + jnp.arange(n)
+        return _online_update(carry, z, cols, cols >= first, tg), None
+
+    carry, _ = jax.lax.scan(body, _init_carry(h.shape[0]), jnp.arange(num))
+    return _finish(*carry)
+
+
+def _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec: HeadSpec):
+    """XLA backward of one row block: returns (dh [r, D] float32, dw [D, V] float32 += this
+    block's contribution)."""
+    v = w.shape[1]
+    n, num = _tiles(v, spec.tile)
+    dt = jnp.dtype(spec.dtype)
+    hc = h.astype(dt)
+
+    def body(carry, j):
+        dh, dw = carry
+        start, first = _tile_start(j, v, n)
+        wt = jax.lax.dynamic_slice_in_dim(w, start, n, axis=1).astype(dt)
+        a, z = _tile_logits(hc, wt, spec)
+        cols = start + jnp.arange(n)
+        fresh = cols >= first
+        p = jnp.exp(z - lse[:, None])
+        onehot = (cols[None, :] == tg[:, None]).astype(jnp.float32)
+        gz = g_lp[:, None] * (onehot - p) - g_ent[:, None] * p * (z - ez[:, None])
+        gz = jnp.where(fresh[None, :], gz, 0.0) / spec.temperature
+        if spec.logit_softcap is not None:
+            gz = gz * (1.0 - jnp.square(jnp.tanh(a / spec.logit_softcap)))
+        ga = gz.astype(dt)
+        dh = dh + jnp.dot(ga, wt.T, preferred_element_type=jnp.float32)
+        dwt = jnp.dot(hc.T, ga, preferred_element_type=jnp.float32)
+        dw = jax.lax.dynamic_update_slice_in_dim(
+            dw, jax.lax.dynamic_slice_in_dim(dw, start, n, axis=1) + dwt, start, axis=1)
+        return (dh, dw), None
+
+    dh0 = jnp.zeros(h.shape, jnp.float32)
+    (dh, dw), _ = jax.lax.scan(body, (dh0, dw), jnp.arange(num))
+    return dh, dw
+
+
+def _blocked(x, r: int, nb: int):
+    """[N, ...] -> [nb, r, ...], zero-padded at the end."""
+    pad = nb * r - x.shape[0]
+    x = jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+    return x.reshape((nb, r) + x.shape[1:])
+
+
+def _block_rows(n_rows: int, spec: HeadSpec):
+    r = max(1, min(spec.row_block, n_rows))
+    return r, -(-n_rows // r)
+
+
+def _forward(h, w, tg, spec: HeadSpec):
+    """(logp, H, log Z, E_p[z]) [N] for h [N, D], w [D, V], tg [N]."""
+    if spec.impl == "pallas":
+        return pallas_forward(h, w, tg, spec)
+    n_rows = h.shape[0]
+    r, nb = _block_rows(n_rows, spec)
+    if nb == 1:
+        return _rows_forward(h, w, tg, spec)
+    hb, tb = _blocked(h, r, nb), _blocked(tg, r, nb)
+    _, outs = jax.lax.scan(lambda c, x: (c, _rows_forward(x[0], w, x[1], spec)), None, (hb, tb))
+    return tuple(o.reshape(-1)[:n_rows] for o in outs)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _head(h, w, tg, spec):
+    logp, ent, _, _ = _forward(h, w, tg, spec)
+    return logp, ent
+
+
+def _head_fwd(h, w, tg, spec):
+    logp, ent, lse, ez = _forward(h, w, tg, spec)
+    return (logp, ent), (h, w, tg, lse, ez)
+
+
+def _head_bwd(spec, res, g):
+    h, w, tg, lse, ez = res
+    g_lp, g_ent = (x.astype(jnp.float32) for x in g)
+    n_rows = h.shape[0]
+    r, nb = _block_rows(n_rows, spec)
+    dw = jnp.zeros(w.shape, jnp.float32)
+    if nb == 1:
+        dh, dw = _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec)
+    else:
+        xs = tuple(_blocked(x, r, nb) for x in (h, tg, lse, ez, g_lp, g_ent))
+
+        def body(dw, x):
+            dh, dw = _rows_backward(x[0], w, *x[1:], dw, spec)
+            return dw, dh
+
+        dw, dh = jax.lax.scan(body, dw, xs)
+        dh = dh.reshape(-1, h.shape[1])[:n_rows]
+    return dh.astype(h.dtype), dw.astype(w.dtype), None
+
+
+_head.defvjp(_head_fwd, _head_bwd)
+
+
+def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
+                          dtype=jnp.float32, tile: int = DEFAULT_TILE,
+                          row_block: int = DEFAULT_ROW_BLOCK, impl: str = "vocab_tiled",
+                          interpret: bool = False):
+    """(log p(target) [N], entropy [N]) float32 of softmax(softcap(h·W) / τ), vocab-tiled.
+
+    Args:
+      h: [N, D] hidden states (one row per scored position).
+      w: [D, V] LM head kernel.
+      targets: int [N] token ids in [0, V).
+      temperature: static τ > 0; logit_softcap: static c > 0 or None (module doc).
+      dtype: the matmul inputs' dtype (float32 accumulation).
+      tile: vocabulary columns per tile (V need not be a multiple); row_block: rows per block.
+      impl: "vocab_tiled" (XLA) or "pallas" (the forward as a Pallas kernel; GPU / TPU, or
+        interpret=True anywhere).
+    Differentiable in h and w (`jax.custom_vjp`, module doc); the logits are never stored.
+    """
+    chex_ok = h.ndim == 2 and w.ndim == 2 and targets.shape == h.shape[:1] \
+        and h.shape[1] == w.shape[0]
+    if not chex_ok:
+        raise ValueError(f"head_logprobs_entropy: need h [N, D], w [D, V], targets [N]; got "
+                         f"{h.shape}, {w.shape}, {targets.shape}")
+    if impl not in ("vocab_tiled", "pallas"):
+        raise ValueError(f"head_logprobs_entropy: impl must be 'vocab_tiled' or 'pallas', got {impl!r}")
+    check_impl(impl, interpret=interpret)
+    temperature = _static_float(temperature, "temperature")
+    logit_softcap = _static_float(logit_softcap, "logit_softcap")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if logit_softcap is not None and not logit_softcap > 0:
+        raise ValueError(f"logit_softcap must be > 0 or None, got {logit_softcap}")
+    if tile < 1 or row_block < 1:
+        raise ValueError(f"tile and row_block must be >= 1, got {tile}, {row_block}")
+    spec = HeadSpec(temperature=temperature, logit_softcap=logit_softcap,
+                    dtype=jnp.dtype(dtype).name, tile=int(tile), row_block=int(row_block),
+                    impl=impl, interpret=bool(interpret))
+    return _head(h, w, targets.astype(jnp.int32), spec)
+
+
+# ----------------------------------------------------------------------------- Pallas
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _pad_axis(x, axis: int, size: int):
+    pad = size - x.shape[axis]
+    if pad == 0:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, pad)
+    return jnp.pad(x, widths)
+
+
+def _grid_kernel(h_ref, w_ref, tg_ref, m_ref, s_ref, u_ref, zy_ref, *, spec, v, bv):
+    """TPU layout: program (i, j) folds vocab tile j into row block i's running statistics,
+    which live in the output blocks (resident across the sequential j axis)."""
+    from jax.experimental import pallas as pl
+
+    j = pl.program_id(1)
+
+    @pl.when(j == 0)
+    def _():
+        m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, jnp.float32)
+        s_ref[...] = jnp.zeros(s_ref.shape, jnp.float32)
+        u_ref[...] = jnp.zeros(u_ref.shape, jnp.float32)
+        zy_ref[...] = jnp.zeros(zy_ref.shape, jnp.float32)
+
+    _, z = _tile_logits(h_ref[...], w_ref[...], spec)
+    cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (1, bv), 1)
+    fresh = cols < v
+    carry = (m_ref[...][:, 0], s_ref[...][:, 0], u_ref[...][:, 0], zy_ref[...][:, 0])
+    m, s, u, zy = _online_update(carry, z, cols[0], fresh, tg_ref[...][:, 0])
+    m_ref[...], s_ref[...], u_ref[...], zy_ref[...] = (x[:, None] for x in (m, s, u, zy))
+
+
+def _loop_kernel(h_ref, w_ref, tg_ref, m_ref, s_ref, u_ref, zy_ref, *, spec, v, bv, num):
+    """GPU layout: program i loops over the vocabulary tiles of row block i."""
+    from jax.experimental import pallas as pl
+
+    h = h_ref[...]
+    tg = tg_ref[...]
+
+    def body(j, carry):
+        wt = w_ref[:, pl.ds(pl.multiple_of(j * bv, bv), bv)]
+        _, z = _tile_logits(h, wt, spec)
+        cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (bv,), 0)
+        return _online_update(carry, z, cols, (cols < v)[None, :], tg)
+
+    m, s, u, zy = jax.lax.fori_loop(0, num, body, _init_carry(h.shape[0]))
+    m_ref[...], s_ref[...], u_ref[...], zy_ref[...] = m, s, u, zy
+
+
+def pallas_forward(h, w, tg, spec: HeadSpec, *, layout: Optional[str] = None):
+    """(logp, H, log Z, E_p[z]) [N] by the Pallas kernel. layout: "grid" (TPU: 2-D grid, vocab
+    innermost) or "loop" (GPU: 1-D grid, vocab loop in the program); default by backend."""
+    from jax.experimental import pallas as pl
+
+    if layout is None:
+        layout = "grid" if jax.default_backend() == "tpu" else "loop"
+    n_rows, d = h.shape
+    v = w.shape[1]
+    bm, bv = PALLAS_ROWS, PALLAS_TILE
+    bm = min(bm, _next_pow2(n_rows))
+    bv = min(bv, _next_pow2(v))
+    rows = -(-n_rows // bm) * bm
+    num = -(-v // bv)
+    hp = _pad_axis(h, 0, rows)
+    tgp = _pad_axis(tg.astype(jnp.int32), 0, rows)
+    wp = _pad_axis(w, 1, num * bv)
+    out_dt = jax.ShapeDtypeStruct
+    if layout == "grid":
+        outs = [out_dt((rows, 1), jnp.float32)] * 4
+        row_spec = pl.BlockSpec((bm, 1), lambda i, j: (i, 0))
+        res = pl.pallas_call(
+            functools.partial(_grid_kernel, spec=spec, v=v, bv=bv),
+            grid=(rows // bm, num),
+            in_specs=[pl.BlockSpec((bm, d), lambda i, j: (i, 0)),
+                      pl.BlockSpec((d, bv), lambda i, j: (0, j)), row_spec],
+            out_specs=[row_spec] * 4, out_shape=outs, interpret=spec.interpret,
+        )(hp, wp, tgp[:, None])
+        res = [x[:, 0] for x in res]
+    elif layout == "loop":
+        dp = _next_pow2(d)  # Triton blocks: power-of-two sizes (zero columns add nothing to h·W)
+        hp, wp = _pad_axis(hp, 1, dp), _pad_axis(wp, 0, dp)
+        row_spec = pl.BlockSpec((bm,), lambda i: (i,))
+        res = pl.pallas_call(
+            functools.partial(_loop_kernel, spec=spec, v=v, bv=bv, num=num),
+            grid=(rows // bm,),
+            in_specs=[pl.BlockSpec((bm, dp), lambda i: (i, 0)),
+                      pl.BlockSpec((dp, num * bv), lambda i: (0, 0)), row_spec],
+            out_specs=[row_spec] * 4, out_shape=[out_dt((rows,), jnp.float32)] * 4,
+            interpret=spec.interpret,
+        )(hp, wp, tgp)
+    else:
+        raise ValueError(f"pallas_forward: layout must be 'grid' or 'loop', got {layout!r}")
+    return tuple(x[:n_rows] for x in _finish(*res))
