@@ -37,6 +37,11 @@ Shapes:
                 steps of a loop in `--decode-segments` parts whose attention reads only the
                 slots written so far (`sample(decode_segments=k)`, `decode_windows`).
 
+  logprob-head  the LM head + log-softmax + entropy alone at the learner step's rows (hidden
+                states [rows, T, d] in the compute dtype, the fp32 LM head, the completion
+                columns scored): value and gradient in hidden and head, and the forward alone,
+                for each `train.logprob_impl` that runs on the CPU (chunked, vocab_tiled).
+
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
@@ -124,6 +129,30 @@ def learner_program(shape: dict, overrides: dict):
                                 behavior_logprobs=np.zeros((b, t), np.float32),
                                 rewards=np.zeros((b,), np.float32))
     return jax.jit(algo.train_step), state, _abstract(batch)
+
+
+def head_program(shape: dict, impl: str, grad: bool = True):
+    """(jitted LM head + log-softmax + entropy over the learner step's rows, its abstract
+    arguments): Σ (log-probs + entropies) of the completion columns and, with `grad`, its
+    gradient in the hidden states and the head (`rlvr.models.scoring.logprobs_from_hidden`)."""
+    from rlvr.models.scoring import logprobs_from_hidden
+    from rlvr.models.transformer import jnp_dtype
+
+    cfg = ModelConfig(**shape["model"])
+    b = shape["prompts"] * shape["group"]
+    t = shape["prompt_len"] + shape["new_tokens"]
+    S = jax.ShapeDtypeStruct
+    dt = jnp_dtype(cfg.dtype)
+    args = (S((b, t, cfg.hidden_size), dt), S((cfg.hidden_size, cfg.vocab_size), jnp.float32),
+            S((b, t), jnp.int32), S((b, t), jnp.bool_))
+
+    def value(h, w, tokens, mask):
+        lp, ent = logprobs_from_hidden(h, w, tokens, mask, dtype=dt, impl=impl,
+                                       start=shape["prompt_len"])
+        return jnp.sum(lp) + jnp.sum(ent)
+
+    fn = jax.value_and_grad(value, argnums=(0, 1)) if grad else value
+    return (jax.jit(fn), *args)
 
 
 def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False,
@@ -266,7 +295,7 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
     if not compile_:
         cost = lowered.cost_analysis() or {}
         return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"), temp=None,
-                    args=None, compile_s=time.perf_counter() - t0, stage="lowered")
+                    args=None, peak=None, compile_s=time.perf_counter() - t0, stage="lowered")
     compiled = lowered.compile()
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
@@ -275,13 +304,15 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
     mem = compiled.memory_analysis()
     return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"),
                 temp=getattr(mem, "temp_size_in_bytes", None),
+                peak=getattr(mem, "peak_memory_in_bytes", None),
                 args=getattr(mem, "argument_size_in_bytes", None),
                 compile_s=time.perf_counter() - t0, stage="compiled")
 
 
 def _print_row(name, label, r):
     print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
-          f"temp {_fmt(r['temp'])}  ({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
+          f"temp {_fmt(r['temp'])}  peak {_fmt(r.get('peak'))}  "
+          f"({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
 
 
 def _fmt(x):
@@ -293,7 +324,7 @@ def main():
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
     ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
                     help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect, "
-                         "learner-lengths, decode-segments")
+                         "learner-lengths, decode-segments, logprob-head")
     ap.add_argument("--decode-segments", type=int, default=8,
                     help="decode-segments: parts of the decode loop")
     ap.add_argument("--rows", type=int, default=512, help="learner-lengths: rows of the batch")
@@ -327,6 +358,12 @@ def main():
                                                               temperature=1.0, top_p=0.95))):
             if prog in programs:
                 todo.append((f"decode step ({prog[7:]})", lambda sp=sp: decode_program(shape, sp)))
+        if "logprob-head" in programs:
+            for impl in ("chunked", "vocab_tiled"):
+                todo.append((f"LM head + log-softmax + entropy, value and gradient ({impl})",
+                             lambda impl=impl: head_program(shape, impl)))
+                todo.append((f"LM head + log-softmax + entropy, forward ({impl})",
+                             lambda impl=impl: head_program(shape, impl, grad=False)))
         if "decode-top-p-bisect" in programs:
             sp = smp.SamplingParams(max_new_tokens=shape["decode_new"], temperature=1.0, top_p=0.95)
             todo.append(("decode step (top-p, bisection)",
@@ -347,11 +384,11 @@ def main():
     lines = [f"Command: `python benchmarks/compiled_cost.py {' '.join(sys.argv[1:])}`; "
              f"{datetime.date.today()}, {platform.machine()} CPU backend, jax {jax.__version__}.",
              "",
-             "| shape | program | flops | bytes accessed | temp bytes | argument bytes |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| shape | program | flops | bytes accessed | temp bytes | argument bytes | peak bytes |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for name, label, r in rows:
         lines.append(f"| {name} | {label} | {_fmt(r['flops'])} | {_fmt(r['bytes'])} | "
-                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} |")
+                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} | {_fmt(r.get('peak'))} |")
     table = "\n".join(lines)
     print(table)
     if args.out:

@@ -1,4 +1,4 @@
-"""Fused LM head + log-softmax + entropy over vocabulary tiles (docs/architecture.md §3, docs/algorithms.md (A.19)).
+"""Fused LM head + log-softmax + entropy over vocabulary tiles (docs/architecture.md §3; the entropy of docs/algorithms.md (A.12)).
 
 The learner needs, per scored position, two numbers of the next-token distribution
 p = softmax(z), z = softcap(h·W) / τ over the vocabulary V: the taken token's log-prob and the
@@ -45,7 +45,7 @@ import jax.numpy as jnp
 
 IMPLS = ("chunked", "vocab_tiled", "pallas")
 DEFAULT_TILE = 4096       # vocabulary columns per tile (XLA path)
-DEFAULT_ROW_BLOCK = 1024  # rows per block: a tile's logits are ≤ 1024 × 4096 float32 (16 MiB)
+DEFAULT_ROW_BLOCK = 2048  # rows per block: a tile's logits are ≤ 2048 × 4096 float32 (32 MiB)
 PALLAS_ROWS = 128         # rows per Pallas program / block
 PALLAS_TILE = 512         # vocabulary columns per Pallas tile
 
@@ -203,6 +203,7 @@ def _forward(h, w, tg, spec: HeadSpec):
     """(logp, H, log Z, E_p[z]) [N] for h [N, D], w [D, V], tg [N]."""
     if spec.impl == "pallas":
         return pallas_forward(h, w, tg, spec)
+    w = w.astype(spec.dtype)  # once, not per row block
     n_rows = h.shape[0]
     r, nb = _block_rows(n_rows, spec)
     if nb == 1:
@@ -228,6 +229,7 @@ def _head_bwd(spec, res, g):
     g_lp, g_ent = (x.astype(jnp.float32) for x in g)
     n_rows = h.shape[0]
     r, nb = _block_rows(n_rows, spec)
+    w_dtype, w = w.dtype, w.astype(spec.dtype)
     dw = jnp.zeros(w.shape, jnp.float32)
     if nb == 1:
         dh, dw = _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec)
@@ -240,7 +242,7 @@ def _head_bwd(spec, res, g):
 
         dw, dh = jax.lax.scan(body, dw, xs)
         dh = dh.reshape(-1, h.shape[1])[:n_rows]
-    return dh.astype(h.dtype), dw.astype(w.dtype), None
+    return dh.astype(h.dtype), dw.astype(w_dtype), None
 
 
 _head.defvjp(_head_fwd, _head_bwd)
