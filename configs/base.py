@@ -251,8 +251,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.logprob_impl = "chunked"  # how the learner's LM head + log-softmax + entropy run:
                                     # chunked (position chunks of [rows, chunk, V] float32 logits) |
                                     # vocab_tiled (an online log-sum-exp over vocabulary tiles, no
-                                    # logits kept; same values) | pallas (its forward as a Pallas
-                                    # kernel; GPU / TPU backends only).
+                                    # logits kept; same values) | pallas (the same as Pallas
+                                    # kernels; GPU / TPU backends only).
     c.train.sft_steps = 0           # supervised warm-start steps on task demonstrations (0 = none).
     c.train.sft_batch_size = 32     # SFT: demonstrations per step.
     c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).

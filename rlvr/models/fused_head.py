@@ -24,14 +24,16 @@ g_a = g_z (1 − tanh²(a / c)) / τ for pre-activations a = h·W, and accumulat
 dh += g_a Wᵀ (per row block) and dW[:, tile] += hᵀ g_a, tile by tile. Memory: O(rows × tile)
 besides dW itself.
 
-**Pallas** (`impl="pallas"`): the same forward as one kernel (jax.experimental.pallas); the
-backward is the XLA tiled one above. On TPU (Mosaic) the grid is (row blocks, vocab tiles) with
-the vocabulary the innermost, sequential axis, and the running statistics kept in the output
-blocks, which stay resident across it; on GPU (Triton) the grid is the row blocks and each
-program loops over the vocabulary tiles itself (hidden size and tiles padded to powers of two,
-as Triton's blocks need). Both lay out only [rows, tile] logits at a time, in registers / VMEM,
-never in HBM. The kernel runs on GPU and TPU backends only; `interpret=True` runs it in Pallas's
-interpreter (any backend, for tests).
+**Pallas** (`impl="pallas"`): the forward as one kernel (jax.experimental.pallas) and the
+backward as two, split as in flash attention's backward: one accumulates dh per row block over
+the vocabulary tiles, the other dW per vocabulary tile over the row blocks (each recomputes its
+tiles' logits). On TPU (Mosaic) the grids are (row blocks, vocab tiles) / (vocab tiles, row
+blocks) with the accumulated axis innermost and sequential and the running sums kept in the
+resident output blocks; on GPU (Triton) the grid is the outer axis alone and each program loops
+over the inner one itself (hidden size and tiles padded to powers of two, as Triton's blocks
+need). Only [128, 512] logits blocks exist at a time, in registers / VMEM, never in HBM. The
+kernels run on GPU and TPU backends only; `interpret=True` runs them in Pallas's interpreter
+(any backend, for tests).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class HeadSpec:
     temperature: τ dividing the (soft-capped) logits; logit_softcap: c in z = c·tanh(a/c), or
     None; dtype: the matmul's input dtype name (the model's compute dtype; float32 accumulation);
     tile: vocabulary columns per tile; row_block: rows per block; impl: "vocab_tiled" or
-    "pallas" (the forward's implementation); interpret: run the Pallas kernel interpreted.
+    "pallas" (the implementation of both passes); interpret: run the Pallas kernels interpreted.
     """
 
     temperature: float = 1.0
@@ -154,28 +156,33 @@ def _rows_forward(h, w, tg, spec: HeadSpec):
     return _finish(*carry)
 
 
+def _tile_grad(h, wt, cols, valid, tg, lse, ez, g_lp, g_ent, spec: HeadSpec):
+    """Cotangent of one tile's pre-activations a = h·W (module doc): h [r, D], wt [D, n] in the
+    compute dtype; cols [n] vocabulary indices; valid [n] or [r, n] columns counted in this tile;
+    tg, lse (log Z), ez (E_p[z]), g_lp, g_ent [r]. Returns g_a [r, n] in the compute dtype."""
+    a, z = _tile_logits(h, wt, spec)
+    p = jnp.exp(z - lse[:, None])
+    onehot = (cols[None, :] == tg[:, None]).astype(jnp.float32)
+    gz = g_lp[:, None] * (onehot - p) - g_ent[:, None] * p * (z - ez[:, None])
+    gz = jnp.where(valid, gz, 0.0) / spec.temperature
+    if spec.logit_softcap is not None:
+        gz = gz * (1.0 - jnp.square(jnp.tanh(a / spec.logit_softcap)))
+    return gz.astype(spec.dtype)
+
+
 def _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec: HeadSpec):
     """XLA backward of one row block: returns (dh [r, D] float32, dw [D, V] float32 += this
     block's contribution)."""
     v = w.shape[1]
     n, num = _tiles(v, spec.tile)
-    dt = jnp.dtype(spec.dtype)
-    hc = h.astype(dt)
+    hc = h.astype(spec.dtype)
 
     def body(carry, j):
         dh, dw = carry
         start, first = _tile_start(j, v, n)
-        wt = jax.lax.dynamic_slice_in_dim(w, start, n, axis=1).astype(dt)
-        a, z = _tile_logits(hc, wt, spec)
+        wt = jax.lax.dynamic_slice_in_dim(w, start, n, axis=1).astype(spec.dtype)
         cols = start + jnp.arange(n)
-        fresh = cols >= first
-        p = jnp.exp(z - lse[:, None])
-        onehot = (cols[None, :] == tg[:, None]).astype(jnp.float32)
-        gz = g_lp[:, None] * (onehot - p) - g_ent[:, None] * p * (z - ez[:, None])
-        gz = jnp.where(fresh[None, :], gz, 0.0) / spec.temperature
-        if spec.logit_softcap is not None:
-            gz = gz * (1.0 - jnp.square(jnp.tanh(a / spec.logit_softcap)))
-        ga = gz.astype(dt)
+        ga = _tile_grad(hc, wt, cols, (cols >= first)[None, :], tg, lse, ez, g_lp, g_ent, spec)
         dh = dh + jnp.dot(ga, wt.T, preferred_element_type=jnp.float32)
         dwt = jnp.dot(hc.T, ga, preferred_element_type=jnp.float32)
         dw = jax.lax.dynamic_update_slice_in_dim(
@@ -227,6 +234,9 @@ def _head_fwd(h, w, tg, spec):
 def _head_bwd(spec, res, g):
     h, w, tg, lse, ez = res
     g_lp, g_ent = (x.astype(jnp.float32) for x in g)
+    if spec.impl == "pallas":
+        dh, dw = pallas_backward(h, w, tg, lse, ez, g_lp, g_ent, spec)
+        return dh.astype(h.dtype), dw.astype(w.dtype), None
     n_rows = h.shape[0]
     r, nb = _block_rows(n_rows, spec)
     w_dtype, w = w.dtype, w.astype(spec.dtype)
@@ -249,8 +259,8 @@ _head.defvjp(_head_fwd, _head_bwd)
 
 
 def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
-                          dtype=jnp.float32, tile: int = DEFAULT_TILE,
-                          row_block: int = DEFAULT_ROW_BLOCK, impl: str = "vocab_tiled",
+                          dtype=jnp.float32, tile: Optional[int] = None,
+                          row_block: Optional[int] = None, impl: str = "vocab_tiled",
                           interpret: bool = False):
     """(log p(target) [N], entropy [N]) float32 of softmax(softcap(h·W) / τ), vocab-tiled.
 
@@ -260,9 +270,11 @@ def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
       targets: int [N] token ids in [0, V).
       temperature: static τ > 0; logit_softcap: static c > 0 or None (module doc).
       dtype: the matmul inputs' dtype (float32 accumulation).
-      tile: vocabulary columns per tile (V need not be a multiple); row_block: rows per block.
-      impl: "vocab_tiled" (XLA) or "pallas" (the forward as a Pallas kernel; GPU / TPU, or
-        interpret=True anywhere).
+      tile: vocabulary columns per tile (V need not be a multiple; default DEFAULT_TILE);
+        row_block: rows per block (default DEFAULT_ROW_BLOCK). The Pallas kernel uses its own
+        blocks (PALLAS_ROWS × PALLAS_TILE).
+      impl: "vocab_tiled" (XLA) or "pallas" (Pallas kernels, forward and backward; GPU / TPU,
+        or interpret=True anywhere).
     Differentiable in h and w (`jax.custom_vjp`, module doc); the logits are never stored.
     """
     chex_ok = h.ndim == 2 and w.ndim == 2 and targets.shape == h.shape[:1] \
@@ -279,6 +291,8 @@ def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if logit_softcap is not None and not logit_softcap > 0:
         raise ValueError(f"logit_softcap must be > 0 or None, got {logit_softcap}")
+    tile = DEFAULT_TILE if tile is None else tile
+    row_block = DEFAULT_ROW_BLOCK if row_block is None else row_block
     if tile < 1 or row_block < 1:
         raise ValueError(f"tile and row_block must be >= 1, got {tile}, {row_block}")
     spec = HeadSpec(temperature=temperature, logit_softcap=logit_softcap,
@@ -345,8 +359,7 @@ def pallas_forward(h, w, tg, spec: HeadSpec, *, layout: Optional[str] = None):
     innermost) or "loop" (GPU: 1-D grid, vocab loop in the program); default by backend."""
     from jax.experimental import pallas as pl
 
-    if layout is None:
-        layout = "grid" if jax.default_backend() == "tpu" else "loop"
+    layout = _pallas_layout(layout)
     n_rows, d = h.shape
     v = w.shape[1]
     bm, bv = PALLAS_ROWS, PALLAS_TILE
@@ -384,3 +397,142 @@ def pallas_forward(h, w, tg, spec: HeadSpec, *, layout: Optional[str] = None):
     else:
         raise ValueError(f"pallas_forward: layout must be 'grid' or 'loop', got {layout!r}")
     return tuple(x[:n_rows] for x in _finish(*res))
+
+
+def _pallas_layout(layout: Optional[str]) -> str:
+    layout = layout or ("grid" if jax.default_backend() == "tpu" else "loop")
+    if layout not in ("grid", "loop"):
+        raise ValueError(f"pallas: layout must be 'grid' or 'loop', got {layout!r}")
+    return layout
+
+
+def _dh_grid_kernel(h_ref, w_ref, tg_ref, lse_ref, ez_ref, glp_ref, gent_ref, dh_ref, *, spec,
+                    v, bv):
+    """TPU layout, dh: program (i, j) adds vocab tile j's g_a Wᵀ to row block i's dh."""
+    from jax.experimental import pallas as pl
+
+    j = pl.program_id(1)
+
+    @pl.when(j == 0)
+    def _():
+        dh_ref[...] = jnp.zeros(dh_ref.shape, jnp.float32)
+
+    wt = w_ref[...].astype(spec.dtype)
+    cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (1, bv), 1)
+    vec = [r[...][:, 0] for r in (tg_ref, lse_ref, ez_ref, glp_ref, gent_ref)]
+    ga = _tile_grad(h_ref[...].astype(spec.dtype), wt, cols[0], cols < v, *vec, spec)
+    dh_ref[...] += jnp.dot(ga, wt.T, preferred_element_type=jnp.float32)
+
+
+def _dw_grid_kernel(h_ref, w_ref, tg_ref, lse_ref, ez_ref, glp_ref, gent_ref, dw_ref, *, spec,
+                    v, bv):
+    """TPU layout, dW: program (j, i) adds row block i's hᵀ g_a to vocab tile j's dW."""
+    from jax.experimental import pallas as pl
+
+    j, i = pl.program_id(0), pl.program_id(1)
+
+    @pl.when(i == 0)
+    def _():
+        dw_ref[...] = jnp.zeros(dw_ref.shape, jnp.float32)
+
+    h = h_ref[...].astype(spec.dtype)
+    cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (1, bv), 1)
+    vec = [r[...][:, 0] for r in (tg_ref, lse_ref, ez_ref, glp_ref, gent_ref)]
+    ga = _tile_grad(h, w_ref[...].astype(spec.dtype), cols[0], cols < v, *vec, spec)
+    dw_ref[...] += jnp.dot(h.T, ga, preferred_element_type=jnp.float32)
+
+
+def _dh_loop_kernel(h_ref, w_ref, tg_ref, lse_ref, ez_ref, glp_ref, gent_ref, dh_ref, *, spec,
+                    v, bv, num):
+    """GPU layout, dh: program i loops over the vocabulary tiles of row block i."""
+    from jax.experimental import pallas as pl
+
+    h = h_ref[...].astype(spec.dtype)
+    vec = [r[...] for r in (tg_ref, lse_ref, ez_ref, glp_ref, gent_ref)]
+
+    def body(j, dh):
+        wt = w_ref[:, pl.ds(pl.multiple_of(j * bv, bv), bv)].astype(spec.dtype)
+        cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (bv,), 0)
+        ga = _tile_grad(h, wt, cols, (cols < v)[None, :], *vec, spec)
+        return dh + jnp.dot(ga, wt.T, preferred_element_type=jnp.float32)
+
+    dh_ref[...] = jax.lax.fori_loop(0, num, body, jnp.zeros(dh_ref.shape, jnp.float32))
+
+
+def _dw_loop_kernel(h_ref, w_ref, tg_ref, lse_ref, ez_ref, glp_ref, gent_ref, dw_ref, *, spec,
+                    v, bv, bm, nr):
+    """GPU layout, dW: program j loops over the row blocks for vocab tile j."""
+    from jax.experimental import pallas as pl
+
+    j = pl.program_id(0)
+    wt = w_ref[...].astype(spec.dtype)
+    cols = j * bv + jax.lax.broadcasted_iota(jnp.int32, (bv,), 0)
+
+    def body(i, dw):
+        rows = pl.ds(pl.multiple_of(i * bm, bm), bm)
+        h = h_ref[rows, :].astype(spec.dtype)
+        vec = [r[rows] for r in (tg_ref, lse_ref, ez_ref, glp_ref, gent_ref)]
+        ga = _tile_grad(h, wt, cols, (cols < v)[None, :], *vec, spec)
+        return dw + jnp.dot(h.T, ga, preferred_element_type=jnp.float32)
+
+    dw_ref[...] = jax.lax.fori_loop(0, nr, body, jnp.zeros(dw_ref.shape, jnp.float32))
+
+
+def pallas_backward(h, w, tg, lse, ez, g_lp, g_ent, spec: HeadSpec, *,
+                    layout: Optional[str] = None):
+    """(dh [N, D], dW [D, V]) float32 by two Pallas kernels (the flash-attention split: one
+    accumulates dh per row block over the vocabulary tiles, the other dW per vocabulary tile over
+    the row blocks; each recomputes its tiles' logits). Arguments as `_head_bwd`'s."""
+    from jax.experimental import pallas as pl
+
+    layout = _pallas_layout(layout)
+    n_rows, d = h.shape
+    v = w.shape[1]
+    bm = min(PALLAS_ROWS, _next_pow2(n_rows))
+    bv = min(PALLAS_TILE, _next_pow2(v))
+    rows, num = -(-n_rows // bm) * bm, -(-v // bv)
+    nr = rows // bm
+    hp = _pad_axis(h, 0, rows)
+    wp = _pad_axis(w, 1, num * bv)
+    # padded rows have zero cotangents: they add nothing to dW
+    vecs = [_pad_axis(x, 0, rows) for x in (tg.astype(jnp.int32), lse, ez, g_lp, g_ent)]
+    f32 = jnp.float32
+    if layout == "grid":
+        vecs = [x[:, None] for x in vecs]
+        kw = dict(spec=spec, v=v, bv=bv)
+        row = lambda f: pl.BlockSpec((bm, 1), f)  # noqa: E731
+        dh = pl.pallas_call(
+            functools.partial(_dh_grid_kernel, **kw), grid=(nr, num),
+            in_specs=[pl.BlockSpec((bm, d), lambda i, j: (i, 0)),
+                      pl.BlockSpec((d, bv), lambda i, j: (0, j))] + [row(lambda i, j: (i, 0))] * 5,
+            out_specs=pl.BlockSpec((bm, d), lambda i, j: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((rows, d), f32), interpret=spec.interpret,
+        )(hp, wp, *vecs)
+        dw = pl.pallas_call(
+            functools.partial(_dw_grid_kernel, **kw), grid=(num, nr),
+            in_specs=[pl.BlockSpec((bm, d), lambda j, i: (i, 0)),
+                      pl.BlockSpec((d, bv), lambda j, i: (0, j))] + [row(lambda j, i: (i, 0))] * 5,
+            out_specs=pl.BlockSpec((d, bv), lambda j, i: (0, j)),
+            out_shape=jax.ShapeDtypeStruct((d, num * bv), f32), interpret=spec.interpret,
+        )(hp, wp, *vecs)
+    else:
+        dp = _next_pow2(d)
+        hp, wp = _pad_axis(hp, 1, dp), _pad_axis(wp, 0, dp)
+        dh = pl.pallas_call(
+            functools.partial(_dh_loop_kernel, spec=spec, v=v, bv=bv, num=num), grid=(nr,),
+            in_specs=[pl.BlockSpec((bm, dp), lambda i: (i, 0)),
+                      pl.BlockSpec((dp, num * bv), lambda i: (0, 0))]
+                     + [pl.BlockSpec((bm,), lambda i: (i,))] * 5,
+            out_specs=pl.BlockSpec((bm, dp), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((rows, dp), f32), interpret=spec.interpret,
+        )(hp, wp, *vecs)
+        dw = pl.pallas_call(
+            functools.partial(_dw_loop_kernel, spec=spec, v=v, bv=bv, bm=bm, nr=nr),
+            grid=(num,),
+            in_specs=[pl.BlockSpec((rows, dp), lambda j: (0, 0)),
+                      pl.BlockSpec((dp, bv), lambda j: (0, j))]
+                     + [pl.BlockSpec((rows,), lambda j: (0,))] * 5,
+            out_specs=pl.BlockSpec((dp, bv), lambda j: (0, j)),
+            out_shape=jax.ShapeDtypeStruct((dp, num * bv), f32), interpret=spec.interpret,
+        )(hp, wp, *vecs)
+    return dh[:n_rows, :d], dw[:d, :v]

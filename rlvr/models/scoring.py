@@ -16,7 +16,7 @@ The default chunk (`default_chunk_size`) is 256 positions, fewer when B·256·V 
 above), "vocab_tiled" (`rlvr.models.fused_head`: per block of rows, a scan over vocabulary tiles
 with an online log-sum-exp that also yields the target logit and the entropy, and a custom
 backward that recomputes each tile; never more than [rows, tile] logits, and none saved for the
-backward) or "pallas" (the same forward as a Pallas kernel, GPU / TPU). All three give the same
+backward) or "pallas" (the same forward and backward as Pallas kernels, GPU / TPU). All three give the same
 values and gradients up to float summation order.
 
 `temperature` divides the logits, so the sampler's behaviour log-probs at temperature τ
