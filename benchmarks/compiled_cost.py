@@ -45,7 +45,10 @@ Shapes:
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
-whole program; the decode step has no loop. The figures are the compiled programs' static
+whole program; the decode step has no loop. Unrolled, XLA may schedule independent iterations
+(e.g. the vocabulary tiles' matmuls) side by side, so temp bytes can exceed what the rolled loop
+needs: `--rolled` keeps the loops and gives their memory figures (flops / bytes then count each
+loop body once). The figures are the compiled programs' static
 counts on the CPU backend: they compare programs before and after a change, not devices.
 The learner step scores the completion columns only, as a single-turn training run does
 (`--set completion_columns=0`: every column). `--set k=v` overrides an `AlgorithmSettings`
@@ -337,6 +340,10 @@ def main():
                     help="cost analysis of the lowered (unoptimised) programs, no compile")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="AlgorithmSettings override of the learner step (repeatable)")
+    ap.add_argument("--rolled", action="store_true",
+                    help="keep lax.scan loops rolled: the memory figures are then the loop's "
+                         "(one iteration's buffers live at a time), while flops / bytes count "
+                         "each loop body once")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     overrides = {}
@@ -345,7 +352,8 @@ def main():
         default = getattr(AlgorithmSettings(), k)
         overrides[k] = (v.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)(v)
     programs = args.programs.split(",")
-    jax.lax.scan = _unrolled_scan
+    if not args.rolled:
+        jax.lax.scan = _unrolled_scan
     rows = []
     for name in args.shapes.split(","):
         shape = SHAPES[name]
