@@ -103,16 +103,17 @@ def _tile_logits(h, wt, spec: HeadSpec):
 def _online_update(carry, z, cols, fresh, tg):
     """One tile of the online log-sum-exp. carry (m, s, u, zy) [r] each; z [r, n] logits; cols
     [n] their vocabulary indices; fresh [n] or [r, n]: columns counted here (not padding, not
-    seen in an earlier tile); tg [r] targets."""
+    seen in an earlier tile); tg [r] targets, or None: zy is left as is (taken separately)."""
     m, s, u, zy = carry
     zf = jnp.where(fresh, z, -jnp.inf)
     m_new = jnp.maximum(m, jnp.max(zf, axis=-1))
     scale = jnp.exp(m - m_new)
-    e = jnp.where(fresh, jnp.exp(z - m_new[:, None]), 0.0)
+    e = jnp.exp(zf - m_new[:, None])  # 0 on columns not counted here
     s = s * scale + jnp.sum(e, axis=-1)
-    u = u * scale + jnp.sum(e * jnp.where(fresh, z, 0.0), axis=-1)
-    hit = (cols[None, :] == tg[:, None]) & fresh
-    zy = zy + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
+    u = u * scale + jnp.sum(e * z, axis=-1)
+    if tg is not None:
+        hit = (cols[None, :] == tg[:, None]) & fresh
+        zy = zy + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
     return m_new, s, u, zy
 
 
@@ -150,10 +151,16 @@ def _rows_forward(h, w, tg, spec: HeadSpec):
         wt = jax.lax.dynamic_slice_in_dim(w, start, n, axis=1)
         _, z = _tile_logits(h, wt, spec)
         cols = start + jnp.arange(n)
-        return _online_update(carry, z, cols, cols >= first, tg), None
+        return _online_update(carry, z, cols, cols >= first, None), None
 
-    carry, _ = jax.lax.scan(body, _init_carry(h.shape[0]), jnp.arange(num))
-    return _finish(*carry)
+    m, s, u, _ = jax.lax.scan(body, _init_carry(h.shape[0]), jnp.arange(num))[0]
+    # the target's logit from its own column of W (one [r, D] gather, no pass over the tiles)
+    dt = jnp.dtype(spec.dtype)
+    a_y = jnp.einsum("rd,dr->r", h.astype(dt), jnp.take(w, tg, axis=1).astype(dt),
+                     preferred_element_type=jnp.float32)
+    z_y = a_y if spec.logit_softcap is None else spec.logit_softcap * jnp.tanh(
+        a_y / spec.logit_softcap)
+    return _finish(m, s, u, z_y / spec.temperature)
 
 
 def _tile_grad(h, wt, cols, valid, tg, lse, ez, g_lp, g_ent, spec: HeadSpec):
