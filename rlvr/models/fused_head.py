@@ -240,6 +240,9 @@ def _head_fwd(h, w, tg, spec):
 
 def _head_bwd(spec, res, g):
     h, w, tg, lse, ez = res
+    # the backward recomputes the tiles: keep XLA from merging them with the forward's (which
+    # would keep every tile's logits alive from the forward to the backward)
+    h, w = jax.lax.optimization_barrier((h, w))
     g_lp, g_ent = (x.astype(jnp.float32) for x in g)
     if spec.impl == "pallas":
         dh, dw = pallas_backward(h, w, tg, lse, ez, g_lp, g_ent, spec)
