@@ -9,7 +9,8 @@ also carries the target logit and the entropy's first moment. With, over the til
 
     m = max_j z_j,    s = Σ_j e^{z_j − m},    u = Σ_j e^{z_j − m} z_j,    z_y (the target's logit)
 
-(a new tile with maximum m' rescales s and u by e^{m − m'} and adds its own terms), at the end
+(a new tile with maximum m' rescales s and u by e^{m − m'} and adds its own terms; the XLA path
+takes z_y from W's column y directly, the Pallas kernel from the tile holding it), at the end
 
     log Z = m + log s,    log p(y) = z_y − log Z,    H = log Z − u / s        (H = −Σ p log p).
 
