@@ -39,3 +39,20 @@ def test_two_step_run_with_vocab_tiled_gives_the_chunked_losses(tmp_path):
     assert len(losses["chunked"]) == 2
     np.testing.assert_allclose(np.asarray(losses["vocab_tiled"]), np.asarray(losses["chunked"]),
                                rtol=1e-4, atol=1e-6)
+
+
+def test_router_loss_path_scores_alike_with_vocab_tiled():
+    """A mixture-of-experts policy's loss (`with_router_loss`) takes the same implementation."""
+    from flax import nnx
+
+    from rlvr.models import Transformer
+    from rlvr.models.scoring import token_logprobs
+    from tests.models.test_moe import _moe_config
+
+    model = Transformer(_moe_config(), rngs=nnx.Rngs(0))
+    toks = np.random.RandomState(0).randint(0, 48, (2, 9)).astype(np.int32)
+    out = {impl: token_logprobs(model, toks, with_router_loss=True, temperature=0.9, start=3,
+                                impl=impl) for impl in ("chunked", "vocab_tiled")}
+    assert float(np.abs(np.asarray(out["chunked"][0])).max()) > 0
+    for a, b in zip(out["vocab_tiled"], out["chunked"], strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
