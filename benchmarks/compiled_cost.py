@@ -37,6 +37,11 @@ Shapes:
                 steps of a loop in `--decode-segments` parts whose attention reads only the
                 slots written so far (`sample(decode_segments=k)`, `decode_windows`).
 
+  logprob-head  the LM head + log-softmax + entropy alone at the learner step's rows (hidden
+                states [rows, T, d] in the compute dtype, the fp32 LM head, the completion
+                columns scored): value and gradient in hidden and head, and the forward alone,
+                for each `train.logprob_impl` that runs on the CPU (chunked, vocab_tiled).
+
 `--projections separate,fused` builds every program once per projection layout
 (`ModelConfig.fused_projections`: one q/k/v and one gate/up kernel per layer, one matmul each)
 and the table labels the rows with it. Each row also gives the compiled HLO's instruction counts:
@@ -45,7 +50,10 @@ and the table labels the rows with it. Each row also gives the compiled HLO's in
 XLA's cost analysis counts a loop body once, whatever its trip count. So the learner step is
 measured as one optimiser step over one micro-batch (no learner loop) and every `lax.scan`
 traced here is unrolled (the log-prob pass's scan over logits blocks), so the counts cover the
-whole program; the decode step has no loop. The figures are the compiled programs' static
+whole program; the decode step has no loop. Unrolled, XLA may schedule independent iterations
+(e.g. the vocabulary tiles' matmuls) side by side, so temp bytes can exceed what the rolled loop
+needs: `--rolled` keeps the loops and gives their memory figures (flops / bytes then count each
+loop body once). The figures are the compiled programs' static
 counts on the CPU backend: they compare programs before and after a change, not devices.
 The learner step scores the completion columns only, as a single-turn training run does
 (`--set completion_columns=0`: every column). `--set k=v` overrides an `AlgorithmSettings`
@@ -130,6 +138,30 @@ def learner_program(shape: dict, overrides: dict):
                                 behavior_logprobs=np.zeros((b, t), np.float32),
                                 rewards=np.zeros((b,), np.float32))
     return jax.jit(algo.train_step), state, _abstract(batch)
+
+
+def head_program(shape: dict, impl: str, grad: bool = True):
+    """(jitted LM head + log-softmax + entropy over the learner step's rows, its abstract
+    arguments): Σ (log-probs + entropies) of the completion columns and, with `grad`, its
+    gradient in the hidden states and the head (`rlvr.models.scoring.logprobs_from_hidden`)."""
+    from rlvr.models.scoring import logprobs_from_hidden
+    from rlvr.models.transformer import jnp_dtype
+
+    cfg = ModelConfig(**shape["model"])
+    b = shape["prompts"] * shape["group"]
+    t = shape["prompt_len"] + shape["new_tokens"]
+    S = jax.ShapeDtypeStruct
+    dt = jnp_dtype(cfg.dtype)
+    args = (S((b, t, cfg.hidden_size), dt), S((cfg.hidden_size, cfg.vocab_size), jnp.float32),
+            S((b, t), jnp.int32), S((b, t), jnp.bool_))
+
+    def value(h, w, tokens, mask):
+        lp, ent = logprobs_from_hidden(h, w, tokens, mask, dtype=dt, impl=impl,
+                                       start=shape["prompt_len"])
+        return jnp.sum(lp) + jnp.sum(ent)
+
+    fn = jax.value_and_grad(value, argnums=(0, 1)) if grad else value
+    return (jax.jit(fn), *args)
 
 
 def decode_program(shape: dict, sampling: smp.SamplingParams, bisect: bool = False,
@@ -272,7 +304,7 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
     if not compile_:
         cost = lowered.cost_analysis() or {}
         return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"), temp=None,
-                    args=None, compile_s=time.perf_counter() - t0, stage="lowered")
+                    args=None, peak=None, compile_s=time.perf_counter() - t0, stage="lowered")
     compiled = lowered.compile()
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
@@ -282,6 +314,7 @@ def analyse(fn, *args, compile_: bool = True) -> dict:
     dots, fusions = hlo_counts(compiled.as_text())
     return dict(flops=cost.get("flops"), bytes=cost.get("bytes accessed"),
                 temp=getattr(mem, "temp_size_in_bytes", None),
+                peak=getattr(mem, "peak_memory_in_bytes", None),
                 args=getattr(mem, "argument_size_in_bytes", None), dots=dots, fusions=fusions,
                 compile_s=time.perf_counter() - t0, stage="compiled")
 
@@ -296,7 +329,8 @@ def hlo_counts(hlo: str) -> tuple:
 
 def _print_row(name, label, r):
     print(f"{name:14s} {label:24s} flops {_fmt(r['flops'])}  bytes {_fmt(r['bytes'])}  "
-          f"temp {_fmt(r['temp'])}  dots {r.get('dots', '—')}  fusions {r.get('fusions', '—')}  "
+          f"temp {_fmt(r['temp'])}  peak {_fmt(r.get('peak'))}  "
+          f"dots {r.get('dots', '—')}  fusions {r.get('fusions', '—')}  "
           f"({r['stage']} in {r['compile_s']:.0f} s)", flush=True)
 
 
@@ -309,7 +343,7 @@ def main():
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
     ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
                     help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect, "
-                         "learner-lengths, decode-segments")
+                         "learner-lengths, decode-segments, logprob-head")
     ap.add_argument("--decode-segments", type=int, default=8,
                     help="decode-segments: parts of the decode loop")
     ap.add_argument("--rows", type=int, default=512, help="learner-lengths: rows of the batch")
@@ -324,6 +358,10 @@ def main():
                     help="AlgorithmSettings override of the learner step (repeatable)")
     ap.add_argument("--projections", default="separate",
                     help="comma list of separate, fused (ModelConfig.fused_projections)")
+    ap.add_argument("--rolled", action="store_true",
+                    help="keep lax.scan loops rolled: the memory figures are then the loop's "
+                         "(one iteration's buffers live at a time), while flops / bytes count "
+                         "each loop body once")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     overrides = {}
@@ -332,7 +370,8 @@ def main():
         default = getattr(AlgorithmSettings(), k)
         overrides[k] = (v.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)(v)
     programs = args.programs.split(",")
-    jax.lax.scan = _unrolled_scan
+    if not args.rolled:
+        jax.lax.scan = _unrolled_scan
     rows = []
     layouts = args.projections.split(",")
     for layout in layouts:
@@ -352,6 +391,12 @@ def main():
                                                               temperature=1.0, top_p=0.95))):
             if prog in programs:
                 todo.append((f"decode step ({prog[7:]})", lambda sp=sp: decode_program(shape, sp)))
+        if "logprob-head" in programs:
+            for impl in ("chunked", "vocab_tiled"):
+                todo.append((f"LM head + log-softmax + entropy, value and gradient ({impl})",
+                             lambda impl=impl: head_program(shape, impl)))
+                todo.append((f"LM head + log-softmax + entropy, forward ({impl})",
+                             lambda impl=impl: head_program(shape, impl, grad=False)))
         if "decode-top-p-bisect" in programs:
             sp = smp.SamplingParams(max_new_tokens=shape["decode_new"], temperature=1.0, top_p=0.95)
             todo.append(("decode step (top-p, bisection)",
@@ -372,13 +417,13 @@ def main():
     lines = [f"Command: `python benchmarks/compiled_cost.py {' '.join(sys.argv[1:])}`; "
              f"{datetime.date.today()}, {platform.machine()} CPU backend, jax {jax.__version__}.",
              "",
-             "| shape | program | flops | bytes accessed | temp bytes | argument bytes | dots | "
-             "fusions |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| shape | program | flops | bytes accessed | temp bytes | argument bytes | peak bytes "
+             "| dots | fusions |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, label, r in rows:
         lines.append(f"| {name} | {label} | {_fmt(r['flops'])} | {_fmt(r['bytes'])} | "
-                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} | {r.get('dots', '—')} | "
-                     f"{r.get('fusions', '—')} |")
+                     f"{_fmt(r['temp'])} | {_fmt(r['args'])} | {_fmt(r.get('peak'))} | "
+                     f"{r.get('dots', '—')} | {r.get('fusions', '—')} |")
     table = "\n".join(lines)
     print(table)
     if args.out:

@@ -260,12 +260,17 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.epochs = 1              # optimisation epochs over each rollout batch.
     c.train.num_minibatches = 1     # optimiser steps per epoch (batch split into minibatches).
     c.train.num_microbatches = 1    # gradient-accumulation chunks per minibatch (exact token-mean);
-    #                                 above 1, the no-grad π_old / π_ref / value passes also run in
-    #                                 chunks of a micro-batch's rows (memory of one micro-batch).
+                                    # above 1, the no-grad π_old / π_ref / value passes also run in
+                                    # chunks of a micro-batch's rows (memory of one micro-batch).
     c.train.length_bucket = 0       # > 0: length-aware learner micro-batches: rows sorted by length,
-    #                                 each micro-batch cut to its longest row rounded up to a
-    #                                 multiple of this many columns (⌈T / it⌉ compiled widths;
-    #                                 same loss and gradients); 0 = every row at the batch's width.
+                                    # each micro-batch cut to its longest row rounded up to a
+                                    # multiple of this many columns (⌈T / it⌉ compiled widths;
+                                    # same loss and gradients); 0 = every row at the batch's width.
+    c.train.logprob_impl = "chunked"  # how the learner's LM head + log-softmax + entropy run:
+                                    # chunked (position chunks of [rows, chunk, V] float32 logits) |
+                                    # vocab_tiled (an online log-sum-exp over vocabulary tiles, no
+                                    # logits kept; same values) | pallas (the same as Pallas
+                                    # kernels; GPU / TPU backends only).
     c.train.sft_steps = 0           # supervised warm-start steps on task demonstrations (0 = none).
     c.train.sft_batch_size = 32     # SFT: demonstrations per step.
     c.train.sft_learning_rate = 1e-3  # SFT: learning rate (AdamW).

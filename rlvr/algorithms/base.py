@@ -108,6 +108,10 @@ class AlgorithmSettings:
     num_microbatches: int = 1
     # > 0: length-aware learner micro-batches of widths rounded to this multiple (rlvr.learner)
     length_bucket: int = 0
+    # how the LM head + log-softmax + entropy run (rlvr.models.scoring: "chunked" | "vocab_tiled"
+    # | "pallas"); logprob_interpret: the Pallas kernel interpreted (tests on CPU)
+    logprob_impl: str = "chunked"
+    logprob_interpret: bool = False
     # off-policy correction against the behaviour log-probs (rlvr.core.importance)
     is_correction: str = "none"
     is_level: str = "token"
@@ -158,6 +162,8 @@ class AlgorithmSettings:
         if isinstance(self.length_bucket, bool) or not isinstance(self.length_bucket, int) \
                 or self.length_bucket < 0:
             bad("length_bucket", "an int >= 0 (0: off)")
+        if self.logprob_impl not in scoring.LOGPROB_IMPLS:
+            bad("logprob_impl", f"one of {scoring.LOGPROB_IMPLS}")
         if isinstance(self.completion_columns, bool) or self.completion_columns < 0:
             bad("completion_columns", "an int >= 0 (0: every column)")
         if self.overlong_buffer and not 1 <= self.overlong_buffer <= self.max_new_tokens:
@@ -320,7 +326,9 @@ class Algorithm:
         return scoring.token_logprobs(model, tb.tokens, positions=tb.positions,
                                       attention_mask=tb.attention_mask,
                                       temperature=self.settings.temperature,
-                                      start=self.score_start(tb.tokens))
+                                      start=self.score_start(tb.tokens),
+                                      impl=self.settings.logprob_impl,
+                                      interpret=self.settings.logprob_interpret)
 
     def score_chunks(self) -> int:
         """Row chunks of the no-grad passes over a whole rollout batch (π_old, π_ref, values).
@@ -511,7 +519,8 @@ class Algorithm:
         logprobs, entropy, router = scoring.token_logprobs(
             model, mb.tokens, positions=mb.positions, attention_mask=mb.attention_mask,
             temperature=self.settings.temperature, with_router_loss=True,
-            start=self.score_start(mb.tokens))
+            start=self.score_start(mb.tokens), impl=self.settings.logprob_impl,
+            interpret=self.settings.logprob_interpret)
         total, metrics = self.policy_objective(logprobs, entropy, mb, aux)
         share = token_share(mb.loss_mask > 0, aux)
         metrics["router_aux_loss"] = router * share

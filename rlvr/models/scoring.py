@@ -12,6 +12,13 @@ The default chunk (`default_chunk_size`) is 256 positions, fewer when B·256·V 
 2^28 elements (1 GiB of float32): a no-grad pass over a whole rollout batch at a large vocabulary
 (512 rows × 151,936 tokens: 3 positions per block) stays as small as a learner micro-batch's.
 
+`impl` chooses how the head runs (the config's `train.logprob_impl`): "chunked" (the default,
+above), "vocab_tiled" (`rlvr.models.fused_head`: per block of rows, a scan over vocabulary tiles
+with an online log-sum-exp that also yields the target logit and the entropy, and a custom
+backward that recomputes each tile; never more than [rows, tile] logits, and none saved for the
+backward) or "pallas" (the same forward and backward as Pallas kernels, GPU / TPU). All three give the same
+values and gradients up to float summation order.
+
 `temperature` divides the logits, so the sampler's behaviour log-probs at temperature τ
 (top-k / top-p off) are reproduced by `token_logprobs(..., temperature=τ)`.
 """
@@ -25,8 +32,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rlvr.models import fused_head
 from rlvr.models.transformer import _check_inputs, jnp_dtype, softcap
 
+LOGPROB_IMPLS = fused_head.IMPLS  # "chunked" | "vocab_tiled" | "pallas"
 DEFAULT_CHUNK = 256
 MAX_BLOCK_LOGITS = 2**28  # float32 logits elements per block under the default chunk (1 GiB)
 
@@ -49,7 +58,8 @@ def _chunk_stats(h, w, targets, temperature, dtype, logit_softcap=None):
 
 def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature=1.0,
                          chunk_size: Optional[int] = None, dtype=jnp.float32,
-                         logit_softcap: Optional[float] = None, start: int = 0):
+                         logit_softcap: Optional[float] = None, start: int = 0,
+                         impl: str = "chunked", interpret: bool = False):
     """Pure core of `token_logprobs`.
 
     Only the target columns t >= max(start, 1) are scored: the LM head and the log-softmax run
@@ -66,10 +76,15 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
       chunk_size: positions per logits block (default `default_chunk_size(B, V, T - 1)`).
       logit_softcap: c: logits z -> c·tanh(z / c) before the temperature (Gemma 2); None off.
       start: static int in [0, T), the first target column scored (0 and 1: all of them).
+      impl: "chunked" (position chunks of [B, chunk, V] logits), "vocab_tiled" or "pallas"
+        (`rlvr.models.fused_head.head_logprobs_entropy` over the B·(T − start') scored rows;
+        chunk_size is then unused; temperature and logit_softcap must be static).
+      interpret: run the "pallas" kernel in Pallas's interpreter (tests on CPU).
     Returns:
       (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
     """
     chex.assert_rank([hidden, tokens, attention_mask], [3, 2, 2])
+    fused_head.check_impl(impl, interpret=interpret)
     b, t, d = hidden.shape
     if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < max(t, 1):
         raise ValueError(f"start must be an int in [0, T={t}), got {start!r}")
@@ -80,6 +95,12 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
     n = t - s0
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    if impl != "chunked":
+        lp, ent = fused_head.head_logprobs_entropy(
+            hidden[:, s0 - 1:-1].reshape(b * n, d), lm_head, tokens[:, s0:].reshape(b * n),
+            temperature=temperature, logit_softcap=logit_softcap, dtype=dtype, impl=impl,
+            interpret=interpret)
+        return _aligned(lp.reshape(b, n), ent.reshape(b, n), attention_mask, s0)
     c = min(n, chunk_size) if chunk_size else default_chunk_size(b, lm_head.shape[-1], n)
     num = -(-n // c)
     pad = num * c - n
@@ -98,7 +119,12 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
         _, (lp, ent) = jax.lax.scan(lambda carry, x: (carry, body_fn(*x)), None, (h, tg))
         lp = lp.swapaxes(0, 1).reshape(b, num * c)
         ent = ent.swapaxes(0, 1).reshape(b, num * c)
-    lp, ent = lp[:, :n], ent[:, :n]
+    return _aligned(lp[:, :n], ent[:, :n], attention_mask, s0)
+
+
+def _aligned(lp, ent, attention_mask, s0: int):
+    """[B, n] scores of target columns s0..T-1 -> [B, T], zero where unscored or invalid."""
+    b = lp.shape[0]
     zero = jnp.zeros((b, s0), jnp.float32)
     lp = jnp.concatenate([zero, lp], axis=1)
     ent = jnp.concatenate([zero, ent], axis=1)
@@ -111,7 +137,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
 
 def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
                    chunk_size: Optional[int] = None, with_router_loss: bool = False,
-                   start: int = 0):
+                   start: int = 0, impl: str = "chunked", interpret: bool = False):
     """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
 
     tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
@@ -119,7 +145,8 @@ def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temper
     (see `token_logprobs_from_state`). with_router_loss: also returns the mixture-of-experts
     load-balancing loss of the same forward pass over the real tokens (a scalar, 0.0 for a
     dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss). start: the
-    first target column scored (`logprobs_from_hidden`; earlier columns are 0).
+    first target column scored (`logprobs_from_hidden`; earlier columns are 0). impl, interpret:
+    how the LM head and log-softmax run (`logprobs_from_hidden`).
     """
     tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
     if with_router_loss:
@@ -130,7 +157,8 @@ def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temper
     out = logprobs_from_hidden(hidden, model.lm_head_kernel(), tokens, attention_mask,
                                temperature=temperature, chunk_size=chunk_size,
                                dtype=jnp_dtype(model.config.dtype),
-                               logit_softcap=model.config.final_logit_softcapping, start=start)
+                               logit_softcap=model.config.final_logit_softcapping, start=start,
+                               impl=impl, interpret=interpret)
     return (*out, router_loss) if with_router_loss else out
 
 

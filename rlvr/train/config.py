@@ -32,6 +32,7 @@ from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS
 from rlvr.core.losses import AGGREGATIONS
 from rlvr.models.config import DTYPES, dtype_name
 from rlvr.models.lora import QUANTIZATIONS, TARGETS, split_fused_targets
+from rlvr.models.scoring import LOGPROB_IMPLS
 
 ADVANTAGES = ("", "grpo", "rloo", "reinforce", "gae")
 COLLECTORS = ("", "groups", "pivots")
@@ -55,6 +56,7 @@ CHOICES = {
     "pivot.reward": ("functional", "exact"),
     "agent.tool_format": ("auto", "hermes", "llama3"),
     "optimizer.name": ("adamw", "adam", "sgd"),
+    "train.logprob_impl": LOGPROB_IMPLS,
     "optimizer.schedule": ("constant", "cosine"),
     "kl.mode": ("none", "reward", "loss"),
     "kl.estimator": ("k1", "k2", "k3"),
@@ -468,6 +470,13 @@ def _consistency_errors(raw) -> list[str]:
     r = resolved(raw)
     critic = r["cls"].uses_critic
     adv = r["advantage"]
+    if raw.train.logprob_impl == "pallas":
+        import jax
+
+        if jax.default_backend() not in ("gpu", "cuda", "rocm", "tpu"):
+            errors.append(f"config.train.logprob_impl 'pallas' needs a GPU or TPU backend, this "
+                          f"one is {jax.default_backend()!r}; allowed here: "
+                          f"{tuple(i for i in LOGPROB_IMPLS if i != 'pallas')}")
     for field, value in (("reward.executor", raw.reward.executor),
                          ("rollout.env_executor", raw.rollout.env_executor)):
         if value == "ray":

@@ -48,6 +48,7 @@ def algorithm_settings(config, *, single_turn: bool = False) -> AlgorithmSetting
               epochs=config.train.epochs, num_minibatches=config.train.num_minibatches,
               num_microbatches=config.train.num_microbatches,
               length_bucket=config.train.length_bucket,
+              logprob_impl=config.train.logprob_impl,
               off_policy_rows=bool(config.rollout.asynchronous),
               max_new_tokens=config.sampling.max_new_tokens,
               completion_columns=(config.sampling.max_new_tokens
