@@ -103,11 +103,13 @@ class DecodeSchedule:
 
     segments: k >= 1 decode parts, each attending to the cache prefix written so far (1: one
     part over every slot). compact_finished: between parts, continue only the unfinished rows
-    (needs segments >= 2).
+    (needs segments >= 2). shared_prefix: single-turn groups decode against one prompt cache
+    per group (`sample`'s shared_prefix; passed by the group engine, not in `sample_kwargs`).
     """
 
     segments: int = 1
     compact_finished: bool = False
+    shared_prefix: bool = False
 
     def __post_init__(self):
         if isinstance(self.segments, bool) or not isinstance(self.segments, int) or self.segments < 1:
@@ -118,6 +120,12 @@ class DecodeSchedule:
         if self.compact_finished and self.segments < 2:
             raise ValueError(f"DecodeSchedule.compact_finished=True needs segments >= 2, got "
                              f"segments={self.segments}")
+        if not isinstance(self.shared_prefix, bool):
+            raise ValueError(f"DecodeSchedule.shared_prefix must be a bool, got "
+                             f"{self.shared_prefix!r}")
+        if self.shared_prefix and self.compact_finished:
+            raise ValueError("DecodeSchedule.shared_prefix=True cannot be combined with "
+                             "compact_finished=True")
 
     @property
     def is_default(self) -> bool:

@@ -171,6 +171,12 @@ def build_policy(config, vocab_size: int) -> Transformer:
             raise ConfigError(f"config.model.max_seq_len ({m.max_seq_len}) exceeds the "
                               f"checkpoint's max_position_embeddings "
                               f"({policy.config.max_position_embeddings})")
+        pc = policy.config
+        if config.rollout.shared_prompt_cache and any(pc.is_sliding(i)
+                                                      for i in range(pc.num_layers)):
+            raise ConfigError(f"config.rollout.shared_prompt_cache=True does not support the "
+                              f"sliding-window attention layers of {m.init_from!r}: set "
+                              f"rollout.shared_prompt_cache=False")
         cfg = dataclasses.replace(policy.config, attention_impl=m.attention)
         return policy if cfg == policy.config else _with_config(policy, cfg)
     cfg = ModelConfig(vocab_size=m.vocab_size or vocab_size, hidden_size=m.d_model,
@@ -482,7 +488,8 @@ class _Engines:
         self.c, self.kit, self.tokenizer, self.renderer = c, kit, tokenizer, renderer
         self.sharding = sharding  # rlvr.parallel.GenerationSharding every sampler call runs with
         self.decode = DecodeSchedule(segments=c.rollout.decode_segments,
-                                     compact_finished=c.rollout.compact_finished)
+                                     compact_finished=c.rollout.compact_finished,
+                                     shared_prefix=c.rollout.shared_prompt_cache)
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
