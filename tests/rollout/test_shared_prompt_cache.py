@@ -94,3 +94,15 @@ def test_sharded_shared_prompt_cache_equals_one_device(model, greedy):
     got = sample(model, toks, mask, jax.random.key(2), params, pad_id=PAD, num_samples=2,
                  shared_prefix=True, sharding=sharding)
     _assert_same(ref, got)
+
+
+@pytest.mark.parametrize("over", [dict(architecture="qwen3", qk_norm=True, attention_bias=False),
+                                  dict(fused_projections=True, num_kv_heads=1)])
+def test_other_families_qk_norm_and_fused_projections(over):
+    m = Transformer(tiny_config(**over), rngs=nnx.Rngs(1))
+    toks, mask = pad_prompts(PROMPTS, PAD)
+    params = SamplingParams(temperature=0.8, max_new_tokens=5)
+    ref = sample(m, toks, mask, jax.random.key(4), params, pad_id=PAD, num_samples=2)
+    got = sample(m, toks, mask, jax.random.key(4), params, pad_id=PAD, num_samples=2,
+                 shared_prefix=True)
+    _assert_same(ref, got)
