@@ -171,12 +171,6 @@ def build_policy(config, vocab_size: int) -> Transformer:
             raise ConfigError(f"config.model.max_seq_len ({m.max_seq_len}) exceeds the "
                               f"checkpoint's max_position_embeddings "
                               f"({policy.config.max_position_embeddings})")
-        pc = policy.config
-        if config.rollout.shared_prompt_cache and any(pc.is_sliding(i)
-                                                      for i in range(pc.num_layers)):
-            raise ConfigError(f"config.rollout.shared_prompt_cache=True does not support the "
-                              f"sliding-window attention layers of {m.init_from!r}: set "
-                              f"rollout.shared_prompt_cache=False")
         cfg = dataclasses.replace(policy.config, attention_impl=m.attention)
         return policy if cfg == policy.config else _with_config(policy, cfg)
     cfg = ModelConfig(vocab_size=m.vocab_size or vocab_size, hidden_size=m.d_model,
@@ -489,7 +483,8 @@ class _Engines:
         self.sharding = sharding  # rlvr.parallel.GenerationSharding every sampler call runs with
         self.decode = DecodeSchedule(segments=c.rollout.decode_segments,
                                      compact_finished=c.rollout.compact_finished,
-                                     shared_prefix=c.rollout.shared_prompt_cache)
+                                     shared_prefix=(not kit.multi_turn
+                                                    and c.rollout.shared_prompt_cache))
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
@@ -530,6 +525,11 @@ def build_run(config, workdir: str) -> Run:
         raise ConfigError(f"config.train.sft_steps={c.train.sft_steps}: task kit {kit.name!r} "
                           f"has no demonstrations (set train.sft_steps=0)")
     policy = build_policy(c, tokenizer.vocab_size)
+    pc = policy.config
+    if (not kit.multi_turn and c.rollout.shared_prompt_cache
+            and any(pc.is_sliding(i) for i in range(pc.num_layers))):
+        raise ConfigError("config.rollout.shared_prompt_cache=True does not support the model's "
+                          "sliding-window attention layers: set rollout.shared_prompt_cache=False")
     lora = build_lora(c, policy)
     mesh, replicated = build_mesh(c)
     algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt = \
