@@ -33,6 +33,12 @@ Shapes:
                 distinct width's micro-step (value and gradient of the GRPO loss over one
                 micro-batch) is compiled once; the table gives Σ over micro-batches of its counts.
 
+  shared-prompt-cache  one greedy decode step of U groups × G samples (U = 64 at the Qwen2
+                shape: the 64 groups of 8 of hf_train_loop.py, prompt 256 + 512 new) with today's
+                cache (each row's prompt repeated, [U·G, P + N] slots) and with one prompt cache
+                per group plus per-row suffix caches ([U, P] + [U·G, N], `sample(shared_prefix=
+                True)`); the printout adds each variant's decode KV-cache bytes.
+
   decode-segments  one greedy decode step attending to every cache slot, and the mean over the
                 steps of a loop in `--decode-segments` parts whose attention reads only the
                 slots written so far (`sample(decode_segments=k)`, `decode_windows`).
@@ -82,7 +88,7 @@ from flax import nnx  # noqa: E402
 from benchmarks.model_shapes import QWEN2_SIZES  # noqa: E402
 from rlvr.algorithms import AlgorithmSettings, get_algorithm  # noqa: E402
 from rlvr.models import ModelConfig, Transformer  # noqa: E402
-from rlvr.models.transformer import KVCache  # noqa: E402
+from rlvr.models.transformer import KVCache, jnp_dtype  # noqa: E402
 from rlvr.records.batch import RolloutBatch  # noqa: E402
 from rlvr.records.state import create_train_state, split_model  # noqa: E402
 from rlvr.rollout import sampler as smp  # noqa: E402
@@ -100,12 +106,14 @@ SHAPES = {
     "small": dict(model=dict(vocab_size=512, hidden_size=64, intermediate_size=256, num_layers=2,
                              num_heads=4, num_kv_heads=4, head_dim=16,
                              max_position_embeddings=512),
-                  remat=False, prompts=8, group=4, prompt_len=24, new_tokens=40,
+                  remat=False, prompts=8, prompts_decode=8, group=4, prompt_len=24,
+                  new_tokens=40,
                   minibatches=1, microbatches=1, decode_batch=32, decode_prompt=24,
                   decode_new=40),
     "qwen2.5-0.5b": dict(model=dict(QWEN2_SIZES["qwen2.5-0.5b"], dtype="bfloat16",
                                     param_dtype="float32"),
-                         remat=True, prompts=1, group=8, prompt_len=256, new_tokens=512,
+                         remat=True, prompts=1, prompts_decode=64, group=8, prompt_len=256,
+                         new_tokens=512,
                          minibatches=1, microbatches=1, decode_batch=256, decode_prompt=128,
                          decode_new=256),
 }
@@ -290,6 +298,64 @@ def decode_segment_rows(shape: dict, segments: int) -> list:
              f"(windows {widths} of {p + n})", mean)]
 
 
+def group_decode_program(shape: dict, shared: bool):
+    """(jitted greedy decode step, its abstract arguments) of U = `prompts_decode` groups of G =
+    `group` samples, prompt `prompt_len` + `new_tokens` new: shared=False, today's cache of every
+    row's prompt repeated ([U*G, P + N] slots); shared=True, one [U, P] prompt cache per group
+    and a [U*G, N] suffix cache (`sample(shared_prefix=True)`, `shared_prefix_attention`)."""
+    cfg = ModelConfig(**shape["model"])
+    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(model)
+    u, g = shape["prompts_decode"], shape["group"]
+    b, p, n = u * g, shape["prompt_len"], shape["new_tokens"]
+    sampling = smp.SamplingParams(max_new_tokens=n, greedy=True)
+    stops = jnp.asarray((0,), jnp.int32)
+
+    def step(state, prefix, cache, logits, keys, i, done, out_tok, out_lp, kv_mask, prompt_len):
+        m = nnx.merge(graphdef, state)
+        kv_mask = kv_mask.at[:, p + i].set(~done)
+        tok, out_tok, out_lp, done = smp._decode_choice(
+            logits, keys, i, sampling, done, out_tok, out_lp, pad_id=0, stops=stops)
+        pos = (prompt_len + i)[:, None]
+        if shared:
+            hidden, cache = m.forward_shared(tok[:, None], pos, prefix, kv_mask[::g, :p],
+                                             kv_mask[:, p:], cache, i)
+        else:
+            hidden, cache = m.forward_cached(tok[:, None], pos, kv_mask, cache, p + i)
+        return cache, m.project(hidden[:, 0]), out_tok, out_lp, done, kv_mask
+
+    prefix = jax.eval_shape(lambda: KVCache.init(cfg, u, p)) if shared else None
+    cache = jax.eval_shape(lambda: KVCache.init(cfg, b, n if shared else p + n))
+    keys = jax.eval_shape(lambda: smp.per_sample_keys(jax.random.key(0), b))
+    S = jax.ShapeDtypeStruct
+    args = (state, prefix, cache, S((b, cfg.vocab_size), jnp.float32), keys, S((), jnp.int32),
+            S((b,), jnp.bool_), S((b, n), jnp.int32), S((b, n), jnp.float32),
+            S((b, p + n), jnp.bool_), S((b,), jnp.int32))
+    return (jax.jit(step), *args)
+
+
+def kv_cache_bytes(shape: dict, shared: bool) -> int:
+    """Bytes of the decode KV cache (every layer's keys and values) of `group_decode_program`."""
+    cfg = ModelConfig(**shape["model"])
+    u, g, p, n = shape["prompts_decode"], shape["group"], shape["prompt_len"], shape["new_tokens"]
+    slots = u * p + u * g * n if shared else u * g * (p + n)
+    return (2 * cfg.num_layers * slots * cfg.num_kv_heads * cfg.head_dim
+            * jnp.dtype(jnp_dtype(cfg.dtype)).itemsize)
+
+
+def shared_cache_rows(shape: dict) -> list:
+    """Table rows of the `shared-prompt-cache` program: today's repeated prompt cache and the
+    shared one (`sample(shared_prefix=True)`), one greedy decode step each; `temp` is replaced
+    by the decode KV cache's bytes (`kv_cache_bytes`)."""
+    u, g = shape["prompts_decode"], shape["group"]
+    out = []
+    for shared, label in ((False, "repeated prompt cache"), (True, "shared prompt cache")):
+        r = analyse(*group_decode_program(shape, shared))
+        r["kv_cache"] = kv_cache_bytes(shape, shared)
+        out.append((f"decode step (greedy), U={u} × G={g}, {label}", r))
+    return out
+
+
 class _Lowerable:
     """An object with `.lower(*args)` (what `analyse` calls)."""
 
@@ -343,7 +409,7 @@ def main():
     ap.add_argument("--shapes", default="small,qwen2.5-0.5b")
     ap.add_argument("--programs", default="learner,decode-greedy,decode-top-p",
                     help="comma list of learner, decode-greedy, decode-top-p, decode-top-p-bisect, "
-                         "learner-lengths, decode-segments, logprob-head")
+                         "learner-lengths, decode-segments, logprob-head, shared-prompt-cache")
     ap.add_argument("--decode-segments", type=int, default=8,
                     help="decode-segments: parts of the decode loop")
     ap.add_argument("--rows", type=int, default=512, help="learner-lengths: rows of the batch")
@@ -410,6 +476,11 @@ def main():
             for label, r in decode_segment_rows(shape, args.decode_segments):
                 rows.append((name, label, r))
                 _print_row(name, label, r)
+        if "shared-prompt-cache" in programs:
+            for label, r in shared_cache_rows(shape):
+                rows.append((name, label, r))
+                _print_row(name, label, r)
+                print(f"{'':14s} decode KV cache {_fmt(r['kv_cache'])} bytes", flush=True)
         if "learner-lengths" in programs:
             for label, r in length_bucket_rows(shape, args, overrides):
                 rows.append((name, label, r))

@@ -188,6 +188,12 @@ def get_config() -> ml_collections.ConfigDict:
                                     # unfinished rows (gathered into a power-of-two batch, a
                                     # multiple of the mesh's batch shards); bitwise the same rows
                                     # as without; decode time follows the mean length, not the max.
+    c.rollout.shared_prompt_cache = False  # single-turn groups (group_size >= 2): decode against
+                                    # one prompt KV cache per group plus a per-sample cache of the
+                                    # generated tokens (merged by log-sum-exp), not the prompt
+                                    # cache repeated group_size times; same tokens, log-probs up to
+                                    # float rounding. Not with compact_finished, kv_reuse or
+                                    # sliding-window models.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (docs/algorithms.md §7, docs/architecture.md §1): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).

@@ -276,6 +276,65 @@ def softcapped_attention(q, k, v, mask, *, scale: float, cap: float, window=None
     return out.reshape(b, t, n, h)
 
 
+def _partial_attention(qg, k, v, mask, *, scale: float, cap):
+    """One partial attention: (m, l, o) with m the row max of the masked (soft-capped) scores,
+    l = Σ_j e^{s_j - m} over the allowed keys and o = Σ_j e^{s_j - m} v_j (unnormalised).
+
+    qg [B, T, K, R, H] (R = N / K query heads per kv head); k, v [B, S, K, H];
+    mask bool [B, T, S]. Returns m, l f32 [B, T, K, R] and o f32 [B, T, K, R, H]; a query with
+    no allowed key gets l = 0, o = 0 and m = a large negative number.
+    """
+    s = jnp.einsum("btkrh,bskh->btkrs", qg, k, preferred_element_type=jnp.float32)
+    s = softcap(s * scale, cap)
+    allowed = mask[:, :, None, None, :]
+    s = jnp.where(allowed, s, _NEG)
+    m = jnp.max(s, axis=-1)
+    e = jnp.where(allowed, jnp.exp(s - m[..., None]), 0.0)
+    o = jnp.einsum("btkrs,bskh->btkrh", e, v.astype(jnp.float32))
+    return m, jnp.sum(e, axis=-1), o
+
+
+def shared_prefix_attention(q, prefix_k, prefix_v, prefix_mask, suffix_k, suffix_v, suffix_mask,
+                            *, scale: float, cap=None):
+    """Attention of G samples per group over their group's shared prefix and their own suffix.
+
+    q [U*G, T, N, H]: row u*G + j is sample j of group u (group-major); prefix_k, prefix_v
+    [U, P, K, H]: one cache per group; prefix_mask bool [U, P]: real prefix slots (every prefix
+    slot precedes every query, so no causal term); suffix_k, suffix_v [U*G, S, K, H]: each row's
+    own keys; suffix_mask bool [U*G, T, S]: which suffix slots query t of the row sees.
+    N % K == 0; query head n uses kv head n // (N / K). cap: optional score soft-cap c
+    (s -> c·tanh(s / c), Gemma 2).
+
+    The softmax over [prefix_u ; suffix_(u,j)] is computed as two partial attentions merged by
+    log-sum-exp: with (m1, l1, o1) over the prefix (queries of the G rows of group u batched
+    against the group's prefix once, [U, G·T, ...]) and (m2, l2, o2) over the suffix,
+    each m_i = max score, l_i = Σ e^{s - m_i}, o_i = Σ e^{s - m_i} v (`_partial_attention`):
+        m = max(m1, m2)
+        out = (e^{m1-m} o1 + e^{m2-m} o2) / (e^{m1-m} l1 + e^{m2-m} l2),
+    equal to softmax(concat scores) · concat(v) — the same output as one attention over the
+    prompt repeated G times, without reading G copies of the prefix. Every query must see at
+    least one key (its own suffix slot in decoding). Returns [U*G, T, N, H] in q's dtype.
+    """
+    b, t, n, h = q.shape
+    u, p, kh = prefix_k.shape[0], prefix_k.shape[1], prefix_k.shape[2]
+    if b % u:
+        raise ValueError(f"q rows ({b}) must be a multiple of the prefix groups ({u})")
+    g, r = b // u, n // kh
+    qg = q.reshape(b, t, kh, r, h)
+    # prefix: the G·T queries of a group against the group's prefix, one read of its keys
+    qp = qg.reshape(u, g * t, kh, r, h)
+    pm = jnp.broadcast_to(prefix_mask.astype(bool)[:, None, :], (u, g * t, p))
+    m1, l1, o1 = _partial_attention(qp, prefix_k.astype(q.dtype), prefix_v, pm, scale=scale,
+                                    cap=cap)
+    m1, l1, o1 = (x.reshape((b, t) + x.shape[2:]) for x in (m1, l1, o1))
+    m2, l2, o2 = _partial_attention(qg, suffix_k.astype(q.dtype), suffix_v,
+                                    suffix_mask.astype(bool), scale=scale, cap=cap)
+    m = jnp.maximum(m1, m2)
+    a1, a2 = jnp.exp(m1 - m), jnp.exp(m2 - m)
+    out = (a1[..., None] * o1 + a2[..., None] * o2) / (a1 * l1 + a2 * l2)[..., None]
+    return out.reshape(b, t, n, h).astype(q.dtype)
+
+
 def qkv_width(config: ModelConfig) -> int:
     """Output width of the fused q/k/v kernel: K · (N/K + 2) · H (`ModelConfig.fused_projections`).
 
@@ -317,7 +376,13 @@ class Attention(nnx.Module):
         self.cap = c.attn_logit_softcapping
         self.window = c.sliding_window if sliding else None
 
-    def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
+    def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None, prefix=None):
+        """(output [B, T, D], new (k, v) cache or None).
+
+        prefix: optional (prefix_k, prefix_v [U, P, K, H], prefix_mask bool [U, P]), a group's
+        shared prompt cache (`shared_prefix_attention`): cache_kv is then each row's suffix cache
+        and mask ([B, 1, T, S]) its suffix mask. Refused on sliding-window layers.
+        """
         b, t, _ = x.shape
         if self.qkv_proj is not None:  # one matmul; columns grouped per kv head (qkv_width)
             g = self.num_heads // self.num_kv_heads
@@ -339,6 +404,14 @@ class Attention(nnx.Module):
             w = mask.shape[-1] if mask.ndim == 4 else k.shape[1]
             if w < k.shape[1]:  # a mask over the first w slots only: attend to those alone
                 k, v = k[:, :w], v[:, :w]
+        if prefix is not None:
+            if self.window is not None or mask.ndim != 4:
+                raise ValueError("shared-prefix attention needs a full-attention layer with a "
+                                 "[B, 1, T, S] suffix mask (sliding windows are not supported)")
+            pk, pv, pmask = prefix
+            out = shared_prefix_attention(q, pk, pv, pmask, k, v, mask[:, 0], scale=self.scale,
+                                          cap=self.cap)
+            return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), new_kv
         if self.cap is not None:
             out = softcapped_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask,
                                        scale=self.scale, cap=self.cap, window=self.window)
@@ -491,14 +564,16 @@ class Block(nnx.Module):
         self.mlp = MoE(c, rngs=rngs) if c.is_moe(layer) else MLP(c, rngs=rngs)
         self.sliding = c.is_sliding(layer)
 
-    def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
-        """(x', new_kv) — also records a MoE layer's router logits (`forward_router`)."""
-        x, new_kv, _ = self.forward_router(x, cos, sin, mask, cache_kv, cache_index)
+    def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None, prefix=None):
+        """(x', new_kv) — also records a MoE layer's router logits (`forward_router`).
+        prefix: a shared prompt cache (`Attention.__call__`)."""
+        x, new_kv, _ = self.forward_router(x, cos, sin, mask, cache_kv, cache_index, prefix)
         return x, new_kv
 
-    def forward_router(self, x, cos, sin, mask, cache_kv=None, cache_index=None):
+    def forward_router(self, x, cos, sin, mask, cache_kv=None, cache_index=None, prefix=None):
         """(x', new_kv, router logits [B, T, E] of a MoE layer or None)."""
-        a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache_kv, cache_index)
+        a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache_kv, cache_index,
+                                   prefix)
         router = None
         if self.pre_feedforward_layernorm is None:
             x = x + a
@@ -622,6 +697,30 @@ class Decoder(nnx.Module):
             vs.append(v)
         return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs))
 
+    def forward_shared(self, tokens, positions, prefix: KVCache, prefix_mask, suffix_mask,
+                       cache: KVCache, cache_index, kv_len: int | None = None):
+        """Runs T new tokens of B = U*G rows against a shared per-group prompt cache.
+
+        prefix: KVCache of U rows of P slots (one per group, never written); prefix_mask bool
+        [U, P]; cache: each row's suffix KVCache [B, S]; the tokens are written at suffix slots
+        [cache_index, cache_index + T) (a scalar); suffix_mask bool [B, S] real suffix slots.
+        kv_len: static W: attention reads suffix slots [0, W) only. Sliding-window layers are
+        refused (`shared_prefix_attention`).
+        """
+        if any(b.sliding for b in self.layers):
+            raise ValueError("a shared prompt cache does not support sliding-window layers")
+        x, cos, sin = self._embed(tokens, positions)
+        if kv_len is not None:
+            suffix_mask = suffix_mask[:, :kv_len]
+        mask = cached_mask(suffix_mask, cache_index, tokens.shape[1])
+        ks, vs = [], []
+        for i, block in enumerate(self.layers):
+            x, (k, v) = block(x, cos, sin, mask, (cache.k[i], cache.v[i]), cache_index,
+                              (prefix.k[i], prefix.v[i], prefix_mask))
+            ks.append(k)
+            vs.append(v)
+        return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs))
+
 
 def _check_inputs(tokens, positions, attention_mask):
     tokens = jnp.asarray(tokens)
@@ -703,3 +802,10 @@ class Transformer(nnx.Module):
         kv_len: static W: attention reads only cache slots [0, W) (`Decoder.forward_cached`).
         """
         return self.model.forward_cached(tokens, positions, kv_mask, cache, cache_index, kv_len)
+
+    def forward_shared(self, tokens, positions, prefix: KVCache, prefix_mask, suffix_mask,
+                       cache: KVCache, cache_index, kv_len: int | None = None):
+        """(hidden [B, T, D], new suffix cache): decoding B = U*G rows against U shared prompt
+        caches (`Decoder.forward_shared`, `shared_prefix_attention`)."""
+        return self.model.forward_shared(tokens, positions, prefix, prefix_mask, suffix_mask,
+                                         cache, cache_index, kv_len)

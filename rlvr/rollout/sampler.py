@@ -24,6 +24,9 @@ The sampler is generic: a multi-turn agent passes the whole history so far as th
 Groups (GRPO): `sample(..., num_samples=G)` takes U unique prompts and returns U*G rows,
 group-major (rows u*G .. u*G+G-1 continue prompt u), exactly the layout of passing every prompt
 G times; the prompt is prefilled once and its KV cache repeated G times before decoding.
+`shared_prefix=True` keeps one [U, P] prompt cache per group instead: each row's generated
+tokens go to its own [B, N] suffix cache and decode attention merges the two by log-sum-exp
+(`rlvr.models.transformer.shared_prefix_attention`), reading each prompt's keys once per group.
 
 Decode schedule (`DecodeSchedule`, the config's rollout.decode_segments / compact_finished):
 `decode_segments=k` splits the decode loop into k parts, each attending only to the cache slots
@@ -100,11 +103,13 @@ class DecodeSchedule:
 
     segments: k >= 1 decode parts, each attending to the cache prefix written so far (1: one
     part over every slot). compact_finished: between parts, continue only the unfinished rows
-    (needs segments >= 2).
+    (needs segments >= 2). shared_prefix: single-turn groups decode against one prompt cache
+    per group (`sample`'s shared_prefix; passed by the group engine, not in `sample_kwargs`).
     """
 
     segments: int = 1
     compact_finished: bool = False
+    shared_prefix: bool = False
 
     def __post_init__(self):
         if isinstance(self.segments, bool) or not isinstance(self.segments, int) or self.segments < 1:
@@ -115,6 +120,12 @@ class DecodeSchedule:
         if self.compact_finished and self.segments < 2:
             raise ValueError(f"DecodeSchedule.compact_finished=True needs segments >= 2, got "
                              f"segments={self.segments}")
+        if not isinstance(self.shared_prefix, bool):
+            raise ValueError(f"DecodeSchedule.shared_prefix must be a bool, got "
+                             f"{self.shared_prefix!r}")
+        if self.shared_prefix and self.compact_finished:
+            raise ValueError("DecodeSchedule.shared_prefix=True cannot be combined with "
+                             "compact_finished=True")
 
     @property
     def is_default(self) -> bool:
@@ -400,6 +411,10 @@ class DecodeState:
     keys: [R] typed PRNG keys of the rows (step i draws with fold_in(keys[r], i)).
     prompt_len: int32 [R] real prompt tokens of each row.
     budget: int32 [R] each row's most new tokens (N for every row when not given).
+    prefix: None, or with a shared prompt cache (`sample(..., shared_prefix=True)`) the KVCache
+      of the U = R / G prompts ([U, P] slots, never written); `cache` then holds only each
+      row's generated tokens ([R, N] slots: generated token i at slot i).
+    prefix_mask: None, or bool [U, P] the real slots of `prefix`.
     """
 
     step: jnp.ndarray
@@ -412,12 +427,15 @@ class DecodeState:
     keys: jnp.ndarray
     prompt_len: jnp.ndarray
     budget: jnp.ndarray
+    prefix: KVCache | None = None
+    prefix_mask: jnp.ndarray | None = None
 
 
 def _prefill(model, prompt_tokens, prompt_mask, keys, budget, *, params: SamplingParams,
-             pad_id: int, cache_sharding, num_samples: int):
+             pad_id: int, cache_sharding, num_samples: int, shared_prefix: bool = False):
     """Prefill of U unique prompts, repeated G times: (left-padded prompt tokens [B, P], prompt
-    mask [B, P], the DecodeState at step 0 with B = U * G rows)."""
+    mask [B, P], the DecodeState at step 0 with B = U * G rows). shared_prefix: the prompt
+    cache stays [U, P] (`DecodeState.prefix`) and the decode cache holds [B, N] suffix slots."""
     config = model.config
     u, p = prompt_tokens.shape
     g = num_samples
@@ -435,11 +453,21 @@ def _prefill(model, prompt_tokens, prompt_mask, keys, budget, *, params: Samplin
     # Prefill once per unique prompt ([U, S] cache), then repeat every per-row array g times
     # along the batch axis so decoding sees the [B = U*g] batch of the repeated-prompt call.
     # `cache_sharding` constrains both the prefill cache and the repeated decode cache.
-    cache = KVCache.init(config, u, s, cache_sharding)
     kv_mask = jnp.concatenate([prompt_mask, jnp.zeros((u, n), bool)], axis=1)
-    hidden, cache = model.forward_cached(prompt_tokens, positions, kv_mask, cache, 0)
+    prefix = prefix_mask = None
+    if shared_prefix:  # one [U, P] prompt cache per group, a [B, N] suffix cache per row
+        prefix = KVCache.init(config, u, p, cache_sharding)
+        hidden, prefix = model.forward_cached(prompt_tokens, positions, prompt_mask, prefix, 0)
+        prefix_mask = prompt_mask
+        cache = KVCache.init(config, b, n, cache_sharding)
+    else:
+        cache = KVCache.init(config, u, s, cache_sharding)
+        hidden, cache = model.forward_cached(prompt_tokens, positions, kv_mask, cache, 0)
     logits = model.project(hidden[:, -1])
-    if g > 1:
+    if shared_prefix:
+        prompt_tokens, prompt_mask, prompt_len, kv_mask, logits = (
+            _repeat_rows(x, g) for x in (prompt_tokens, prompt_mask, prompt_len, kv_mask, logits))
+    elif g > 1:
         def grow(x):
             x = _repeat_rows(x, g)
             return x if cache_sharding is None else jax.lax.with_sharding_constraint(
@@ -452,7 +480,8 @@ def _prefill(model, prompt_tokens, prompt_mask, keys, budget, *, params: Samplin
     state = DecodeState(step=jnp.int32(0), cache=cache, logits=logits,
                         out_tok=jnp.full((b, n), pad_id, jnp.int32),
                         out_lp=jnp.zeros((b, n), jnp.float32), done=jnp.zeros((b,), bool),
-                        kv_mask=kv_mask, keys=keys, prompt_len=prompt_len, budget=budget)
+                        kv_mask=kv_mask, keys=keys, prompt_len=prompt_len, budget=budget,
+                        prefix=prefix, prefix_mask=prefix_mask)
     return prompt_tokens, prompt_mask, state
 
 
@@ -476,9 +505,14 @@ def _decode_segment(model, state: DecodeState, end, *, width: int, prompt_width:
                                                     stops=stops)
         if budgets:  # a row that has now generated its budget ends like at a stop token
             done = done | (i + 1 >= c.budget)
-        hidden, cache = model.forward_cached(tok[:, None], (c.prompt_len + i)[:, None], kv_mask,
-                                             c.cache, p + i,
-                                             kv_len=None if width >= s else width)
+        if c.prefix is not None:  # shared prompt cache: the token goes to suffix slot i
+            hidden, cache = model.forward_shared(tok[:, None], (c.prompt_len + i)[:, None],
+                                                 c.prefix, c.prefix_mask, kv_mask[:, p:], c.cache,
+                                                 i, kv_len=None if width >= s else width - p)
+        else:
+            hidden, cache = model.forward_cached(tok[:, None], (c.prompt_len + i)[:, None],
+                                                 kv_mask, c.cache, p + i,
+                                                 kv_len=None if width >= s else width)
         logits = model.project(hidden[:, 0])
         return c.replace(step=i + 1, cache=cache, logits=logits, out_tok=out_tok, out_lp=out_lp,
                          done=done, kv_mask=kv_mask)
@@ -504,15 +538,15 @@ def _finish(prompt_tokens, prompt_mask, out_tok, out_lp, gen_mask, *, params: Sa
 
 
 @partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
-                                   "num_samples", "decode_segments"))
+                                   "num_samples", "decode_segments", "shared_prefix"))
 def _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget=None, *,
                  params: SamplingParams, pad_id: int, cache_sharding=None, num_samples: int = 1,
-                 decode_segments: int = 1):
+                 decode_segments: int = 1, shared_prefix: bool = False):
     model = nnx.merge(graphdef, state)
     p = prompt_tokens.shape[1]
     prompt_tokens, prompt_mask, carry = _prefill(
         model, prompt_tokens, prompt_mask, keys, budget, params=params, pad_id=pad_id,
-        cache_sharding=cache_sharding, num_samples=num_samples)
+        cache_sharding=cache_sharding, num_samples=num_samples, shared_prefix=shared_prefix)
     # decode_segments > 1: step i of part j attends to the slots [0, p + end_j) only
     for _, end, width in decode_windows(p, params.max_new_tokens, decode_segments):
         carry = _decode_segment(model, carry, end, width=width, prompt_width=p, params=params,
@@ -640,7 +674,7 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
 def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pad_id: int,
            cache_sharding=None, num_samples: int = 1, decode_segments: int = 1,
            compact_finished: bool = False, max_new_tokens_per_row=None,
-           sharding=None) -> SampleOutput:
+           sharding=None, shared_prefix: bool = False) -> SampleOutput:
     """Samples completions for a padded prompt batch (see the module docstring).
 
     Args:
@@ -676,6 +710,13 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         the KV cache are split on the batch dimension over its mesh (U padded to a multiple of
         its batch shards with copies of row 0, dropped from the output); each row's tokens and
         keys are those of the unsharded call. Overrides `cache_sharding`.
+      shared_prefix: with num_samples G >= 2: the prompt cache stays one [U, P] cache per group
+        and each row's generated tokens go to its own [B, max_new_tokens] suffix cache; decode
+        attention merges the group's prefix (read once for its G rows) and the row's suffix by
+        log-sum-exp (`rlvr.models.transformer.shared_prefix_attention`). Same tokens, log-probs
+        equal up to float rounding; the decode KV cache shrinks from B·(P + N) to U·P + B·N
+        slots per layer. Refused with compact_finished, with G = 1 and on models with
+        sliding-window layers.
 
     Returns:
       SampleOutput with B = U * num_samples rows of length P + max_new_tokens.
@@ -705,6 +746,20 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
     if compact_finished and cache_sharding is not None and sharding is None:
         raise ValueError("compact_finished=True places the compacted batches itself: pass "
                          "sharding=GenerationSharding(...) instead of cache_sharding")
+    if not isinstance(shared_prefix, (bool, np.bool_)):
+        raise ValueError(f"shared_prefix must be a bool, got {shared_prefix!r}")
+    shared_prefix = bool(shared_prefix)
+    if shared_prefix:
+        if num_samples < 2:
+            raise ValueError(f"shared_prefix=True shares one prompt cache among a group's "
+                             f"samples: needs num_samples >= 2, got {num_samples}")
+        if compact_finished:
+            raise ValueError("shared_prefix=True cannot be combined with compact_finished=True "
+                             "(compaction gathers single rows, not whole groups)")
+        config = model.config
+        if any(config.is_sliding(layer) for layer in range(config.num_layers)):
+            raise ValueError("shared_prefix=True does not support models with sliding-window "
+                             "attention layers")
     budget = _row_budgets(max_new_tokens_per_row, b, params.max_new_tokens)
     graphdef, state = nnx.split(model)
     if sharding is not None:
@@ -712,14 +767,16 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
                                prompt_mask, keys, budget, params=params, pad_id=int(pad_id),
                                num_samples=num_samples, sharding=sharding,
                                decode_segments=decode_segments,
-                               compact_finished=bool(compact_finished))
+                               compact_finished=bool(compact_finished),
+                               shared_prefix=shared_prefix)
     if compact_finished:
         return _sample_compacted(graphdef, state, model.config, prompt_tokens.astype(jnp.int32),
                                  prompt_mask, keys, budget, params=params, pad_id=int(pad_id),
                                  num_samples=num_samples, segments=decode_segments)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
                         budget, params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
-                        num_samples=num_samples, decode_segments=decode_segments)
+                        num_samples=num_samples, decode_segments=decode_segments,
+                        shared_prefix=shared_prefix)
 
 
 def _row_budgets(budget, rows: int, max_new_tokens: int):
@@ -741,7 +798,7 @@ def _row_budgets(budget, rows: int, max_new_tokens: int):
 
 def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget=None, *,
                     params, pad_id, num_samples, sharding, decode_segments: int = 1,
-                    compact_finished: bool = False) -> SampleOutput:
+                    compact_finished: bool = False, shared_prefix: bool = False) -> SampleOutput:
     """`_sample_impl` (or `_sample_compacted`) with the batch split over `sharding`'s mesh: U
     prompts padded to a multiple of its batch shards (copies of prompt 0, its keys and budgets),
     placed with `sharding.batch`, the KV cache constrained to `sharding.cache`; the padding rows
@@ -766,5 +823,5 @@ def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, b
         out = _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget,
                            params=params, pad_id=pad_id,
                            cache_sharding=sharding.cache(config, u + extra), num_samples=g,
-                           decode_segments=decode_segments)
+                           decode_segments=decode_segments, shared_prefix=shared_prefix)
     return jax.tree.map(lambda x: x[:u * g], out) if extra else out

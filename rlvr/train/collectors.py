@@ -249,7 +249,8 @@ class TextEngine:
         t0 = time.perf_counter()
         out = jax.device_get(sample(self.model_of(params), tokens, mask, keys, sampling,
                                     pad_id=self.tokenizer.pad_id, num_samples=group_size,
-                                    sharding=self.sharding, **self.decode.sample_kwargs()))
+                                    sharding=self.sharding, **self.decode.sample_kwargs(),
+                                    shared_prefix=self.decode.shared_prefix and group_size > 1))
         t1 = time.perf_counter()
         texts = [self.tokenizer.decode(c) for c in out.completions(tokens.shape[1])]
         rows = [t for t in tasks for _ in range(group_size)]

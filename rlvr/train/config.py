@@ -276,6 +276,8 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
     if multi_turn is True:
         na(["algorithm.score_completions_only"], "the task kit is multi-turn (a row is a whole "
            "episode, scored everywhere)")
+        na(["rollout.shared_prompt_cache"], "the task kit is multi-turn (episodes are decoded "
+           "turn by turn, one row per episode)", True)
     if multi_turn is False:
         na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots",
             "rollout.env_executor", "rollout.env_workers", "rollout.env_call_timeout_s"],
@@ -585,6 +587,22 @@ def _consistency_errors(raw) -> list[str]:
                       f"rollout.compact_finished={ro.compact_finished} do not apply with "
                       f"rollout.kv_reuse=True (the KV session decodes each turn in one part): "
                       f"keep decode_segments=1 and compact_finished=False, or set kv_reuse=False")
+    if ro.shared_prompt_cache:
+        if a.group_size < 2:
+            errors.append(f"config.rollout.shared_prompt_cache=True shares one prompt cache among "
+                          f"a group's samples: it needs algorithm.group_size >= 2, got "
+                          f"{a.group_size}; set rollout.shared_prompt_cache=False")
+        if ro.compact_finished:
+            errors.append("config.rollout.shared_prompt_cache=True cannot be combined with "
+                          "rollout.compact_finished=True (compaction gathers single rows, not "
+                          "whole groups): set one of them to False")
+        if ro.kv_reuse:
+            errors.append("config.rollout.shared_prompt_cache=True does not apply with "
+                          "rollout.kv_reuse=True (multi-turn KV sessions keep their own caches): "
+                          "set one of them to False")
+        if r["collector"] != "groups":
+            errors.append(f"config.rollout.shared_prompt_cache=True needs rollout.collector="
+                          f"'groups', got {r['collector']!r}")
     if ro.asynchronous and raw.mesh.distributed:
         errors.append("config.rollout.asynchronous=True cannot run with config.mesh.distributed=True "
                       "yet: each process would take the global sampling.prompts_per_step from its "

@@ -483,7 +483,9 @@ class _Engines:
         self.c, self.kit, self.tokenizer, self.renderer = c, kit, tokenizer, renderer
         self.sharding = sharding  # rlvr.parallel.GenerationSharding every sampler call runs with
         self.decode = DecodeSchedule(segments=c.rollout.decode_segments,
-                                     compact_finished=c.rollout.compact_finished)
+                                     compact_finished=c.rollout.compact_finished,
+                                     shared_prefix=(not kit.multi_turn
+                                                    and c.rollout.shared_prompt_cache))
         self.model_of = lambda p: nnx.merge(graphdef, p, rest)  # noqa: E731
 
     def __call__(self, judge):
@@ -524,6 +526,11 @@ def build_run(config, workdir: str) -> Run:
         raise ConfigError(f"config.train.sft_steps={c.train.sft_steps}: task kit {kit.name!r} "
                           f"has no demonstrations (set train.sft_steps=0)")
     policy = build_policy(c, tokenizer.vocab_size)
+    pc = policy.config
+    if (not kit.multi_turn and c.rollout.shared_prompt_cache
+            and any(pc.is_sliding(i) for i in range(pc.num_layers))):
+        raise ConfigError("config.rollout.shared_prompt_cache=True does not support the model's "
+                          "sliding-window attention layers: set rollout.shared_prompt_cache=False")
     lora = build_lora(c, policy)
     mesh, replicated = build_mesh(c)
     algorithm, (graphdef, params, rest), optimizer, critic_params, critic_opt = \
