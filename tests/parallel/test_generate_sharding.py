@@ -133,12 +133,12 @@ def test_sharded_kv_session_keeps_its_cache_split_over_the_mesh():
             streams[i] = streams[i] + act + [3]
 
 
-@pytest.mark.parametrize("greedy", [True, False])
-def test_compacted_decode_sharded_equals_uncompacted(monkeypatch, greedy):
+def test_compacted_decode_sharded_equals_uncompacted(monkeypatch):
     """Compaction over 8 data shards: 15 prompts × 2 samples (padded to 16 prompts) with per-row
     budgets; the batch shrinks to a multiple of 8 rows with at least 2 per shard (32 -> 16)
     and stays split over the mesh; the rows equal the sharded uncompacted loop bitwise and the
-    one-device loop (log-probs within 1e-5)."""
+    one-device loop (log-probs within 1e-5). Sampled (top-p) only: the gathered rows' keys
+    must follow them; sharded greedy decoding is `test_data_sharded_groups_equal_one_device`'s."""
     from rlvr.rollout import sampler as smp
 
     sizes = []
@@ -155,7 +155,7 @@ def test_compacted_decode_sharded_equals_uncompacted(monkeypatch, greedy):
     prompts = [[1] + [2 + (i * 7 + j) % 40 for j in range(1 + i % 4)] for i in range(15)]
     tokens, mask = pad_prompts(prompts, pad_id=0)
     budgets = np.tile(np.array([1, 12, 3, 2, 5, 2, 12, 4, 11, 1]), 3)
-    params = SamplingParams(max_new_tokens=12, greedy=greedy, temperature=1.0, top_p=0.95)
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, top_p=0.95)
     gs = generation_sharding(make_mesh(data=8))
     kw = dict(pad_id=0, num_samples=2, decode_segments=3, max_new_tokens_per_row=budgets)
     key = jax.random.PRNGKey(5)

@@ -347,6 +347,10 @@ def test_grpo_sync_modelled_equals_plain_run(tmp_path):
     assert t[0] > 0 and t == sorted(t) and len(set(t)) == 3
 
 
+# two end-to-end runs; `test_streaming_deterministic_with_tool_latency` checks the SAO collector's
+# determinism in the default suite, and `test_modelled_clock_reads_every_field_it_does_not_refuse`
+# runs the streaming modelled loop end to end
+@pytest.mark.slow
 def test_sao_modelled_run_deterministic(tmp_path):
     from tests.train.tiny import run_tiny
 

@@ -30,7 +30,8 @@ def test_half_a_schedule_is_refused_naming_the_fields(steps, every, pattern):
 
 
 def test_loop_evaluates_densely_early(tmp_path):
-    c = tiny_config(train__num_steps=6, eval__every=4, eval__dense_steps=3, eval__dense_every=1,
+    # dense through step 2 (not 3), then every 4 (step 4), and after the last step (5)
+    c = tiny_config(train__num_steps=5, eval__every=4, eval__dense_steps=2, eval__dense_every=1,
                     checkpoint__every=0)
     run_tiny(c, tmp_path)
-    assert [r["step"] for r in read_metrics(str(tmp_path)) if "eval/success" in r] == [0, 1, 2, 3, 4, 6]
+    assert [r["step"] for r in read_metrics(str(tmp_path)) if "eval/success" in r] == [0, 1, 2, 4, 5]
