@@ -41,6 +41,11 @@ def test_wallclock_arms_differ_from_their_method_only_in_clock_and_synchrony():
         assert changed and changed <= allowed, (mode, changed - allowed)
 
 
+# Two real loop steps per arm (about 20 s each). The default suite covers the modelled clock's
+# loop in both synchrony modes (tests/train/test_clock.py
+# test_modelled_clock_reads_every_field_it_does_not_refuse) and each arm's config here
+# (the validation test above).
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_wallclock_arm_reads_every_field(tmp_path, mode):
     from rlvr.tasks.kit import build_kit
