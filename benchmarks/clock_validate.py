@@ -43,7 +43,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rlvr.train import clock  # noqa: E402
-from rlvr.train.collectors import Collected  # noqa: E402
+from rlvr.train.collectors import Collected, Collector  # noqa: E402
 
 
 class ToolEngine:
@@ -58,7 +58,7 @@ class ToolEngine:
         return dataclasses.replace(got, batch=got.batch.replace(turn_ids=tid))
 
 
-class UnitInner:
+class UnitInner(Collector):
     """A GroupCollector's pieces (single rollouts) whose synchronous batch of step s is units
     s·B .. s·B + B − 1, each sampled on its own, exactly as the threads sample them."""
 
@@ -75,18 +75,6 @@ class UnitInner:
         n = n or self.prompts_per_step
         return Collected.concatenate([self.run_unit(params, step * n + j, version)
                                       for j in range(n)])
-
-    def observe(self, c):
-        pass
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, d):
-        pass
-
-    def close(self):
-        pass
 
 
 def sleep_s(model, got, seed) -> float:

@@ -53,7 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from rlvr.train import clock  # noqa: E402
-from rlvr.train.collectors import Collected, RolloutCost, stream_seed  # noqa: E402
+from rlvr.train.collectors import Collected, Collector, RolloutCost, stream_seed  # noqa: E402
 
 GRID = dict(latency_x=(0.1, 1.0, 10.0), tail=(1.2, 1.5, 2.5), slots=(32, 128),
             topology=("colocated", "disaggregated"))
@@ -221,7 +221,10 @@ class _ReplayEngine:
                          RolloutCost(turns=rows, sampled_tokens=tokens))
 
 
-class _ReplayInner:
+class _ReplayInner(Collector):
+    """Replays a profile's episode counts as a synchronous collector (the seam's no-op defaults
+    for everything but `collect`)."""
+
     def __init__(self, profile: Profile, seed: int):
         import jax
 
@@ -233,18 +236,6 @@ class _ReplayInner:
         n = n or self.prompts_per_step
         return self.engine.run(params, self.sampler.draw(f"sync/{step}", n), self.group_size,
                                None, None, version)
-
-    def observe(self, c):
-        pass
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, d):
-        pass
-
-    def close(self):
-        pass
 
 
 def modelled_throughput(profile: Profile, model: clock.TimeModel, mode: str, *, steps: int,
