@@ -2,14 +2,13 @@
 validated at start, refused where it cannot apply, passed by the engines to the sampler; a run
 with finished rows compacted out logs the numbers of the same run without compaction."""
 
-import numpy as np
 import pytest
 
-from rlvr.rollout import sampler as smp
-from rlvr.rollout.sampler import DecodeSchedule, SamplingParams
+from rlvr.rollout.sampler import DecodeSchedule
 from rlvr.train.config import ConfigError, validate_config
 from rlvr.train.metrics import read_metrics
 from tests.rollout.test_agent_loop import _assert_same_episodes, _echo_run, echo_model  # noqa: F401
+from tests.rollout.test_compaction import gathered  # noqa: F401
 from tests.train.tiny import run_tiny, tiny_agent_config, tiny_config
 
 
@@ -35,18 +34,10 @@ def test_decode_schedule_values():
 
 
 def test_multi_turn_episodes_pass_the_schedule_and_compaction_keeps_them(
-        monkeypatch, echo_model):  # noqa: F811
+        gathered, echo_model):  # noqa: F811
     """run_episodes (re-prefill turns) with compaction: bitwise the episodes of the same
     segments without it; with kv_reuse a non-default schedule is refused."""
-    model = echo_model
-    sizes = []
-    real = smp._gather_rows
-
-    def spy(carry, index, pad, **kw):
-        sizes.append(int(index.shape[0]))
-        return real(carry, index, pad, **kw)
-
-    monkeypatch.setattr(smp, "_gather_rows", spy)
+    model, sizes = echo_model, gathered
     ref = _echo_run(model, greedy=False, decode=DecodeSchedule(3))
     got = _echo_run(model, greedy=False, decode=DecodeSchedule(3, compact_finished=True))
     assert sizes  # rows were compacted out in some turn
@@ -62,15 +53,8 @@ def _run(workdir, **over):
     return {row["step"]: row for row in read_metrics(workdir)}
 
 
-def test_compacted_run_logs_the_numbers_of_the_uncompacted_run(tmp_path, monkeypatch):
-    sizes = []
-    real = smp._gather_rows
-
-    def spy(carry, index, pad, **kw):
-        sizes.append(int(index.shape[0]))
-        return real(carry, index, pad, **kw)
-
-    monkeypatch.setattr(smp, "_gather_rows", spy)
+def test_compacted_run_logs_the_numbers_of_the_uncompacted_run(tmp_path, gathered):  # noqa: F811
+    sizes = gathered
     # 16 rows of up to 16 tokens (the untrained policy stops at random steps), 8 decode parts
     over = dict(sampling__prompts_per_step=4, sampling__max_new_tokens=16, model__max_seq_len=24,
                 rollout__decode_segments=8)
