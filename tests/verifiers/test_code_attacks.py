@@ -453,3 +453,15 @@ def test_libc_connect_cannot_reach_a_host_listener(drop_privileges):
             srv.accept()
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("sig,status,limit", [("SIGXCPU", "timeout", "cpu"),
+                                              ("SIGTERM", "crashed", None)])
+def test_a_run_ended_by_rlimit_cpus_signal_is_the_cpu_limit_whatever_cpu_was_measured(
+        sig, status, limit):
+    # SIGXCPU is what RLIMIT_CPU sends; under load the rusage of a killed run can read below the
+    # limit, and the run must still read as a CPU timeout, not a crash (both fail the split)
+    src = f"import os, signal\ndef f():\n    os.kill(os.getpid(), signal.{sig})\n"
+    r = run_sandboxed(src, entry_point="f", calls=[[[], {}]], limits=LIMITS)
+    assert r.cpu_s < LIMITS.cpu_s - 0.05, r  # the measured time alone would not say "cpu"
+    assert (r.status, r.limit) == (status, limit), r
