@@ -30,7 +30,10 @@ def counter_module(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("algorithm", ["pivotrl", pytest.param("sao", marks=pytest.mark.slow)])
+# slow: the default suite runs both of the section's launch commands verbatim, at a tiny size
+# (tests/test_readme_commands.py); these longer runs also check what each run wrote
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["pivotrl", "sao"])
 def test_readme_environment_trains_through_launch(counter_module, tmp_path, algorithm):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", f"--config={counter_module / 'my_counter_config.py'}:{algorithm}",

@@ -70,6 +70,7 @@ def test_two_processes_match_one_process(tmp_path, kind):
     _two_vs_one(tmp_path, kind, steps=2)
 
 
-@pytest.mark.parametrize("kind", ["text", "pivot"])  # one per collector: groups, pivots
+# groups in the default suite; pivots (~60 s on 2 cores) with the slow tests
+@pytest.mark.parametrize("kind", ["text", pytest.param("pivot", marks=pytest.mark.slow)])
 def test_two_processes_match_one_process_one_step(tmp_path, kind):
     _two_vs_one(tmp_path, kind, steps=1)
