@@ -340,7 +340,7 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
     runs = d.get("arm_runs")
     if runs:
         comp = runs.get("compute", {})
-        out += ["", f"The wall-clock arms' own runs (quick scale, the system model as it is; ℓ = "
+        out += ["", f"The wall-clock arms' own runs ({_runs_scale(runs)}, the system model as it is; ℓ = "
                 f"{runs['level']:.3f}; {comp.get('runs', 0)} runs, "
                 f"{comp.get('wall_s', 0.0) / 60:.1f} wall-minutes, "
                 f"{comp.get('cpu_s', 0.0) / 60:.1f} CPU-minutes, warm start not included):", "",
@@ -355,17 +355,33 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
     return "\n".join(out)
 
 
-def write_results_blocks(results: str = report.RESULTS) -> None:
-    """Rewrites experiments/README.md's blocks read from every result file under `results`: the
-    primary endpoints, each claim's reading in each block (`experiments.study.claims`), the claims
-    table of every folder's summary block, the local checkout blocks (their committed records),
-    the modelled wall-clock grid (`results/wallclock/wallclock.json`) and the total compute."""
+def _runs_scale(runs: dict) -> str:
+    """The scale of the wall-clock arms' runs a wallclock.json records (`arm_runs`: the scale its
+    records folder names, and the folder), in words; a quick scale is a pipeline check."""
+    scale, folder = runs.get("scale"), runs.get("records")
+    if not folder:
+        return "scale not recorded in the result file"
+    where = f"records `{folder}`"
+    if not scale:
+        return f"scale not named by the folder, {where}"
+    check = ": a pipeline check, not a reading" if "quick" in scale else ""
+    return f"scale `{scale}`{check}; {where}"
+
+
+def write_results_blocks(results: str = report.RESULTS, records: str = STUDY_RECORDS) -> None:
+    """Rewrites experiments/README.md's blocks read from every result file under `results` and
+    the run records under `records`: the primary endpoints (each claim in its own regime from the
+    records, then the first design's blocks), each claim's reading in each block
+    (`experiments.study.claims`), the claims table of every folder's summary block, the local
+    checkout blocks (their committed records), the modelled wall-clock grid
+    (`results/wallclock/wallclock.json`) and the total compute."""
     readings = claims.read(results)
-    report.replace_readme_block("primary endpoints", claims.primary_text(readings))
+    report.replace_readme_block("primary endpoints", claims.primary_block_text(
+        claims.regime_endpoints(records), readings))
     report.replace_readme_block("readings by block", claims.block_text(readings))
     for block in claims.blocks(results):
         refresh_summary_table(block, [r for r in readings if r.block == block])
-    report.replace_readme_block("local block", local_block_text())
+    report.replace_readme_block("local block", local_block_text(records))
     report.replace_readme_block("modelled wall-clock", wallclock_text(
         os.path.join(results, "wallclock", "wallclock.json")))
     report.replace_readme_block("compute total", compute_block(committed_compute(results)))

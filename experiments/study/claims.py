@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import json
 import math
 import os
 from typing import Optional
@@ -147,13 +148,23 @@ def _per_seed(claim: Claim, d: dict) -> tuple[list[tuple[float, str]], int, Opti
             else:
                 left_out += 1
         return out, left_out, None
-    for (num, num_ok), (den, den_ok) in zip(a[:n], b[:n]):
+    return ratio_values([(num, num_ok, den, den_ok) for (num, num_ok), (den, den_ok)
+                         in zip(a[:n], b[:n])])
+
+
+def ratio_values(pairs) -> tuple[list[tuple[float, str]], int, tuple[int, int]]:
+    """(values with kinds, seeds left out, runs that reached ℓ per arm) of a cost ratio from its
+    paired seeds, `pairs` = [(num_cost, num_reached, den_cost, den_reached)]: a seed's ratio is
+    num ÷ den with the kind `stats.censored_ratio_kind` gives it; a seed censored in both arms,
+    or with a cost that is not a positive number, is left out."""
+    out, left_out = [], 0
+    for num, num_ok, den, den_ok in pairs:
         kind = stats.censored_ratio_kind(bool(num_ok), bool(den_ok))
         if kind == stats.UNKNOWN or not (np.isfinite(num) and np.isfinite(den) and num > 0 and den > 0):
             left_out += 1
             continue
         out.append((float(num / den), kind))
-    reached = tuple(int(sum(bool(ok) for _, ok in x[:n])) for x in (a, b))
+    reached = (int(sum(bool(p[1]) for p in pairs)), int(sum(bool(p[3]) for p in pairs)))
     return out, left_out, reached
 
 
@@ -162,6 +173,25 @@ def _bound(kinds) -> str:
     if not ks:
         return stats.EXACT
     return ks.pop() if len(ks) == 1 else stats.UNKNOWN
+
+
+def reading(claim: Claim, block: str, per_seed, left_out: int, reached, versions) -> Reading:
+    """The reading of `claim` from its per-seed values with kinds (`_per_seed`, `ratio_values`):
+    the t-reading over them (log-ratios for a ratio claim) and its bound; no Holm p yet."""
+    values = [math.log(v) if claim.kind == "ratio" else v for v, _ in per_seed]
+    t = stats.t_reading(values, alpha=ALPHA)
+    # a cost ratio with every seed censored in both arms: reported, not measurable
+    bound = _bound(k for _, k in per_seed) if per_seed else stats.UNKNOWN
+    return Reading(claim, block, tuple(per_seed), t, bound, left_out, reached, None, tuple(versions))
+
+
+def holm_adjusted(family: list[Reading], missing: int = 0) -> list[Reading]:
+    """`family`'s readings with their Holm-adjusted p-values over the family: a reading that is a
+    bound, or has no test, counts as p = 1, and so does each of `missing` further endpoints of
+    the family that have no reading."""
+    adjusted = stats.holm([r.t.p_value if r.bound == stats.EXACT else math.nan for r in family]
+                          + [math.nan] * missing)
+    return [dataclasses.replace(r, holm_p=p) for r, p in zip(family, adjusted)]
 
 
 def read(results: str = report.RESULTS) -> list[Reading]:
@@ -179,18 +209,11 @@ def read(results: str = report.RESULTS) -> list[Reading]:
             per_seed, left_out, reached = _per_seed(claim, d)
             if not per_seed and (claim.kind != "ratio" or not left_out):
                 continue  # the claim's arms did not run (or left no values) in this block
-            values = [math.log(v) if claim.kind == "ratio" else v for v, _ in per_seed]
-            t = stats.t_reading(values, alpha=ALPHA)
-            # a cost ratio with every seed censored in both arms: reported, not measurable
-            bound = _bound(k for _, k in per_seed) if per_seed else stats.UNKNOWN
-            drafts.append(Reading(claim, b, tuple(per_seed), t, bound,
-                                  left_out, reached, None, tuple(d["run_code_versions"])))
+            drafts.append(reading(claim, b, per_seed, left_out, reached, d["run_code_versions"]))
     for b in found:  # Holm over the primary endpoints measured in the block (exact readings only)
         prim = [i for i, r in enumerate(drafts) if r.block == b and r.claim.primary]
-        adjusted = stats.holm([drafts[i].t.p_value if drafts[i].bound == stats.EXACT else math.nan
-                               for i in prim])
-        for i, p in zip(prim, adjusted):
-            drafts[i] = dataclasses.replace(drafts[i], holm_p=p)
+        for i, r in zip(prim, holm_adjusted([drafts[i] for i in prim])):
+            drafts[i] = r
     order = {c: i for i, c in enumerate(CLAIMS)}
     out = sorted(drafts, key=lambda r: (order[r.claim], found.index(r.block)))
     return out
@@ -304,3 +327,171 @@ def primary_text(readings: list[Reading]) -> str:
                      ", ".join(_value(v, k, c) for v, k in r.per_seed), point, _holm(r), verdict(r)])
     return report.table(["primary endpoint", "block (regime: see its section)", "paired seeds",
                          "per-seed values", "point [95% t-CI]", "Holm p", "verdict"], rows)
+
+
+# ----------------------------------------------------------------------------- each claim in its regime
+# The second design measures each primary endpoint in the regime its claim is made for, from the
+# committed run records under experiments/study/records/ (a quick, pipeline-check scale is never
+# read as an endpoint):
+# - claim 1 on the local 3-basket checkout (`experiments/study/shop_local.py`, its full scale):
+#   GRPO ÷ PivotRL training turns (the probe left out) to 0.9 × the lower plateau, paired over
+#   (warm start, RL seed) runs;
+# - claim 3 on the wall-clock arms under the modelled clock (`experiments/study/wallclock.py`,
+#   scale long512): GRPO-sync ÷ SAO modelled seconds to ℓ under the committed system model.
+RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "records")
+SYSTEM_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "system_model.json")
+LOCAL_SCALE = "full"
+WALLCLOCK_SCALE = "long512"
+LOCAL_CLAIM = Claim("1. GRPO ÷ PivotRL training turns to ℓ (claimed: lower rollout cost than "
+                    "full-task RL; no size stated)", "shop_local", "ratio", "turns_to_level",
+                    ("grpo", "pivotrl"), primary=True, digits=2)
+WALLCLOCK_CLAIM = Claim("3. GRPO-sync ÷ SAO modelled wall-clock to ℓ (claimed: no wait for a "
+                        "group's slowest rollout; no size stated)", "wallclock", "ratio",
+                        "modelled_s_to_level", ("grpo_sync", "sao"), primary=True, digits=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegimeEndpoint:
+    """A primary endpoint in the regime its claim is made for.
+
+    regime: the regime and its records folder, in words; units: what a paired unit is;
+    reading: the endpoint's reading (its per-seed values, interval and Holm p over the design's
+    two endpoints), or None where the block has not run at the study's scale, and then `not_run`
+    says what is committed instead and the command that runs it."""
+
+    claim: Claim
+    regime: str
+    units: str
+    reading: Optional[Reading]
+    not_run: str = ""
+
+
+def _shown(folder: str) -> str:
+    return os.path.relpath(folder, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _committed(records: str, prefix: str) -> str:
+    """The committed records folders named `prefix*` (each labelled a pipeline check where its
+    scale is quick), or "nothing"."""
+    names = sorted(n for n in os.listdir(records) if n.startswith(prefix)) \
+        if os.path.isdir(records) else []
+    shown = [f"`study/records/{n}/`" + (" (quick scale: a pipeline check, not a reading)"
+                                         if n[len(prefix):].startswith("quick") else "")
+             for n in names]
+    return ", ".join(shown) or "nothing"
+
+
+def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
+    """Claim 1 on the local checkout block at its full scale (`shop_local.records_folder`):
+    per (warm start, RL seed) run both arms ran, GRPO's training turns to the level ÷ PivotRL's
+    (`shop_local.primary_endpoint`), a run that never reached it censored as in `ratio_values`."""
+    from experiments.study import shop_local
+
+    name = os.path.basename(shop_local.records_folder(LOCAL_SCALE, "local"))
+    folder = os.path.join(records, name)
+    regime = (f"local 3-basket checkout (`{shop_local.LOCAL_DIFFICULTY}`), scale `{LOCAL_SCALE}`, "
+              f"`study/records/{name}/`")
+    units = "(warm start, RL seed) runs"
+    if not os.path.exists(os.path.join(folder, "block.json")):
+        return RegimeEndpoint(LOCAL_CLAIM, regime, units, None, (
+            f"not yet run at the study scale: committed {_committed(records, 'shop_local_')} — "
+            f"`python experiments/study/shop_local.py`"))
+    block = shop_local.load_block(folder)
+    if block.settings.get("scale") != LOCAL_SCALE:
+        raise ValueError(f"{folder}/block.json: settings.scale is {block.settings.get('scale')!r}, "
+                         f"but the folder holds the {LOCAL_SCALE!r} scale's block")
+    by = {arm: {r.seeds: r.record for r in block.runs if r.arm == arm} for arm in LOCAL_CLAIM.arms}
+    both = [s for s in by["grpo"] if s in by["pivotrl"]]
+    ep = shop_local.primary_endpoint([by["grpo"][s] for s in both], [by["pivotrl"][s] for s in both])
+    pairs = [(g, kind in (stats.EXACT, stats.AT_MOST), p, kind in (stats.EXACT, stats.AT_LEAST))
+             for g, p, kind in ep.per_run]
+    per_seed, left_out, reached = ratio_values(pairs)
+    versions = sorted({r.record.get("code_version", "?") for r in block.runs})
+    return RegimeEndpoint(LOCAL_CLAIM, regime, units,
+                          reading(LOCAL_CLAIM, _shown(folder), per_seed, left_out, reached, versions))
+
+
+def system_model_note(path: str = SYSTEM_MODEL) -> str:
+    """The system model M as the file states it: its parameters, and whether it records a
+    calibration (a `calibration` entry); without one its parameters are placeholders."""
+    with open(path) as f:
+        m = json.load(f)
+    params = (f"decode {m['decode_s_per_token']:g} s/token, prefill {m['prefill_s_per_token']:g} "
+              f"s/token, learner {m['learner_s_per_sample']:g} s/sample, set-up "
+              f"{m['env_setup_s']:g} s, tool latency median {m['tool_median_s']:g} s (tail index "
+              f"{m['tool_tail_index']:g}), {m['slots']} slots, {m['topology']}")
+    cal = m.get("calibration")
+    status = (f"calibrated: {cal}" if cal else
+              "the file records no calibration: its parameters are placeholders until calibrated "
+              "on an accelerator")
+    return f"M = `{_shown(path)}` ({params}); {status}"
+
+
+def wallclock_endpoint(records: str = RECORDS, system_model: str = SYSTEM_MODEL) -> RegimeEndpoint:
+    """Claim 3 on the wall-clock arms at the study scale (`wallclock.run_arms`' records in
+    `<records>/wallclock_<WALLCLOCK_SCALE>/`): per seed both arms ran, GRPO-sync's modelled
+    seconds to ℓ ÷ SAO's under M (the records' `time/modelled_s`; ℓ and the costs as
+    `wallclock.measured_ratios` reads them), a run that never reached ℓ censored as in
+    `ratio_values`."""
+    name = f"wallclock_{WALLCLOCK_SCALE}"
+    folder = os.path.join(records, name)
+    regime = (f"modelled wall-clock arms (GRPO-sync, SAO on per-episode arrival), scale "
+              f"`{WALLCLOCK_SCALE}`, `study/records/{name}/`, under {system_model_note(system_model)}")
+    units = "seeds"
+    if not os.path.isdir(folder):
+        return RegimeEndpoint(WALLCLOCK_CLAIM, regime, units, None, (
+            f"not yet run at the study scale: committed {_committed(records, 'wallclock_')} — "
+            f"`python -m experiments.study.wallclock --run-arms --scale {WALLCLOCK_SCALE} --seeds 3 "
+            f"--arm-records experiments/study/records/{name}`"))
+    from experiments.study import wallclock
+
+    recs = wallclock.load_arm_records(folder)
+    m = wallclock.measured_ratios(recs)
+    ref, sao = m["arms"]["grpo_sync"], m["arms"].get("sao", {"seeds": []})
+    at = {s: i for i, s in enumerate(ref["seeds"])}
+    pairs = [(ref["modelled_s"][at[s]], ref["reached"][at[s]], sao["modelled_s"][i], sao["reached"][i])
+             for i, s in enumerate(sao["seeds"])]
+    per_seed, left_out, reached = ratio_values(pairs)
+    versions = sorted({r.get("code_version", "?") for by in recs.values() for r in by.values()})
+    regime += f"; ℓ = 0.9 × GRPO-sync's mean end success = {m['level']:.3f}"
+    return RegimeEndpoint(WALLCLOCK_CLAIM, regime, units,
+                          reading(WALLCLOCK_CLAIM, _shown(folder), per_seed, left_out, reached, versions))
+
+
+def regime_endpoints(records: str = RECORDS, system_model: str = SYSTEM_MODEL) -> list[RegimeEndpoint]:
+    """Both primary endpoints in their own regimes, Holm-adjusted over the two (an endpoint not
+    yet run, or read as a bound, counts as p = 1)."""
+    ends = [local_endpoint(records), wallclock_endpoint(records, system_model)]
+    read_ = [e for e in ends if e.reading is not None]
+    adjusted = iter(holm_adjusted([e.reading for e in read_], missing=len(ends) - len(read_)))
+    return [dataclasses.replace(e, reading=next(adjusted)) if e.reading is not None else e
+            for e in ends]
+
+
+def regime_text(ends: list[RegimeEndpoint]) -> str:
+    """The table of `regime_endpoints`: one row per claim; a block not yet run at the study's
+    scale says so, with no number."""
+    rows = []
+    for e in ends:
+        c, r = e.claim, e.reading
+        if r is None:
+            rows.append([c.label, e.regime, e.units, "—", "—", "—", e.not_run])
+            continue
+        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
+        if r.bound in (stats.AT_MOST, stats.AT_LEAST):
+            point = f"{r.bound} {point}"
+        seeds = (f"{r.seeds} {e.units}" + (f" ({r.left_out} left out)" if r.left_out else "")
+                 + f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})")
+        rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),
+                     point, _holm(r), verdict(r)])
+    return report.table(["primary endpoint", "regime and records", "paired units",
+                         "per-seed values", "point [95% t-CI]", "Holm p (these two)", "verdict"], rows)
+
+
+def primary_block_text(ends: list[RegimeEndpoint], readings: list[Reading]) -> str:
+    """The table experiments/README.md opens with: each claim in its own regime (`regime_text`),
+    then the first design's primary endpoints in every block (`primary_text`)."""
+    return "\n\n".join([
+        "Each claim in the regime it is made for:", regime_text(ends),
+        "The first design (cannot test the claims: see \"What the committed readings below cannot "
+        "show\"; Holm over the two endpoints within each block):", primary_text(readings)])

@@ -258,6 +258,25 @@ def modelled_throughput(profile: Profile, model: clock.TimeModel, mode: str, *, 
 RECORDS = os.path.join(ROOT, "experiments", "study", "records", "wallclock_quick")
 
 
+def records_scale(folder: str) -> str:
+    """The study scale (`arms.SCALES`) of the wall-clock arms' records in `folder`, from its name:
+    the name itself where it is a scale (`wallclock_quick`), else the scale after `wallclock_`
+    (`wallclock_long512` → `long512`); "" where the name names no scale."""
+    from experiments.study import arms
+
+    name = os.path.basename(os.path.normpath(folder))
+    if name in arms.SCALES:
+        return name
+    rest = name[len("wallclock_"):] if name.startswith("wallclock_") else ""
+    return rest if rest in arms.SCALES else ""
+
+
+def scale_words(folder: str) -> str:
+    """`folder`'s scale as the tables name it: "scale `<name>`", or that the folder names none."""
+    scale = records_scale(folder)
+    return f"scale `{scale}`" if scale else "scale not named by the folder"
+
+
 def record_name(mode: str, seed: int) -> str:
     """File name of the compressed record of wall-clock arm `mode` (a key of ARMS) for `seed`."""
     from experiments.study.records import SUFFIX
@@ -372,7 +391,7 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
             if not np.isfinite(v["tokens_ratio"][0]):  # e.g. the warm start was already at ℓ
                 if a in out:  # measured elsewhere (the study_sao.json): that reading stands
                     continue
-                src[a] = (f"its quick-scale runs (`{where}`) give no token ratio "
+                src[a] = (f"its runs ({scale_words(arm_records)}, `{where}`) give no token ratio "
                           f"(GRPO-sync's cost to ℓ = {m['level']:.3f} is "
                           f"{', '.join(f'{t:.0f}' for t in m['arms']['grpo_sync']['tokens'])} "
                           f"tokens: ℓ lies at or below the warm start's success)")
@@ -380,7 +399,7 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
             out[a] = tuple(float(x) for x in v["tokens_ratio"])
             n = len(v["seeds"])
             bound = "" if all(v["reached"]) else ", a bound: a run never reached ℓ"
-            src[a] = (f"quick-scale runs under the modelled clock, `{where}` ({n} seed"
+            src[a] = (f"runs under the modelled clock ({scale_words(arm_records)}), `{where}` ({n} seed"
                       f"{'s' if n != 1 else ''}{bound})")
     return out, src
 
@@ -425,7 +444,8 @@ def runs_section(folder: str) -> list:
     and modelled seconds to ℓ (under the committed system model) and both ratios to GRPO-sync."""
     recs = load_arm_records(folder)
     m = measured_ratios(recs)
-    lines = ["", f"## The arms' runs under the modelled clock (quick scale, `{os.path.relpath(folder, ROOT)}`)",
+    lines = ["", f"## The arms' runs under the modelled clock ({scale_words(folder)}, "
+                 f"`{os.path.relpath(folder, ROOT)}`)",
              "",
              f"The four arms run through the study runner (`python -m experiments.study.wallclock "
              f"--run-arms`) under `experiments/study/system_model.json` as it is (not a grid cell); "
@@ -500,7 +520,9 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
         json.dump({"grid": {k: list(v) for k, v in GRID.items()}, "arms": list(ARMS),
                    "system_model": dataclasses.asdict(base), "steps": args.steps,
                    "token_ratios": ratios, "token_ratio_sources": sources or {}, "cells": cells,
-                   "arm_runs": (measured_ratios(load_arm_records(args.arm_records))
+                   "arm_runs": (dict(measured_ratios(load_arm_records(args.arm_records)),
+                                     records=os.path.relpath(args.arm_records, ROOT),
+                                     scale=records_scale(args.arm_records))
                                 if getattr(args, "arm_records", "") and os.path.isdir(args.arm_records)
                                 else None),
                    "profiles": {m: p.to_dict() for m, p in profiles.items()}}, f, indent=1)

@@ -128,10 +128,188 @@ def test_committed_primary_endpoints_and_summary_tables_match_the_result_files(t
     with open(readme) as f:
         text = f.read()
     readings = claims.read(report.RESULTS)
-    assert text[text.index(begin) + len(begin):text.index(end)].strip() == claims.primary_text(readings).strip()
+    block = text[text.index(begin) + len(begin):text.index(end)].strip()
+    assert block == claims.primary_block_text(claims.regime_endpoints(study_all.STUDY_RECORDS),
+                                              readings).strip()
+    assert block.startswith("Each claim in the regime it is made for:")
+    assert claims.primary_text(readings) in block  # the first design's rows, below
     copy = str(tmp_path / "README.md")
     shutil.copy(readme, copy)
     for block in claims.blocks(report.RESULTS):
         study_all.refresh_summary_table(block, [r for r in readings if r.block == block], readme=copy)
     with open(copy) as f:
         assert f.read() == text
+
+
+# ----------------------------------------------------------------------------- each claim in its regime
+def _run(success, cost, key, *, x="cost/turns"):
+    """A stored run record: an evaluation at every step from 0 with its cumulative cost `x`."""
+    rows = [{"step": i, "time/step_s": 1.0, "eval/success": s, x: c, "cost/sampled_tokens": 10.0 * c}
+            for i, (s, c) in enumerate(zip(success, cost))]
+    return {"key": key, "code_version": "cv1", "config": {"algorithm.group_size": 4}, "rows": rows}
+
+
+def _local_block(records, pivot_step_turns, *, scale="full", grpo_only=()):
+    """A local block at `scale`: GRPO reaches 0.9 (0.9 × its plateau 1.0) at 180 turns in every
+    run; PivotRL at 0.9 × its step's turns, so the run's ratio is 200 ÷ that step's turns. The
+    runs' (warm start, RL seed) in order (0, 0), (0, 1), (1, 0), …; `grpo_only`: further runs with
+    GRPO alone (no pair)."""
+    from experiments.study import records as rec_io
+    from experiments.study import shop_local
+
+    folder = os.path.join(records, f"shop_local_{scale}_local")
+    shop_local.write_block_meta(folder, {"scale": scale, "difficulty": "local", "level": 0.9,
+                                         "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5}}, {})
+    seeds = [shop_local.BlockSeeds(w, s) for w in (0, 1) for s in (0, 1)]
+    for bs, k in zip(seeds, pivot_step_turns):
+        rec_io.write_record(shop_local.record_path(folder, "grpo", bs),
+                            _run([0.0, 0.5, 1.0, 1.0, 1.0], [0, 100, 200, 300, 400], f"g{bs.label}"))
+        rec_io.write_record(shop_local.record_path(folder, "pivotrl", bs),
+                            _run([0.0, 1.0, 1.0, 1.0, 1.0], [0, k, 2 * k, 3 * k, 4 * k], f"p{bs.label}"))
+    for bs in grpo_only:
+        rec_io.write_record(shop_local.record_path(folder, "grpo", bs),
+                            _run([0.0, 0.5, 1.0, 1.0, 1.0], [0, 1, 2, 3, 4], f"g{bs.label}"))
+    return folder
+
+
+def _wallclock_arms(records, sao_step_s, *, scale="long512", sao_never=()):
+    """Wall-clock arm records for seeds 0 … n−1: GRPO-sync reaches ℓ = 0.45 (0.9 × its end
+    success 0.5) at 17.5 modelled s in every seed; SAO at 0.875 × its step's modelled seconds, so
+    the seed's ratio is 20 ÷ that step's seconds; a seed in `sao_never` never reaches ℓ (its last
+    cost, 3 steps)."""
+    from experiments.study import records as rec_io
+    from experiments.study import wallclock
+
+    folder = os.path.join(records, f"wallclock_{scale}")
+    for seed, m in enumerate(sao_step_s):
+        rec_io.write_record(os.path.join(folder, wallclock.record_name("grpo_sync", seed)),
+                            _run([0.1, 0.3, 0.5, 0.5, 0.5], [0, 10, 20, 30, 40], f"g{seed}",
+                                 x="time/modelled_s"))
+        succ = [0.1, 0.2, 0.3, 0.4] if seed in sao_never else [0.1, 0.5, 0.5, 0.5]
+        rec_io.write_record(os.path.join(folder, wallclock.record_name("sao", seed)),
+                            _run(succ, [0, m, 2 * m, 3 * m], f"s{seed}", x="time/modelled_s"))
+    return folder
+
+
+def _row(text, number):
+    """The cells of the table row of claim `number` ("1." or "3.")."""
+    rows = [r for r in text.splitlines() if r.startswith(f"| {number} ")]
+    assert len(rows) == 1, text
+    return [c.strip() for c in rows[0].strip("|").split(" | ")]
+
+
+def test_local_block_at_full_scale_gives_claim_1_paired_over_runs_with_holm_p(tmp_path):
+    """Claim 1 from a local block at the full scale: per (warm start, RL seed) run GRPO's ÷
+    PivotRL's training turns to the level, paired by seeds (a GRPO run with no PivotRL twin is
+    left out), its geometric mean and paired t-interval, and a Holm p over the two endpoints
+    with claim 3 not yet run (p = 1)."""
+    from experiments.study import shop_local
+
+    _local_block(str(tmp_path), [100, 50, 40], grpo_only=[shop_local.BlockSeeds(0, 2)])
+    ends = claims.regime_endpoints(str(tmp_path))
+    r = ends[0].reading
+    assert ends[0].claim is claims.LOCAL_CLAIM and ends[1].reading is None
+    assert [v for v, _ in r.per_seed] == pytest.approx([2.0, 4.0, 5.0])
+    assert r.bound == stats.EXACT and r.reached == (3, 3)
+    assert r.ci == pytest.approx(stats.paired_ratio([2.0, 4.0, 5.0], [1.0, 1.0, 1.0]))
+    assert r.holm_p == pytest.approx(min(1.0, 2 * r.t.p_value))  # Holm over two, claim 3 at p = 1
+    cells = _row(claims.regime_text(ends), "1.")
+    assert "`study/records/shop_local_full_local/`" in cells[1] and "`full`" in cells[1]
+    assert cells[2] == "3 (warm start, RL seed) runs (reached ℓ: grpo 3, pivotrl 3)"
+    assert cells[3] == "2.00, 4.00, 5.00"
+    assert cells[4] == stats.fmt_ci(*r.ci, digits=2, unit="×")
+    assert cells[5] == f"{r.holm_p:.3f}"
+    assert cells[6] == claims.verdict(r) and cells[6].startswith("UNRESOLVED (Holm-adjusted p")
+
+
+def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):
+    """With only the quick pipeline checks committed, each row says it has not run at the study
+    scale, names what is committed and the command, and shows no number."""
+    import re
+    import shutil
+
+    from experiments import study_all
+
+    for name in ("shop_local_quick_local", "wallclock_quick"):
+        shutil.copytree(os.path.join(study_all.STUDY_RECORDS, name), str(tmp_path / name))
+    ends = claims.regime_endpoints(str(tmp_path))
+    assert [e.reading for e in ends] == [None, None]
+    text = claims.regime_text(ends)
+    one, three = _row(text, "1."), _row(text, "3.")
+    assert one[6] == ("not yet run at the study scale: committed `study/records/shop_local_quick_local/` "
+                      "(quick scale: a pipeline check, not a reading) — `python experiments/study/shop_local.py`")
+    assert three[6].startswith("not yet run at the study scale: committed `study/records/wallclock_quick/` "
+                               "(quick scale: a pipeline check, not a reading) — `python -m "
+                               "experiments.study.wallclock --run-arms --scale long512")
+    for cells in (one, three):
+        assert cells[3:6] == ["—", "—", "—"]
+        assert not re.search(r"\d", cells[2])
+    assert not re.search(r"\d", one[6])
+    # a quick block is never read as the full scale's, even under the full scale's folder name
+    folder = _local_block(str(tmp_path / "x"), [100, 50, 40], scale="quick")
+    shutil.move(folder, str(tmp_path / "x" / "shop_local_full_local"))
+    with pytest.raises(ValueError, match="settings.scale is 'quick'"):
+        claims.local_endpoint(str(tmp_path / "x"))
+
+
+def test_wallclock_arms_give_claim_3_paired_over_seeds_and_holm_adjust_with_claim_1(tmp_path):
+    """Claim 3 from the wall-clock arms at long512: per seed GRPO-sync's ÷ SAO's modelled seconds
+    to ℓ (> 1: SAO sooner), its interval, and Holm over the two endpoints when both ran."""
+    _wallclock_arms(str(tmp_path), [10.0, 5.0, 8.0])
+    _local_block(str(tmp_path), [100, 50, 40])
+    ends = claims.regime_endpoints(str(tmp_path))
+    one, three = (e.reading for e in ends)
+    assert three.claim is claims.WALLCLOCK_CLAIM
+    assert [v for v, _ in three.per_seed] == pytest.approx([2.0, 4.0, 2.5])
+    assert three.ci == pytest.approx(stats.paired_ratio([2.0, 4.0, 2.5], [1.0, 1.0, 1.0]))
+    assert [one.holm_p, three.holm_p] == pytest.approx(stats.holm([one.t.p_value, three.t.p_value]))
+    text = claims.regime_text(ends)
+    cells = _row(text, "3.")
+    assert "`study/records/wallclock_long512/`" in cells[1] and "ℓ = 0.9 × GRPO-sync's mean end success = 0.450" in cells[1]
+    assert cells[2] == "3 seeds (reached ℓ: grpo_sync 3, sao 3)"
+    assert cells[3] == "2.00, 4.00, 2.50"
+    assert cells[4] == stats.fmt_ci(*three.ci, digits=2, unit="×") and cells[5] == f"{three.holm_p:.3f}"
+    assert _row(text, "1.")[5] == f"{one.holm_p:.3f}"
+
+
+def test_a_censored_wallclock_seed_makes_claim_3_a_bound(tmp_path):
+    """A seed whose SAO run never reached ℓ gives an upper bound (GRPO-sync's cost ÷ SAO's last
+    cost), and the reading is that bound, with no Holm test of its own."""
+    _wallclock_arms(str(tmp_path), [10.0, 5.0, 10.0], sao_never={2})
+    ends = claims.regime_endpoints(str(tmp_path))
+    r = ends[1].reading
+    assert [v for v, _ in r.per_seed] == pytest.approx([2.0, 4.0, 17.5 / 30.0])
+    assert [k for _, k in r.per_seed] == [stats.EXACT, stats.EXACT, stats.AT_MOST]
+    assert r.bound == stats.AT_MOST and r.reached == (3, 2)
+    cells = _row(claims.regime_text(ends), "3.")
+    assert cells[3] == "2.00, 4.00, ≤0.58"
+    assert cells[4].startswith("at most ") and cells[5] == "n/a (a bound)"
+    assert cells[6] == claims.verdict(r) and cells[6].startswith("UNRESOLVED (censored seeds")
+
+
+def test_claim_3_row_states_the_system_model_as_its_file_does(tmp_path):
+    """The row reads M from the file: its parameters, and placeholders unless the file records a
+    calibration."""
+    with open(claims.SYSTEM_MODEL) as f:
+        m = json.load(f)
+    assert "placeholders until calibrated on an accelerator" in claims.system_model_note()
+    m["decode_s_per_token"] = 0.125
+    m["calibration"] = "measured on one accelerator"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(m))
+    note = claims.wallclock_endpoint(str(tmp_path), str(path)).regime
+    assert "decode 0.125 s/token" in note and "calibrated: measured on one accelerator" in note
+    assert "placeholders" not in note
+
+
+def test_primary_block_opens_with_the_regimes_and_keeps_the_first_designs_rows(tmp_path):
+    _write(str(tmp_path / "results" / "long" / "study_sao.json"), {
+        "run_code_versions": ["a"], "final": {},
+        "wall_to_level": {"grpo": [[100.0, True], [130.0, True]], "sao": [[100.0, True], [100.0, True]]}})
+    readings = claims.read(str(tmp_path / "results"))
+    text = claims.primary_block_text(claims.regime_endpoints(str(tmp_path / "records")), readings)
+    regime, first = text.index("| 1. GRPO ÷ PivotRL training turns"), text.index("The first design")
+    assert regime < first and text.index("| 3. GRPO-sync ÷ SAO modelled wall-clock") < first
+    assert text.endswith(claims.primary_text(readings))
+    assert f"| {claims.CLAIMS[7].label} | `results/long/` | 2 (reached ℓ: grpo 2, sao 2) | 1.00, 1.30 |" \
+        in text[first:]

@@ -50,3 +50,23 @@ def test_wallclock_block_ranges_over_the_grid_and_says_where_each_ratio_comes_fr
     assert "3.00 – 6.00 (median 4.00)" in row["| SAO"] and "0.50 – 1.00 (median 0.75)" in row["| SAO"]
     assert "a study_sao.json" in row["| SAO"]
     assert study_all.wallclock_text(str(tmp_path / "none.json")).startswith("The modelled wall-clock grid has not run")
+
+
+def test_wallclock_block_names_the_scale_of_the_arms_runs(tmp_path):
+    """The arms' own runs are labelled with the scale their records folder names (a quick scale
+    as a pipeline check), not a fixed one."""
+    runs = {"level": 0.4, "compute": {"runs": 2}, "seeds": [0],
+            "arms": {"grpo_sync": {"seeds": [0], "reached": [True], "tokens": [10.0],
+                                   "modelled_s": [2.0], "throughput_ratio": [1.0, 1.0, 1.0]}}}
+    d = {"arms": ["grpo_sync"], "steps": 4, "cells": [], "token_ratios": {}}
+    path = tmp_path / "wallclock.json"
+    line = lambda: [x for x in study_all.wallclock_text(str(path)).splitlines()  # noqa: E731
+                    if x.startswith("The wall-clock arms' own runs")][0]
+    for scale, says in (("long512", "scale `long512`; records `experiments/study/records/wallclock_long512`"),
+                        ("wallclock_quick", "scale `wallclock_quick`: a pipeline check, not a reading")):
+        path.write_text(json.dumps(dict(d, arm_runs=dict(
+            runs, scale=scale, records=f"experiments/study/records/wallclock_{scale.split('_')[-1]}"))))
+        assert says in line()
+        assert ("quick" in line()) == ("quick" in scale)
+    path.write_text(json.dumps(dict(d, arm_runs=runs)))  # a file that predates the scale's record
+    assert "scale not recorded in the result file" in line()

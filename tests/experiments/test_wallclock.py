@@ -68,7 +68,7 @@ def _arm_record(succ, tokens, modelled):
 def test_arm_records_fill_the_not_measured_cells(tmp_path):
     from experiments.study import records
 
-    folder = tmp_path / "arms"
+    folder = tmp_path / "wallclock_quick"  # the folder names the runs' scale
     runs = {"grpo_sync": ([0.1, 0.3, 0.5, 0.5, 0.5], [0, 100, 200, 300, 400], [0, 10, 20, 30, 40]),
             "grpo_async": ([0.1, 0.5, 0.5, 0.5], [0, 90, 180, 270], [0, 5, 10, 15]),
             "sao_sync": ([0.1, 0.2, 0.3, 0.4], [0, 100, 200, 300], [0, 10, 20, 30])}
@@ -92,7 +92,16 @@ def test_arm_records_fill_the_not_measured_cells(tmp_path):
     rows = [r for r in table.splitlines() if r.startswith("| ") and r[2].isdigit()]
     assert rows and all("not measured" in r for r in rows)  # SAO: neither run nor given
     assert all(r.count("not measured") == 1 for r in rows)  # GRPO-async and SAO-sync filled
-    assert "GRPO-async 0.45 (from quick-scale runs" in table and "a bound" in table
+    assert "GRPO-async 0.45 (from runs under the modelled clock (scale `wallclock_quick`)" in table
+    assert "a bound" in table
+    assert "## The arms' runs under the modelled clock (scale `wallclock_quick`" in table
     out = json.loads((tmp_path / "out" / "wallclock.json").read_text())
     assert set(out["token_ratios"]) == {"grpo_sync", "grpo_async", "sao_sync"}
-    assert "The arms' runs under the modelled clock" in table
+    assert out["arm_runs"]["scale"] == "wallclock_quick" and out["arm_runs"]["records"].endswith("wallclock_quick")
+
+
+def test_arm_records_scale_is_the_one_their_folder_names():
+    assert wallclock.records_scale("/x/wallclock_long512") == "long512"
+    assert wallclock.records_scale("/x/wallclock_quick/") == "wallclock_quick"  # itself a scale
+    assert wallclock.records_scale("/x/arms") == "" and wallclock.records_scale("/x/wallclock_nope") == ""
+    assert wallclock.scale_words("/x/arms") == "scale not named by the folder"
