@@ -21,7 +21,14 @@ paired Student-t interval (on log-ratios for cost ratios), and a verdict:
   direction (lower cost, no wait for a group's slowest rollout, better credit assignment), not an
   effect size, so every reading is checked against no effect only.
 
-Everything is read from the result files; nothing is rerun.
+The two primary endpoints are also read in the regime each claim is made for, from the run
+records under `experiments/study/records/` (`regime_endpoints`): claim 1 on the local 3-basket
+checkout block at its full scale, claim 3 on the wall-clock arms under the modelled clock at the
+study scale, Holm-adjusted over the two; a block not yet run at that scale is reported as such,
+never replaced by its quick pipeline check. `primary_block_text` puts them above the first
+design's primary endpoints.
+
+Everything is read from the result files and records; nothing is rerun.
 """
 
 from __future__ import annotations
