@@ -231,6 +231,14 @@ class Block:
     def records(self, arm: str) -> list:
         return [r.record for r in self.runs if r.arm == arm]
 
+    def paired(self, arm_a: str, arm_b: str) -> tuple[list, list]:
+        """The records of `arm_a` and `arm_b` run from the same seeds (warm start and RL seed),
+        in matching order; a run whose twin is missing is left out."""
+        a = {r.seeds: r.record for r in self.runs if r.arm == arm_a}
+        b = {r.seeds: r.record for r in self.runs if r.arm == arm_b}
+        both = [s for s in a if s in b]
+        return [a[s] for s in both], [b[s] for s in both]
+
 
 def records_folder(scale: str, difficulty: str) -> str:
     """experiments/study/records/shop_local_<scale>_<difficulty>: the block's committed records."""
@@ -335,7 +343,7 @@ def block_report(block: Block) -> tuple[str, dict]:
               table(["arm", "run", "eval.seed", "final success", "plateau (last 3)", "training turns",
                      "training tokens", "evaluations", "one-time turns"], run_rows)]
     # the primary endpoint
-    ep = primary_endpoint(block.records("grpo"), block.records("pivotrl"))
+    ep = primary_endpoint(*block.paired("grpo", "pivotrl"))
     per = ", ".join(f"{g:.0f}/{p:.0f} ({kind})" for g, p, kind in ep.per_run)
     lines += ["## Primary endpoint",
               f"GRPO ÷ PivotRL training turns to {st['level']} × the lower plateau: "

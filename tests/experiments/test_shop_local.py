@@ -90,6 +90,22 @@ def test_primary_endpoint_ratio_of_turns():
     assert shop_local.primary_endpoint([g], [never]).per_run[0][2] == "exact"
 
 
+
+def test_block_pairs_the_endpoints_runs_by_seeds_not_by_position():
+    # GRPO's run of seeds (0, 0) is missing: its PivotRL twin is left out, and (0, 1) pairs with (0, 1)
+    g = _rec([0, 200, 400, 600, 800], [0.0, 0.3, 0.8, 0.8, 0.8])
+    p = _rec([0, 100, 200, 300, 400], [0.0, 0.9, 0.9, 0.9, 0.9])
+    slow = _rec([0, 400, 800, 1200, 1600], [0.0, 0.9, 0.9, 0.9, 0.9])
+    S = shop_local.BlockSeeds
+    runs = (shop_local.BlockRun("pivotrl", S(0, 0), slow), shop_local.BlockRun("grpo", S(0, 1), g),
+            shop_local.BlockRun("pivotrl", S(0, 1), p))
+    block = shop_local.Block(settings={"difficulty": "local3", "scale": "full", "level": 0.9,
+                                       "learning_rates": {"grpo": 1e-4}}, premise={}, runs=runs)
+    grpo, piv = block.paired("grpo", "pivotrl")
+    assert grpo == [g] and piv == [p]
+    ep = shop_local.block_report(block)[1]["primary_endpoint"]
+    assert len(ep["per_run"]) == 1 and math.isclose(ep["ratio"], 368 / 80, rel_tol=1e-6)
+
 def test_seeds_vary_the_warm_start_and_the_held_out_set_and_key():
     """Two runs of the block differ in warm start (warm index) and in held-out set and key (run
     seed), and both enter the cache keys; the same seeds give the same configs and keys."""
