@@ -272,7 +272,8 @@ def get_config() -> ml_collections.ConfigDict:
                                     # each micro-batch cut to its longest row rounded up to a
                                     # multiple of this many columns (⌈T / it⌉ compiled widths;
                                     # same loss and gradients); 0 = every row at the batch's width.
-    c.train.logprob_impl = "chunked"  # how the learner's LM head + log-softmax + entropy run:
+    c.train.logprob_impl = "chunked"  # how the LM head + log-softmax + entropy run (the RL
+                                    # learner and the SFT warm start):
                                     # chunked (position chunks of [rows, chunk, V] float32 logits) |
                                     # vocab_tiled (an online log-sum-exp over vocabulary tiles, no
                                     # logits kept; same values) | pallas (the same as Pallas
