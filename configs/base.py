@@ -37,9 +37,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.model.d_ff = 256              # random init: MLP hidden width.
     c.model.max_seq_len = 64        # longest stream the run samples or trains on (prompt +
                                     # completion, or a whole multi-turn episode).
-    # compute and storage dtypes: "float32" | "bfloat16", or the JAX / numpy dtype (jnp.bfloat16).
-    c.model.dtype = ml_collections.FieldReference("float32", field_type=object)  # compute dtype.
-    c.model.param_dtype = ml_collections.FieldReference("float32", field_type=object)  # parameters.
+    # compute dtype of the activations: "float32" | "bfloat16", or the JAX / numpy dtype
+    # (jnp.bfloat16); logits are float32 whatever it is.
+    c.model.dtype = ml_collections.FieldReference("float32", field_type=object)
+    # storage dtype of the parameters: "float32" | "bfloat16", or the JAX / numpy dtype.
+    c.model.param_dtype = ml_collections.FieldReference("float32", field_type=object)
     c.model.remat = False           # recompute each block's activations in the backward pass.
     c.model.attention = "xla"       # attention implementation: xla | cudnn (GPU only; runs causal
                                     # attention with per-row lengths, no dense mask).
@@ -128,13 +130,13 @@ def get_config() -> ml_collections.ConfigDict:
                                     # level of the sequence objectives sequence_clip / gspo).
     c.algorithm.is_threshold = 2.0  # C: tis cap / mis upper bound (> 0).
     c.algorithm.is_threshold_low = 0.0  # mis: lower bound lo of the kept ratios (0 = none; < C).
-    # DAPO overlong handling (critic-free algorithms for the shaping):
-    c.algorithm.overlong_buffer = 0  # soft punishment over the last L_cache tokens before
+    c.algorithm.overlong_buffer = 0  # DAPO overlong shaping (critic-free algorithms): soft
+                                    # punishment over the last L_cache tokens before
                                     # sampling.max_new_tokens: reward += penalty·(L_max−L_cache−|y|)/
                                     # L_cache there (−penalty at L_max); 0 = off.
     c.algorithm.overlong_penalty = 1.0  # overlong shaping: the penalty at max length (≥ 0).
-    c.algorithm.overlong_filter = False  # truncated rows give no loss (their reward still counts
-                                    # in their group's advantages).
+    c.algorithm.overlong_filter = False  # DAPO overlong filtering: truncated rows give no loss
+                                    # (their reward still counts in their group's advantages).
     c.algorithm.entropy_coef = 0.0  # c_e of docs/algorithms.md (A.12) (entropy bonus).
     c.algorithm.baseline_momentum = 0.9  # reinforce advantages: running-baseline EMA factor (docs/algorithms.md (A.4)).
     c.algorithm.gamma = 1.0         # critic: discount γ of GAE (docs/algorithms.md (A.5)).
@@ -272,7 +274,8 @@ def get_config() -> ml_collections.ConfigDict:
                                     # each micro-batch cut to its longest row rounded up to a
                                     # multiple of this many columns (⌈T / it⌉ compiled widths;
                                     # same loss and gradients); 0 = every row at the batch's width.
-    c.train.logprob_impl = "chunked"  # how the learner's LM head + log-softmax + entropy run:
+    c.train.logprob_impl = "chunked"  # how the LM head + log-softmax + entropy run (the RL
+                                    # learner and the SFT warm start):
                                     # chunked (position chunks of [rows, chunk, V] float32 logits) |
                                     # vocab_tiled (an online log-sum-exp over vocabulary tiles, no
                                     # logits kept; same values) | pallas (the same as Pallas

@@ -32,12 +32,16 @@ default. Equation and section citations point into [algorithms.md](algorithms.md
 """
 
 
-def _comments(source: str) -> dict[int, tuple[int, str]]:
-    """{line number: (column, text)} of every comment in `source`."""
+def _comments(source: str) -> dict[int, tuple[int, int, str]]:
+    """{line number: (column of the `#`, column of the text, text)} of every comment in
+    `source` (an empty comment's text column is the one after its `#`s)."""
     out = {}
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
-            out[tok.start[0]] = (tok.start[1], tok.string.lstrip("#").strip())
+            body = tok.string.lstrip("#")
+            text = body.strip()
+            indent = len(body) - len(body.lstrip()) if text else 0
+            out[tok.start[0]] = (tok.start[1], tok.end[1] - len(body) + indent, text)
     return out
 
 
@@ -54,38 +58,54 @@ def _key(target) -> str | None:
 def field_comments(source: str) -> tuple[dict[str, str], dict[str, str], dict[str, int]]:
     """({field: description}, {section: heading text}, {field: line}) parsed from the schema.
 
-    A field's description is the comment block right above its assignment, the comments on the
-    assignment's lines, and the indented continuation comments below it. A section heading is a
-    `# ---- name (text)` comment line.
+    A field's description is, in this order:
+      * above: the comment lines right above its assignment, `#` at the assignment's column;
+      * inline: the comments on the assignment's lines;
+      * below: the continuation comments right below it (no blank line between), each indented
+        past an ordinary comment at the assignment's column: its `#` right of that column, or
+        its text right of where `# text` there would start (`#` at the column, the text aligned
+        with the inline comment's). Continuations are the field's even when the next field
+        follows at once; an ordinary `# text` line below a field starts the next field's above
+        block.
+    A section heading is a `# ---- name (text)` comment line.
     """
     lines = source.splitlines()
     comments = _comments(source)
     code_lines = {i + 1 for i, l in enumerate(lines) if l.strip() and not l.strip().startswith("#")}
     fields, sections, order = {}, {}, {}
-    for col, text in comments.values():
+    for _, _, text in comments.values():
         m = re.match(r"-{4,}\s*(\w+)\s*(.*)$", text)
         if m:
             sections[m.group(1)] = m.group(2).strip()
+    nodes = []
     for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        key = _key(node.targets[0])
-        if key is None:
-            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            key = _key(node.targets[0])
+            if key is not None:
+                nodes.append((key, node))
+
+    def own_line(ln):  # a comment-only line (not a section heading)
+        return (ln in comments and ln not in code_lines
+                and not comments[ln][2].startswith("---"))
+
+    below, continued = {}, set()
+    for key, node in nodes:
+        col, ln, got = node.col_offset, node.end_lineno + 1, []
+        while own_line(ln) and (comments[ln][0] > col or comments[ln][1] > col + 2):
+            got.append(comments[ln][2])
+            continued.add(ln)
+            ln += 1
+        below[id(node)] = got
+    for key, node in nodes:
         above = []
         ln = node.lineno - 1
-        while (ln in comments and ln not in code_lines and comments[ln][0] == node.col_offset
-               and not comments[ln][1].startswith("---")):
-            above.insert(0, comments[ln][1])
+        while own_line(ln) and ln not in continued \
+                and comments[ln][0] == node.col_offset:
+            above.insert(0, comments[ln][2])
             ln -= 1
-        inline = [comments[i][1] for i in range(node.lineno, node.end_lineno + 1)
+        inline = [comments[i][2] for i in range(node.lineno, node.end_lineno + 1)
                   if i in comments and i in code_lines]
-        below = []
-        ln = node.end_lineno + 1
-        while ln in comments and ln not in code_lines and comments[ln][0] > node.col_offset:
-            below.append(comments[ln][1])
-            ln += 1
-        fields[key] = " ".join(t for t in above + inline + below if t)
+        fields[key] = " ".join(t for t in above + inline + below[id(node)] if t)
         order.setdefault(key, node.lineno)
     return fields, sections, order
 

@@ -6,7 +6,9 @@ A demonstration is one token stream with a loss mask (`demo_stream`):
   * multi-turn: `[bos] + prompt + (action + observation)*`, loss on the action tokens only (docs/architecture.md §3:
     observations are the environment's, never the policy's).
 The loss is the token-mean NLL on the masked tokens, exact under gradient accumulation (the
-learner's minibatch-wide denominators), through the same learner (`make_update`) as RL.
+learner's minibatch-wide denominators), through the same learner (`make_update`) as RL, its LM
+head + log-softmax run as the RL learner's (`logprob_impl`: `rlvr.models.scoring`'s "chunked",
+"vocab_tiled" or "pallas", the config's `train.logprob_impl`).
 
 Batches: `pool = 0` draws fresh training tasks every step (seeded by the step); `pool = N` draws
 each step's batch from a fixed pool of N tasks. `cache_dir` keeps the warm-started parameters keyed
@@ -15,6 +17,7 @@ by everything that determines them (experiments share one warm start across arms
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +31,7 @@ from tqdm.auto import tqdm
 
 from rlvr.algorithms.base import aggregate_exact
 from rlvr.learner import make_update
-from rlvr.models import scoring
+from rlvr.models import fused_head, scoring
 from rlvr.models.prompts import PromptRenderer
 from rlvr.records.batch import TrainingBatch
 from rlvr.records.state import create_train_state
@@ -73,11 +76,16 @@ def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad
                          valid=jnp.ones((b,), bool))
 
 
-def sft_loss(model, mb, aux):
-    """Token-mean negative log-likelihood on loss_mask tokens (exact under accumulation)."""
+def sft_loss(model, mb, aux, *, impl: str = "chunked", interpret: bool = False):
+    """Token-mean negative log-likelihood on loss_mask tokens (exact under accumulation).
+
+    mb: a `TrainingBatch` of [B, T] tokens / positions / attention_mask / loss_mask; aux: the
+    learner's minibatch-wide denominators. impl, interpret: how the LM head + log-softmax run
+    (`rlvr.models.scoring.token_logprobs`)."""
     m = mb.loss_mask > 0
     logprobs, _ = scoring.token_logprobs(model, mb.tokens, positions=mb.positions,
-                                         attention_mask=mb.attention_mask, temperature=1.0)
+                                         attention_mask=mb.attention_mask, temperature=1.0,
+                                         impl=impl, interpret=interpret)
     nll = aggregate_exact(-logprobs, m, "token-mean", aux)
     return nll, {"nll": nll}
 
@@ -86,15 +94,19 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
                learning_rate: float, length: int, seed: int, pool: int = 0,
                num_microbatches: int = 1, progress: bool = True,
                log_fn: Optional[Callable[[int, dict], None]] = None,
-               cache_dir: Optional[str] = None, cache_spec: Any = None, renderer=None):
+               cache_dir: Optional[str] = None, cache_spec: Any = None, renderer=None,
+               logprob_impl: str = "chunked", logprob_interpret: bool = False):
     """Trains `params` for `steps` SFT steps on the kit's demonstrations; returns
     (params, last metrics). With `cache_dir`, parameters are loaded from / saved to
     `<cache_dir>/warm_<hash>.npz`, the hash covering `cache_spec` (what determines the result:
-    model, SFT settings, task, seed, code version) and these arguments."""
+    model, SFT settings, task, seed, code version) and these arguments. logprob_impl,
+    logprob_interpret: how the loss's LM head + log-softmax run (`sft_loss`; a run passes its
+    algorithm's `AlgorithmSettings.logprob_impl` / `logprob_interpret`)."""
+    fused_head.check_impl(logprob_impl, interpret=logprob_interpret)
     path = None
     if cache_dir:
         spec = json.dumps([cache_spec, steps, batch_size, learning_rate, length, seed, pool,
-                           num_microbatches], sort_keys=True, default=str)
+                           num_microbatches, logprob_impl], sort_keys=True, default=str)
         path = os.path.join(cache_dir, f"warm_{hashlib.sha256(spec.encode()).hexdigest()[:16]}.npz")
         if os.path.exists(path):
             leaves, treedef = jax.tree.flatten(params)
@@ -113,7 +125,8 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
 
     opt = optax.adamw(learning_rate, weight_decay=0.0)
     state = create_train_state(params, opt, seed=seed)
-    update = make_update(graphdef, sft_loss, opt, num_microbatches=num_microbatches, rest=rest,
+    loss = functools.partial(sft_loss, impl=logprob_impl, interpret=logprob_interpret)
+    update = make_update(graphdef, loss, opt, num_microbatches=num_microbatches, rest=rest,
                          prefix="sft/")
     step_fn = jax.jit(lambda s, b: update(s, b, {}, s.rng), donate_argnums=0)
     metrics = {}
