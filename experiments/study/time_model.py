@@ -382,6 +382,18 @@ def write_model_file(path: str, obj: dict) -> None:
         f.write("\n")
 
 
+def describe(calibration) -> str:
+    """One line on a time-model file's `calibration` entry: "measured on <machine>, device
+    <device>, jax <version>, <date>, by `<command>` (code <version>)"; an entry that is not
+    this script's object is shown as it is."""
+    if not isinstance(calibration, dict) or "date" not in calibration:
+        return str(calibration)
+    c = calibration
+    return (f"measured on {c.get('machine', '?')}, device {c.get('device', '?')}, jax "
+            f"{c.get('jax', '?')}, {c['date']}, by `{c.get('command', '?')}` (code "
+            f"{c.get('code_version', '?')})")
+
+
 def table(measured) -> str:
     """Markdown table: parameter, median, min, max, repeats."""
     lines = ["| parameter | median | min | max | repeats |", "|---|---:|---:|---:|---:|"]
