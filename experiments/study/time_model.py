@@ -255,10 +255,10 @@ def machine() -> dict:
         with open("/proc/cpuinfo") as f:
             names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
         cpu = names[0] if names else cpu
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     d = jax.devices()[0]
     return {"machine": f"{platform.machine()}, {cpu or 'cpu'}, {os.cpu_count()} logical CPUs "
-                       f"({len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}"
-                       f" usable)",
+                       f"({usable} usable)",
             "device": (f"{d.platform}" + (f" ({kind})" if (kind := getattr(d, "device_kind", ""))
                                            and kind != d.platform else "")
                        + f" × {jax.device_count()}"),
