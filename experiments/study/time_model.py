@@ -328,7 +328,8 @@ def model_file(config, t: Timings, base: dict, *, scale: str, command: str) -> t
         Measured("prefill_s_per_token", tuple(prefill_estimate(x, p) for x in t.t_1),
                  f"batch-1 sample of a {p}-token prompt with 1 new token (rlvr.rollout.sampler."
                  f"sample, compiled first) ÷ {p}"),
-        Measured("decode_s_per_token", tuple(decode_estimate(b, a, n) for a, b in zip(t.t_1, t.t_n)),
+        Measured("decode_s_per_token",
+                 tuple(decode_estimate(b, a, n) for a, b in zip(t.t_1, t.t_n)),
                  f"(batch-1 greedy sample of {n} new tokens, no stop tokens − the 1-token "
                  f"sample) ÷ {n}"),
         Measured("learner_s_per_sample", tuple(x / t.rows for x in t.learner_step_s),
@@ -336,8 +337,8 @@ def model_file(config, t: Timings, base: dict, *, scale: str, command: str) -> t
                  f"demonstration episodes padded to {t.seq_len} tokens ÷ {t.rows}; first "
                  f"(compiling) step left out"),
         Measured("env_setup_s", t.env_setup_s,
-                 f"build a training task and reset a fresh {'+'.join(config.task.names)} environment, mean of "
-                 f"{t.setups} per repeat"),
+                 f"build a training task and reset a fresh {'+'.join(config.task.names)} "
+                 f"environment, mean of {t.setups} per repeat"),
     ]
     kw = config.task.kwargs
     lat = (float(kw.get("latency_s", 0.0)), float(kw.get("latency_alpha", 1.5)),
