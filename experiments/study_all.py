@@ -329,9 +329,14 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
                     f"{float(np.median(thr)):.2f}) | "
                     + (f"{ratios[a][0]:.2f}" if a in ratios else "—")
                     + f" | {wall_txt} | {sources.get(a, 'see results/wallclock/wallclock.md')} |")
+    from experiments.study.time_model import describe
+
+    cal = d.get("system_model_calibration")
     out = [f"Over the fixed grid ({len(cells)} cells: tool-latency median × the GRPO-sync learner "
            f"step, tail index, rollout slots, topology) under the system model "
-           f"`experiments/study/system_model.json`, {d['steps']} learner steps per arm and cell; "
+           f"`experiments/study/system_model.json` ("
+           + (describe(cal) if cal else "no calibration recorded: placeholder parameters")
+           + f"), {d['steps']} learner steps per arm and cell; "
            f"ratios arm ÷ GRPO-sync (throughput > 1: faster; wall-clock < 1: sooner at ℓ). Every "
            f"cell: `results/wallclock/wallclock.md`.", "",
            "| arm | modelled throughput ratio over the grid | measured token ratio to ℓ | "
@@ -340,7 +345,8 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
     runs = d.get("arm_runs")
     if runs:
         comp = runs.get("compute", {})
-        out += ["", f"The wall-clock arms' own runs ({_runs_scale(runs)}, the system model as it is; ℓ = "
+        out += ["", f"The wall-clock arms' own runs ({_runs_scale(runs)}, under the system model their "
+                f"config named when they ran: the records keep its path, not its numbers; ℓ = "
                 f"{runs['level']:.3f}; {comp.get('runs', 0)} runs, "
                 f"{comp.get('wall_s', 0.0) / 60:.1f} wall-minutes, "
                 f"{comp.get('cpu_s', 0.0) / 60:.1f} CPU-minutes, warm start not included):", "",

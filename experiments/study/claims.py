@@ -420,17 +420,21 @@ def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
 
 def system_model_note(path: str = SYSTEM_MODEL) -> str:
     """The system model M as the file states it: its parameters, and whether it records a
-    calibration (a `calibration` entry); without one its parameters are placeholders."""
+    calibration (a `calibration` entry, `rlvr.train.clock.read_calibration`: what measured it,
+    `time_model.describe`); without one its parameters are placeholders."""
+    from experiments.study.time_model import describe
+
     with open(path) as f:
         m = json.load(f)
-    params = (f"decode {m['decode_s_per_token']:g} s/token, prefill {m['prefill_s_per_token']:g} "
-              f"s/token, learner {m['learner_s_per_sample']:g} s/sample, set-up "
-              f"{m['env_setup_s']:g} s, tool latency median {m['tool_median_s']:g} s (tail index "
-              f"{m['tool_tail_index']:g}), {m['slots']} slots, {m['topology']}")
+    params = (f"decode {m['decode_s_per_token']:.3g} s/token, prefill "
+              f"{m['prefill_s_per_token']:.3g} s/token, learner {m['learner_s_per_sample']:.3g} "
+              f"s/sample, set-up {m['env_setup_s']:.3g} s, tool latency median "
+              f"{m['tool_median_s']:.3g} s (tail index {m['tool_tail_index']:g}, cap "
+              f"{m['tool_cap_s']:.3g} s), {m['slots']} slots, {m['topology']}")
     cal = m.get("calibration")
-    status = (f"calibrated: {cal}" if cal else
-              "the file records no calibration: its parameters are placeholders until calibrated "
-              "on an accelerator")
+    status = (f"calibrated: {describe(cal)}" if cal else
+              "the file records no calibration: its parameters are placeholders until measured "
+              "(`python -m experiments.study.time_model`)")
     return f"M = `{_shown(path)}` ({params}); {status}"
 
 

@@ -25,6 +25,7 @@ out), and the preparation before the first step (PivotRL's probe) is timed as th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -95,12 +96,19 @@ def portable_config(config, cache: str) -> dict:
 def run_key(config, batch_bucket: int, cache: Optional[str] = None) -> str:
     """The cache key of a run: code version, config, engine version and batch bucket; paths inside
     `cache` relative to it (`portable_config`). Without `cache`: the key records written before
-    keys were portable carry (absolute paths)."""
+    keys were portable carry (absolute paths). A run under the modelled clock also keys on its
+    time model's parameters (the config names only the file, whose numbers a re-measurement
+    changes; its `calibration` entry is provenance and does not enter)."""
     from rlvr.version import code_version
 
     cfg = config_dict(config) if cache is None else portable_config(config, cache)
-    return content_key({"code": code_version(), "config": cfg, "engine": ENGINE_VERSION,
-                        "batch_bucket": batch_bucket})
+    spec = {"code": code_version(), "config": cfg, "engine": ENGINE_VERSION,
+            "batch_bucket": batch_bucket}
+    if config.rollout.get("clock", "real") == "modelled":
+        from rlvr.train.clock import TimeModel
+
+        spec["time_model"] = dataclasses.asdict(TimeModel.from_json(config.rollout.time_model))
+    return content_key(spec)
 
 
 def find_record(folder: str, key: str, legacy_key: str,

@@ -7,7 +7,8 @@ effects (rollout and learner share cores), so wall-clock claims are made in
 timeline places episode arrivals and learner steps on a virtual clock.
 
 The time model is loaded from a JSON file (the study's is
-``experiments/study/system_model.json``). The pure functions below place
+``experiments/study/system_model.json``); the file's optional ``calibration`` object records
+what measured its parameters (`read_calibration`) and is not a parameter. The pure functions below place
 durations on slots; `ModelledClockCollector` is the collector that runs a
 training loop under the modelled clock (docs/algorithms.md §7): a
 single-threaded discrete-event loop in virtual time in which every episode is
@@ -69,13 +70,42 @@ class TimeModel:
 
     @classmethod
     def from_json(cls, path: str) -> "TimeModel":
-        with open(path) as fh:
-            raw = json.load(fh)
+        """The time model of the JSON file at `path`: an object of the fields above, and
+        optionally a `CALIBRATION` object (provenance, not a parameter: dropped here, read by
+        `read_calibration`). Any other key is refused, naming it."""
+        raw = _read_model_file(path)
+        raw.pop(CALIBRATION, None)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(raw) - names)
         if unknown:
-            raise ValueError(f"time model {path}: unknown fields {unknown}; allowed {sorted(names)}")
+            raise ValueError(f"time model {path}: unknown fields {unknown}; allowed "
+                             f"{sorted(names | {CALIBRATION})}")
         return cls(**raw)
+
+
+# The optional top-level entry of a time-model file that records what measured its parameters
+# (machine, device, library versions, date, command, scale, code version, per-parameter method
+# and spread; experiments/study/time_model.py writes it). Provenance only: the TimeModel is the
+# same with or without it.
+CALIBRATION = "calibration"
+
+
+def _read_model_file(path: str) -> dict:
+    with open(path) as fh:
+        raw = json.load(fh)
+    if not isinstance(raw, dict):
+        raise ValueError(f"time model {path}: must hold a JSON object, got {type(raw).__name__}")
+    cal = raw.get(CALIBRATION)
+    if cal is not None and not isinstance(cal, dict):
+        raise ValueError(f"time model {path}: {CALIBRATION!r} must be a JSON object (what "
+                         f"measured the parameters), got {type(cal).__name__}")
+    return raw
+
+
+def read_calibration(path: str) -> Optional[dict]:
+    """The `CALIBRATION` entry of the time-model file at `path` (a dict), or None when the
+    file records none (its parameters were typed in, not measured)."""
+    return _read_model_file(path).get(CALIBRATION)
 
 
 def tool_latency(model: TimeModel, seed: int, n_calls: int) -> float:

@@ -288,17 +288,24 @@ def test_a_censored_wallclock_seed_makes_claim_3_a_bound(tmp_path):
 
 
 def test_claim_3_row_states_the_system_model_as_its_file_does(tmp_path):
-    """The row reads M from the file: its parameters, and placeholders unless the file records a
-    calibration."""
+    """The row reads M from the file: its parameters, placeholders where the file records no
+    calibration, and what measured it where it does (machine, device, date, command)."""
     with open(claims.SYSTEM_MODEL) as f:
         m = json.load(f)
-    assert "placeholders until calibrated on an accelerator" in claims.system_model_note()
+    m.pop("calibration", None)
     m["decode_s_per_token"] = 0.125
-    m["calibration"] = "measured on one accelerator"
     path = tmp_path / "m.json"
     path.write_text(json.dumps(m))
+    note = claims.system_model_note(str(path))
+    assert "decode 0.125 s/token" in note and "placeholders until measured" in note
+    m["calibration"] = {"machine": "x86_64, 2 CPUs", "device": "gpu (H100) × 1", "jax": "0.1",
+                        "date": "2026-12-05 20:00 UTC", "command": "python -m x", "scale": "s",
+                        "code_version": "abc"}
+    path.write_text(json.dumps(m))
     note = claims.wallclock_endpoint(str(tmp_path), str(path)).regime
-    assert "decode 0.125 s/token" in note and "calibrated: measured on one accelerator" in note
+    assert "decode 0.125 s/token" in note
+    assert ("calibrated: measured on x86_64, 2 CPUs, device gpu (H100) × 1, jax 0.1, 2026-12-05 "
+            "20:00 UTC, by `python -m x` (code abc)") in note
     assert "placeholders" not in note
 
 

@@ -98,3 +98,30 @@ def test_runner_starts_an_interrupted_streaming_modelled_run_over(tmp_path):
     assert not (wd / "checkpoints" / "3").exists()
     assert rec["config"]["checkpoint.overwrite"] is False  # the record keeps the config as given
     assert any("time/modelled_s" in r for r in rec["rows"])
+
+
+def test_run_key_follows_the_time_models_parameters_not_its_calibration(tmp_path):
+    """A modelled-clock run's cache key changes with the numbers of the time model it names (a
+    re-measured file must not reuse records of the old one), not with its calibration entry;
+    a run on the real clock does not read the file."""
+    import json
+
+    from experiments.study import runner
+
+    with open(arms.SYSTEM_MODEL) as f:
+        m = json.load(f)
+    path = tmp_path / "m.json"
+
+    def key(model, clock_mode="modelled"):
+        path.write_text(json.dumps(model))
+        c = _config("grpo_sync")
+        c.rollout.clock, c.rollout.time_model = clock_mode, str(path)
+        return runner.run_key(c, 32)
+
+    ref = key(m)
+    assert key(dict(m, calibration={"date": "another day"})) == ref
+    assert key(dict(m, learner_s_per_sample=m["learner_s_per_sample"] * 2)) != ref
+    path.write_text("not json")
+    c = _config("grpo_sync")
+    c.rollout.clock, c.rollout.time_model = "real", str(path)
+    runner.run_key(c, 32)  # the real clock's key does not open the file

@@ -21,6 +21,32 @@ def test_committed_model_loads():
     assert m.slots >= 1 and m.topology in clock.TOPOLOGIES
 
 
+def test_calibration_entry_is_provenance_not_a_parameter(tmp_path):
+    """A `calibration` object is accepted and returned by read_calibration; the TimeModel is the
+    one of the parameters alone; any other unknown key, or a calibration that is not an object,
+    is refused naming it."""
+    import json
+
+    params = dataclasses.asdict(_model(prefill_s_per_token=0.25))
+    plain, cal = tmp_path / "plain.json", tmp_path / "cal.json"
+    plain.write_text(json.dumps(params))
+    entry = {"machine": "x86_64, 2 CPUs", "date": "2026-12-05",
+             "parameters": {"decode_s_per_token": {"median": 1.0, "min": 0.9, "max": 1.1}}}
+    cal.write_text(json.dumps(dict(params, calibration=entry)))
+    assert clock.TimeModel.from_json(str(cal)) == clock.TimeModel.from_json(str(plain)) == _model(
+        prefill_s_per_token=0.25)
+    assert clock.read_calibration(str(cal)) == entry
+    assert clock.read_calibration(str(plain)) is None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(params, calibration=entry, calibrated=True)))
+    with pytest.raises(ValueError, match=r"unknown fields \['calibrated'\]"):
+        clock.TimeModel.from_json(str(bad))
+    bad.write_text(json.dumps(dict(params, calibration="by hand")))
+    for read in (clock.TimeModel.from_json, clock.read_calibration):
+        with pytest.raises(ValueError, match="'calibration' must be a JSON object"):
+            read(str(bad))
+
+
 def test_bad_field_names_field():
     with pytest.raises(ValueError, match="topology"):
         _model(topology="shared")
