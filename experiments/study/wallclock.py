@@ -285,19 +285,23 @@ def record_name(mode: str, seed: int) -> str:
 
 
 def run_arms(folder: str, *, scale: str = "quick", seeds=(0,), cache: str, workdir: str,
-             log=print) -> dict:
+             modes=ARMS, log=print) -> dict:
     """Runs the four wall-clock arms (`arms.WALLCLOCK_ARMS`: GRPO-sync, GRPO-async, SAO,
     SAO-sync under the modelled clock and `arms.SYSTEM_MODEL`) for each seed through the study
     runner (cached, resumable; each method at its config's learning rate, each seed from its
     SFT warm start) and writes each record compressed to `<folder>/<mode>.s<seed>.jsonl.gz`.
-    Returns {mode: {seed: record}}."""
+    `modes`: the arms to run (a subset of ARMS, in ARMS order; GRPO-sync is every ratio's
+    reference). Returns {mode: {seed: record}}."""
     from experiments.study import arms, common, records, runner
 
+    unknown = sorted(set(modes) - set(ARMS))
+    if unknown:
+        raise ValueError(f"--arms: {unknown} are not wall-clock arms; allowed {list(ARMS)}")
     sc = arms.scale(scale)
-    out: dict = {m: {} for m in ARMS}
+    out: dict = {m: {} for m in ARMS if m in modes}
     for seed in seeds:
         warm = runner.warm_folder(arms.base_config("grpo", seed, sc), seed, cache, log=log)
-        for mode in ARMS:
+        for mode in (m for m in ARMS if m in modes):
             name = arms.WALLCLOCK_ARMS[mode]
             arm = arms.ARMS[name]
             c = arms.arm_config(name, seed, sc, warm=warm, lr=common.method_default_lr(arm.method))
@@ -561,6 +565,8 @@ def main(argv=None) -> str:
                          "their records to --arm-records")
     ap.add_argument("--scale", default="wallclock_quick", help="--run-arms: the study scale")
     ap.add_argument("--seeds", type=int, default=1, help="--run-arms: seeds 0 … n−1")
+    ap.add_argument("--arms", default=",".join(ARMS),
+                    help="--run-arms: comma-separated arms to run (default: all four)")
     ap.add_argument("--cache", default=os.path.join(ROOT, "experiments", "results", ".study_cache"))
     ap.add_argument("--system-model", default=SYSTEM_MODEL)
     ap.add_argument("--steps", type=int, default=12)
@@ -570,7 +576,8 @@ def main(argv=None) -> str:
     t0 = time.perf_counter()
     if args.run_arms:
         run_arms(args.arm_records, scale=args.scale, seeds=tuple(range(args.seeds)),
-                 cache=args.cache, workdir=os.path.join(args.cache, "work"))
+                 cache=args.cache, workdir=os.path.join(args.cache, "work"),
+                 modes=tuple(a for a in args.arms.split(",") if a))
     if args.records:
         profiles = record_profiles(args.records)
         missing = sorted({"grpo", "sao"} - set(profiles))

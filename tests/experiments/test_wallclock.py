@@ -105,3 +105,22 @@ def test_arm_records_scale_is_the_one_their_folder_names():
     assert wallclock.records_scale("/x/wallclock_quick/") == "wallclock_quick"  # itself a scale
     assert wallclock.records_scale("/x/arms") == "" and wallclock.records_scale("/x/wallclock_nope") == ""
     assert wallclock.scale_words("/x/arms") == "scale not named by the folder"
+
+
+def test_run_arms_runs_the_chosen_arms_only_and_refuses_unknown_ones(tmp_path, monkeypatch):
+    import pytest
+
+    from experiments.study import records, runner
+
+    ran = []
+    monkeypatch.setattr(runner, "warm_folder", lambda *a, **k: str(tmp_path / "warm"))
+    monkeypatch.setattr(runner, "run_config",
+                        lambda c, **k: ran.append(k["label"]) or {"label": k["label"]})
+    monkeypatch.setattr(records, "write_record", lambda path, rec: None)
+    out = wallclock.run_arms(str(tmp_path), scale="quick", seeds=(0, 1), cache=str(tmp_path),
+                             workdir=str(tmp_path), modes=("sao", "grpo_sync"), log=lambda *a: None)
+    assert sorted(out) == ["grpo_sync", "sao"] and sorted(out["sao"]) == [0, 1]
+    assert len(ran) == 4 and ran[0].endswith("seed0") and ran[2].endswith("seed1")
+    with pytest.raises(ValueError, match="not wall-clock arms"):
+        wallclock.run_arms(str(tmp_path), scale="quick", cache=str(tmp_path),
+                           workdir=str(tmp_path), modes=("grpo_sync", "bogus"))
