@@ -1,14 +1,19 @@
 """`logprob_impl="vocab_tiled"` on a mesh whose `tensor` axis shards the LM head and the embedding
-along the vocabulary (8 simulated CPU devices): the same log-probs, entropies and parameter
-gradients as the chunked head on one device (the tiles' dynamic slices gather the head along
-the vocabulary inside the jitted step; the results do not depend on it)."""
+along the vocabulary (8 simulated CPU devices). Given the mesh (explicitly, as the learner passes
+it, or by an enclosing `jax.set_mesh`) the head runs vocabulary-parallel: each tensor shard scans
+its own V / tensor columns and the shards combine their statistics with pmax / psum; the
+log-probs, entropies and every parameter gradient equal the chunked head's on one device, and the
+compiled step never gathers the head along the vocabulary. Without a mesh the one-program path
+runs (XLA gathers the head; the values are the same)."""
+
+import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from rlvr.models import Transformer, fused_head
 from rlvr.models.scoring import token_logprobs
@@ -17,47 +22,79 @@ from tests.models.helpers import tiny_config
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
 
-V = 200  # 4 tiles of 64 columns, the last partial; divisible by the tensor axis (2 and 4)
+V = 200  # a tensor shard's 100 (tensor = 2) or 50 (tensor = 4) columns: tiles of 64, the last partial
 
 
-def _run(model, impl, put, toks, pos, mask, w):
-    graphdef, state = nnx.split(model)
-
-    def loss(st):
-        lp, ent = token_logprobs(nnx.merge(graphdef, st), put(toks), positions=put(pos),
-                                 attention_mask=put(mask), temperature=0.9, start=2, impl=impl)
-        return jnp.sum(lp * w) - 0.1 * jnp.sum(ent * w), (lp, ent)
-
-    (_, (lp, ent)), g = jax.jit(jax.value_and_grad(loss, has_aux=True))(state)
-    return lp, ent, g
-
-
-@pytest.mark.parametrize("tied,axes", [(False, dict(data=2, fsdp=2, tensor=2)),
-                                       (True, dict(data=2, tensor=4))])
-def test_vocab_tiled_on_a_vocabulary_sharded_head_matches_one_device(tied, axes, monkeypatch):
-    monkeypatch.setattr(fused_head, "DEFAULT_TILE", 64)
-    monkeypatch.setattr(fused_head, "DEFAULT_ROW_BLOCK", 7)   # several row blocks, the last padded
-    calls, real = [], fused_head.head_logprobs_entropy
-    monkeypatch.setattr(fused_head, "head_logprobs_entropy",
-                        lambda *a, **kw: calls.append(kw["impl"]) or real(*a, **kw))
-    mesh = make_mesh(**axes)
-    cfg = tiny_config(vocab_size=V, tie_word_embeddings=tied)
-    sharded = shard_model(Transformer(cfg, rngs=nnx.Rngs(0)), mesh)
-    head = sharded.lm_head_kernel()
-    assert head.sharding.spec[1] == "tensor", head.sharding.spec  # split along the vocabulary
+def _data():
     rs = np.random.RandomState(0)
     toks = rs.randint(0, V, (8, 11)).astype(np.int32)
     mask = np.ones_like(toks, bool)
     mask[::3, :4] = False
     pos = np.where(mask, np.cumsum(mask, 1) - 1, 0).astype(np.int32)
     w = jnp.asarray(rs.randn(8, 11), jnp.float32)
+    return toks, pos, mask, w
+
+
+def _loss_fn(model, impl, put, toks, pos, mask, w, mesh=None):
+    graphdef, state = nnx.split(model)
+
+    def loss(st):
+        lp, ent = token_logprobs(nnx.merge(graphdef, st), put(toks), positions=put(pos),
+                                 attention_mask=put(mask), temperature=0.9, start=2, impl=impl,
+                                 mesh=mesh)
+        return jnp.sum(lp * w) - 0.1 * jnp.sum(ent * w), (lp, ent)
+
+    return jax.jit(jax.value_and_grad(loss, has_aux=True)), state
+
+
+def _run(*args, **kw):
+    f, state = _loss_fn(*args, **kw)
+    (_, (lp, ent)), g = f(state)
+    return lp, ent, g
+
+
+def _small_tiles(monkeypatch):
+    monkeypatch.setattr(fused_head, "DEFAULT_TILE", 64)
+    monkeypatch.setattr(fused_head, "DEFAULT_ROW_BLOCK", 7)   # several row blocks, the last padded
+
+
+def _record_paths(monkeypatch):
+    """Records which head ran: "one" (one program over the vocabulary) or "vocab" (parallel)."""
+    calls = []
+    one, vocab = fused_head._head, fused_head._head_vp
+    monkeypatch.setattr(fused_head, "_head", lambda *a: calls.append("one") or one(*a))
+    monkeypatch.setattr(fused_head, "_head_vp", lambda *a: calls.append("vocab") or vocab(*a))
+    return calls
+
+
+@pytest.mark.parametrize("tied,axes,how", [
+    (False, dict(data=2, fsdp=2, tensor=2), "explicit"),   # as the learner: mesh=, no context
+    (True, dict(data=2, tensor=4), "context"),             # inside jax.set_mesh(mesh)
+    (False, dict(data=2, fsdp=2, tensor=2), "none"),       # no mesh: one program, head gathered
+])
+def test_vocab_tiled_on_a_vocabulary_sharded_head_matches_one_device(tied, axes, how, monkeypatch):
+    _small_tiles(monkeypatch)
+    calls = _record_paths(monkeypatch)
+    mesh = make_mesh(**axes)
+    cfg = tiny_config(vocab_size=V, tie_word_embeddings=tied)
+    sharded = shard_model(Transformer(cfg, rngs=nnx.Rngs(0)), mesh)
+    head = sharded.lm_head_kernel()
+    assert head.sharding.spec[1] == "tensor", head.sharding.spec  # split along the vocabulary
+    toks, pos, mask, w = _data()
+    shard_cols = V // mesh.shape["tensor"]
+    # every vocabulary shard owns some scored target
+    assert set(np.unique(toks[:, 2:] // shard_cols)) == set(range(mesh.shape["tensor"]))
 
     ref = _run(Transformer(cfg, rngs=nnx.Rngs(0)), "chunked", jnp.asarray, toks, pos, mask, w)
     assert calls == []
-    with jax.set_mesh(mesh):
-        got = _run(sharded, "vocab_tiled", lambda x: jax.device_put(x, batch_sharding(mesh)),
-                   toks, pos, mask, w)
-    assert calls == ["vocab_tiled"]
+    put = lambda x: jax.device_put(x, batch_sharding(mesh))  # noqa: E731
+    if how == "context":
+        with jax.set_mesh(mesh):
+            got = _run(sharded, "vocab_tiled", put, toks, pos, mask, w)
+    else:
+        got = _run(sharded, "vocab_tiled", put, toks, pos, mask, w,
+                   mesh=mesh if how == "explicit" else None)
+    assert calls == (["one"] if how == "none" else ["vocab"])
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(ref[0]), atol=1e-5)
     np.testing.assert_allclose(np.asarray(got[1]), np.asarray(ref[1]), atol=1e-5)
     assert float(np.abs(np.asarray(ref[0])).max()) > 1.0
@@ -66,4 +103,70 @@ def test_vocab_tiled_on_a_vocabulary_sharded_head_matches_one_device(tied, axes,
         np.testing.assert_allclose(np.asarray(a[...]), np.asarray(b[...]), atol=2e-5, rtol=1e-5,
                                    err_msg=str(path))
     name = ("model", "embed_tokens") if tied else ("lm_head", "kernel")
-    assert float(jnp.abs(dict(nnx.to_flat_state(got[2]))[name][...]).max()) > 1e-3
+    g_head = dict(nnx.to_flat_state(got[2]))[name][...]
+    assert float(jnp.abs(g_head).max()) > 1e-3
+    if how != "none":  # the head's gradient comes out split along the vocabulary, like the head
+        assert "tensor" in tuple(g_head.sharding.spec), g_head.sharding.spec
+
+
+@pytest.mark.parametrize("n_rows", [24, 13])  # rows split over (data, fsdp) / replicated
+def test_vocab_parallel_head_alone_matches_one_program(n_rows, monkeypatch):
+    """The head function itself with a soft cap and a temperature: values and (h, W) gradients of
+    the vocabulary-parallel path equal the one-program path's; rows that do not divide over the
+    data axes are computed on every device."""
+    calls = _record_paths(monkeypatch)
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    assert (fused_head.vocab_parallel(mesh, n_rows, V).rows
+            == (("data", "fsdp") if n_rows % 4 == 0 else ()))
+    rs = np.random.RandomState(1)
+    h = jnp.asarray(rs.randn(n_rows, 16), jnp.float32)
+    w = jnp.asarray(rs.randn(16, V) * 0.5, jnp.float32)
+    tg = jnp.asarray(rs.randint(0, V, n_rows), jnp.int32)
+    g = jnp.asarray(rs.randn(2, n_rows), jnp.float32)
+
+    def loss(h, w, mesh):
+        lp, ent = fused_head.head_logprobs_entropy(h, w, tg, temperature=0.9, logit_softcap=5.0,
+                                                   tile=64, row_block=5, mesh=mesh)
+        return jnp.sum(lp * g[0]) + jnp.sum(ent * g[1]), (lp, ent)
+
+    f = jax.value_and_grad(loss, (0, 1), has_aux=True)
+    ref = jax.jit(f, static_argnums=2)(h, w, None)
+    rows = P(("data", "fsdp"), None) if n_rows % 4 == 0 else P()
+    got = jax.jit(f, static_argnums=2)(jax.device_put(h, NamedSharding(mesh, rows)),
+                                       jax.device_put(w, NamedSharding(mesh, P("fsdp", "tensor"))),
+                                       mesh)
+    assert calls == ["one", "vocab"]
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
+
+
+def _gathered_shapes(hlo: str):
+    """The result shapes ([dims] tuples) of every all-gather in a compiled module's text."""
+    out = []
+    for line in hlo.splitlines():
+        m = re.search(r"=\s*(.*?)\s+all-gather(?:-start)?\(", line)
+        if m:
+            out += [tuple(int(d) for d in dims.split(",") if d)
+                    for dims in re.findall(r"\[([\d,]*)\]", m.group(1))]
+    return out
+
+
+def test_vocab_parallel_step_never_gathers_the_head_along_the_vocabulary(monkeypatch):
+    """The compiled value-and-grad of a 2×2×2-mesh model (untied head [D, V] split fsdp × tensor,
+    no active mesh): with the mesh given, no all-gather yields anything V wide (the head is
+    gathered over fsdp only, to [D, V / tensor]); without it, the one-program path gathers the
+    head along the vocabulary (what this check tells apart)."""
+    _small_tiles(monkeypatch)
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    cfg = tiny_config(vocab_size=V)
+    sharded = shard_model(Transformer(cfg, rngs=nnx.Rngs(0)), mesh)
+    d = cfg.hidden_size
+    toks, pos, mask, w = _data()
+    put = lambda x: jax.device_put(x, batch_sharding(mesh))  # noqa: E731
+    hlo = {}
+    for key, m in (("vocab", mesh), ("one", None)):
+        f, state = _loss_fn(sharded, "vocab_tiled", put, toks, pos, mask, w, mesh=m)
+        hlo[key] = _gathered_shapes(f.lower(state).compile().as_text())
+    assert [s for s in hlo["one"] if V in s], hlo["one"]
+    assert not [s for s in hlo["vocab"] if V in s], hlo["vocab"]
+    assert (d, V // 2) in hlo["vocab"], hlo["vocab"]
