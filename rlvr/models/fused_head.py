@@ -25,6 +25,20 @@ g_a = g_z (1 − tanh²(a / c)) / τ for pre-activations a = h·W, and accumulat
 dh += g_a Wᵀ (per row block) and dW[:, tile] += hᵀ g_a, tile by tile. Memory: O(rows × tile)
 besides dW itself.
 
+**Vocabulary-parallel** (`impl="vocab_tiled"` given a mesh whose `tensor` axis, of size t > 1,
+divides V: `vocab_parallel`). W [D, V] is split along the vocabulary as the model's parameters
+are (shard i holds columns i·V/t .. (i+1)·V/t − 1) and the rows over the mesh's other axes. In a
+`jax.shard_map` each tensor shard runs the scan above over its own V/t columns alone, giving
+(m_i, s_i, u_i) and z_y,i (the target's logit if its column is there, else 0); the shards combine
+over the axis
+
+    m = pmax_i m_i,   s = psum_i s_i e^{m_i − m},   u = psum_i u_i e^{m_i − m},   z_y = psum_i z_y,i
+
+and finish as above. The backward recomputes each shard's tiles against the global log Z and
+E_p[z] (the formula above, restricted to its columns), sums dh over the tensor axis and the
+shard's dW [D, V/t] over the row axes: W is never gathered along the vocabulary and its gradient
+comes out split like W. Without such a mesh (or for "pallas") one program covers the vocabulary.
+
 **Pallas** (`impl="pallas"`): the forward as one kernel (jax.experimental.pallas) and the
 backward as two, split as in flash attention's backward: one accumulates dh per row block over
 the vocabulary tiles, the other dW per vocabulary tile over the row blocks (each recomputes its
