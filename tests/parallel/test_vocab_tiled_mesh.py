@@ -170,3 +170,55 @@ def test_vocab_parallel_step_never_gathers_the_head_along_the_vocabulary(monkeyp
     assert [s for s in hlo["one"] if V in s], hlo["one"]
     assert not [s for s in hlo["vocab"] if V in s], hlo["vocab"]
     assert (d, V // 2) in hlo["vocab"], hlo["vocab"]
+
+
+def test_learner_step_on_a_tensor_mesh_runs_the_vocabulary_parallel_head(monkeypatch):
+    """The learner step as a run compiles it (`jit_step` with explicit state and batch shardings,
+    no active mesh; the algorithm holds the run's mesh as `build_algorithm` gives it, micro-batches
+    and the π_old pass included): the vocabulary-parallel head runs, and the parameter update and
+    metrics equal the chunked step's on one device."""
+    import dataclasses
+
+    import optax
+
+    from rlvr.algorithms import AlgorithmSettings, get_algorithm
+    from rlvr.learner import jit_step
+    from rlvr.parallel import param_shardings
+    from rlvr.records.state import create_train_state, split_model
+    from tests.algorithms.helpers import assert_same_step
+    from tests.train.test_length_buckets import long_tailed_batch
+
+    _small_tiles(monkeypatch)
+    calls = _record_paths(monkeypatch)
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    batch = long_tailed_batch()
+    toks = np.random.RandomState(2).randint(0, V, batch.tokens.shape)
+    batch = dataclasses.replace(batch, tokens=np.where(batch.attention_mask, toks, 0).astype(np.int32))
+    settings = AlgorithmSettings(name="grpo", group_size=2, num_microbatches=2, entropy_coef=0.01,
+                                 num_minibatches=2, recompute_old_logprobs=True)
+
+    def step(impl, on_mesh):
+        model = Transformer(tiny_config(vocab_size=V, max_position_embeddings=64),
+                            rngs=nnx.Rngs(0))
+        graphdef, params, rest = split_model(model)
+        opt = optax.sgd(1.0)
+        algo = get_algorithm("grpo")(dataclasses.replace(settings, logprob_impl=impl),
+                                     policy_graphdef=graphdef, policy_rest=rest, optimizer=opt,
+                                     mesh=mesh if on_mesh else None)
+        state = create_train_state(params, opt, seed=0)
+        if not on_mesh:
+            new, metrics = jax.jit(algo.train_step)(state, batch)
+        else:
+            replicated = NamedSharding(mesh, P())
+            sharding = dataclasses.replace(jax.tree.map(lambda _: replicated, state),
+                                           params=param_shardings(params, mesh))
+            new, metrics = jit_step(algo.train_step, state_sharding=sharding,
+                                    batch_sharding=batch_sharding(mesh, 1), donate=False)(
+                jax.device_put(state, sharding), batch)
+        return jax.tree.map(lambda a, b: np.asarray(a) - np.asarray(b), new.params, params), metrics
+
+    want = step("chunked", False)
+    assert calls == []
+    got = step("vocab_tiled", True)
+    assert calls and set(calls) == {"vocab"}, calls
+    assert_same_step(got, want, rtol=2e-5, atol=2e-6)
