@@ -222,3 +222,39 @@ def test_learner_step_on_a_tensor_mesh_runs_the_vocabulary_parallel_head(monkeyp
     got = step("vocab_tiled", True)
     assert calls and set(calls) == {"vocab"}, calls
     assert_same_step(got, want, rtol=2e-5, atol=2e-6)
+
+
+
+def test_a_run_gives_its_mesh_to_the_learner_and_the_sft_loss(monkeypatch):
+    """`build_algorithm` hands the run's mesh to the algorithm (the learner's scoring reads it),
+    and the SFT warm start's loss on that mesh runs the vocabulary-parallel head with the chunked
+    loss and gradient of one device."""
+    from rlvr.records.batch import TrainingBatch
+    from rlvr.train.setup import build_algorithm
+    from rlvr.train.sft import sft_loss
+    from tests.train.tiny import tiny_config as tiny_run_config
+
+    _small_tiles(monkeypatch)
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    cfg = tiny_config(vocab_size=V)
+    algo = build_algorithm(tiny_run_config(train__logprob_impl="vocab_tiled"),
+                           Transformer(cfg, rngs=nnx.Rngs(0)), mesh)[0]
+    assert algo.mesh is mesh
+
+    calls = _record_paths(monkeypatch)
+    toks, pos, mask, _ = _data()
+    mb = TrainingBatch(tokens=jnp.asarray(toks), attention_mask=jnp.asarray(mask),
+                       positions=jnp.asarray(pos), loss_mask=jnp.asarray(mask, jnp.float32),
+                       valid=jnp.ones((toks.shape[0],), bool))
+    aux = {"num_tokens": jnp.float32(mask.sum())}
+
+    def value_and_grad(model, impl, m):
+        graphdef, state = nnx.split(model)
+        f = lambda st: sft_loss(nnx.merge(graphdef, st), mb, aux, impl=impl, mesh=m)[0]  # noqa: E731
+        return jax.jit(jax.value_and_grad(f))(state)
+
+    want = value_and_grad(Transformer(cfg, rngs=nnx.Rngs(0)), "chunked", None)
+    got = value_and_grad(shard_model(Transformer(cfg, rngs=nnx.Rngs(0)), mesh), "vocab_tiled", mesh)
+    assert calls == ["vocab"]
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
