@@ -315,23 +315,28 @@ class VocabParallel:
     mesh: the `jax.sharding.Mesh` (or the abstract mesh of a `jax.set_mesh` context); axis: the
     mesh axis splitting the vocabulary (W's columns, V / mesh.shape[axis] per shard); rows: the
     mesh axes splitting the rows (h, targets) in mesh order, or () when every device holds all
-    rows.
+    rows; hidden_axis: one of `rows` that also splits W's rows D (as fully sharded data
+    parallelism places the head), or None: each shard gathers W over it and reduce-scatters dW
+    back over it, so dW comes out split like W.
     """
 
     mesh: Any
     axis: str
     rows: tuple
+    hidden_axis: Optional[str] = None
 
     @property
     def row_spec(self):
         return self.rows if self.rows else None
 
 
-def vocab_parallel(mesh, n_rows: int, vocab: int, axis: str = "tensor") -> Optional[VocabParallel]:
+def vocab_parallel(mesh, n_rows: int, vocab: int, axis: str = "tensor", hidden: int = 0,
+                   hidden_axis: str = "fsdp") -> Optional[VocabParallel]:
     """The VocabParallel layout of an [N, D] × [D, V] head on `mesh`, or None (the one-program
     path) when there is no mesh, it has no `axis` larger than 1, or V does not divide by it (a
     head the mesh does not split along the vocabulary). The rows split over every other mesh
-    axis larger than 1 when N divides by their product, else they are replicated."""
+    axis larger than 1 when N divides by their product, else they are replicated; W's rows D
+    (`hidden`, 0: unknown) over `hidden_axis` when that is one of the row axes and divides D."""
     if mesh is None or getattr(mesh, "empty", False) or axis not in mesh.shape:
         return None
     t = int(mesh.shape[axis])
@@ -341,7 +346,11 @@ def vocab_parallel(mesh, n_rows: int, vocab: int, axis: str = "tensor") -> Optio
     shards = 1
     for a in rows:
         shards *= int(mesh.shape[a])
-    return VocabParallel(mesh=mesh, axis=axis, rows=rows if n_rows % shards == 0 else ())
+    if n_rows % shards:
+        rows = ()
+    split_d = hidden_axis in rows and hidden > 0 and hidden % int(mesh.shape[hidden_axis]) == 0
+    return VocabParallel(mesh=mesh, axis=axis, rows=rows,
+                         hidden_axis=hidden_axis if split_d else None)
 
 
 def _shard_forward(h, w, tg, spec: HeadSpec, layout: VocabParallel):
@@ -354,6 +363,7 @@ def _shard_forward(h, w, tg, spec: HeadSpec, layout: VocabParallel):
 
     then log Z, log p(y), H and E_p[z] as in `_finish`. Returns them [n], equal on every shard."""
     ax = layout.axis
+    w = _gather_hidden(w, layout)
     vs = w.shape[1]
     idx = tg - jax.lax.axis_index(ax) * vs
     own = (idx >= 0) & (idx < vs)
@@ -374,20 +384,31 @@ def _shard_forward(h, w, tg, spec: HeadSpec, layout: VocabParallel):
 def _shard_backward(h, w, tg, lse, ez, g_lp, g_ent, spec: HeadSpec, layout: VocabParallel):
     """One shard's backward with the global log Z and E_p[z]: its tiles' cotangents (module doc)
     against its own columns (targets shifted into its column range: another shard's target has
-    no column here). dh sums over the vocabulary shards, dW over the row shards; returns
-    (dh [n, D], dW [D, V_s]) float32."""
+    no column here). dh sums over the vocabulary shards, dW over the row shards (reduce-scattered
+    over layout.hidden_axis); returns (dh [n, D], dW [D, V_s] or [D / fsdp, V_s]) float32."""
+    w = _gather_hidden(w, layout)
     vs = w.shape[1]
     shifted = tg - jax.lax.axis_index(layout.axis) * vs
     dh, dw = _backward(h, w.astype(spec.dtype), shifted, lse, ez, g_lp, g_ent, spec)
     dh = jax.lax.psum(dh, layout.axis)
-    if layout.rows:
-        dw = jax.lax.psum(dw, layout.rows)
+    if layout.hidden_axis is not None:
+        dw = jax.lax.psum_scatter(dw, layout.hidden_axis, scatter_dimension=0, tiled=True)
+    rest = tuple(a for a in layout.rows if a != layout.hidden_axis)
+    if rest:
+        dw = jax.lax.psum(dw, rest)
     return dh, dw
+
+
+def _gather_hidden(w, layout: VocabParallel):
+    """A shard's [D / fsdp, V_s] block of W -> its [D, V_s] columns (all-gather over fsdp)."""
+    if layout.hidden_axis is None:
+        return w
+    return jax.lax.all_gather(w, layout.hidden_axis, axis=0, tiled=True)
 
 
 def _vp_map(fn, layout: VocabParallel, n_vec_in: int, out_specs):
     rows = layout.row_spec
-    in_specs = (P(rows, None), P(None, layout.axis)) + (P(rows),) * n_vec_in
+    in_specs = (P(rows, None), P(layout.hidden_axis, layout.axis)) + (P(rows),) * n_vec_in
     # collectives are placed by hand and the function is never differentiated (its custom_vjp
     # gives the backward), so no replication tracking is needed
     return jax.shard_map(fn, mesh=layout.mesh, in_specs=in_specs, out_specs=out_specs,
@@ -411,7 +432,7 @@ def _head_vp_bwd(spec, layout, res, g):
     h, w = jax.lax.optimization_barrier((h, w))  # as in _head_bwd
     g_lp, g_ent = (x.astype(jnp.float32) for x in g)
     bwd = _vp_map(functools.partial(_shard_backward, spec=spec, layout=layout), layout, 5,
-                  (P(layout.row_spec, None), P(None, layout.axis)))
+                  (P(layout.row_spec, None), P(layout.hidden_axis, layout.axis)))
     dh, dw = bwd(h, w, tg, lse, ez, g_lp, g_ent)
     return dh.astype(h.dtype), dw.astype(w.dtype), None
 
@@ -469,7 +490,7 @@ def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
     if impl == "vocab_tiled":
         if mesh is None:
             mesh = jax.sharding.get_abstract_mesh()
-        layout = vocab_parallel(mesh, h.shape[0], w.shape[1], vocab_axis)
+        layout = vocab_parallel(mesh, h.shape[0], w.shape[1], vocab_axis, hidden=w.shape[0])
         if layout is not None:
             return _head_vp(h, w, targets.astype(jnp.int32), spec, layout)
     return _head(h, w, targets.astype(jnp.int32), spec)

@@ -105,19 +105,21 @@ def test_vocab_tiled_on_a_vocabulary_sharded_head_matches_one_device(tied, axes,
     name = ("model", "embed_tokens") if tied else ("lm_head", "kernel")
     g_head = dict(nnx.to_flat_state(got[2]))[name][...]
     assert float(jnp.abs(g_head).max()) > 1e-3
-    if how != "none":  # the head's gradient comes out split along the vocabulary, like the head
-        assert "tensor" in tuple(g_head.sharding.spec), g_head.sharding.spec
+    if how != "none":  # the head's gradient comes out split like the head
+        param = dict(nnx.to_flat_state(nnx.state(sharded)))[name][...]
+        assert g_head.sharding.spec == param.sharding.spec, (g_head.sharding, param.sharding)
 
 
 @pytest.mark.parametrize("n_rows", [24, 13])  # rows split over (data, fsdp) / replicated
 def test_vocab_parallel_head_alone_matches_one_program(n_rows, monkeypatch):
     """The head function itself with a soft cap and a temperature: values and (h, W) gradients of
-    the vocabulary-parallel path equal the one-program path's; rows that do not divide over the
-    data axes are computed on every device."""
+    the vocabulary-parallel path equal the one-program path's, dW split fsdp × tensor like W;
+    rows that do not divide over the data axes are computed on every device."""
     calls = _record_paths(monkeypatch)
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
-    assert (fused_head.vocab_parallel(mesh, n_rows, V).rows
-            == (("data", "fsdp") if n_rows % 4 == 0 else ()))
+    layout = fused_head.vocab_parallel(mesh, n_rows, V, hidden=16)
+    split = n_rows % 4 == 0  # rows over (data, fsdp), W's rows and dW over fsdp
+    assert (layout.rows, layout.hidden_axis) == ((("data", "fsdp"), "fsdp") if split else ((), None))
     rs = np.random.RandomState(1)
     h = jnp.asarray(rs.randn(n_rows, 16), jnp.float32)
     w = jnp.asarray(rs.randn(16, V) * 0.5, jnp.float32)
@@ -136,6 +138,8 @@ def test_vocab_parallel_head_alone_matches_one_program(n_rows, monkeypatch):
                                        jax.device_put(w, NamedSharding(mesh, P("fsdp", "tensor"))),
                                        mesh)
     assert calls == ["one", "vocab"]
+    if split:
+        assert got[1][1].sharding.spec == P("fsdp", "tensor"), got[1][1].sharding
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
 
