@@ -36,8 +36,9 @@ over the axis
 
 and finish as above. The backward recomputes each shard's tiles against the global log Z and
 E_p[z] (the formula above, restricted to its columns), sums dh over the tensor axis and the
-shard's dW [D, V/t] over the row axes: W is never gathered along the vocabulary and its gradient
-comes out split like W. Without such a mesh (or for "pallas") one program covers the vocabulary.
+shard's dW [D, V/t] over the row axes. When W's rows D are split over `fsdp` (one of the row
+axes), each shard gathers its columns over fsdp and reduce-scatters dW back over it: W is never
+gathered along the vocabulary and its gradient comes out split like W. Without such a mesh (or for "pallas") one program covers the vocabulary.
 
 **Pallas** (`impl="pallas"`): the forward as one kernel (jax.experimental.pallas) and the
 backward as two, split as in flash attention's backward: one accumulates dh per row block over
