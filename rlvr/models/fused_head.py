@@ -317,8 +317,8 @@ class VocabParallel:
     mesh axis splitting the vocabulary (W's columns, V / mesh.shape[axis] per shard); rows: the
     mesh axes splitting the rows (h, targets) in mesh order, or () when every device holds all
     rows; hidden_axis: one of `rows` that also splits W's rows D (as fully sharded data
-    parallelism places the head), or None: each shard gathers W over it and reduce-scatters dW
-    back over it, so dW comes out split like W.
+    parallelism places the head: each shard gathers its columns over it and reduce-scatters dW
+    back over it, so dW comes out split like W), or None.
     """
 
     mesh: Any
