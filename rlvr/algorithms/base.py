@@ -230,8 +230,12 @@ class Algorithm:
         critic_trainable=None,
         loss_fn=None,
         lora=None,
+        mesh=None,
     ):
         self.settings = settings
+        # the device mesh the policy is sharded on (None: one device or unknown): the token
+        # scoring's vocab-tiled head runs vocabulary-parallel over its tensor axis
+        self.mesh = mesh
         # a rlvr.models.lora.LoRAPolicy when the policy trains adapters: the learner trains only
         # lora.trainable, and π_ref is lora.reference_params(params) (the base, adapters off)
         # whenever the TrainState carries no reference copy
@@ -328,7 +332,7 @@ class Algorithm:
                                       temperature=self.settings.temperature,
                                       start=self.score_start(tb.tokens),
                                       impl=self.settings.logprob_impl,
-                                      interpret=self.settings.logprob_interpret)
+                                      interpret=self.settings.logprob_interpret, mesh=self.mesh)
 
     def score_chunks(self) -> int:
         """Row chunks of the no-grad passes over a whole rollout batch (π_old, π_ref, values).
@@ -520,7 +524,7 @@ class Algorithm:
             model, mb.tokens, positions=mb.positions, attention_mask=mb.attention_mask,
             temperature=self.settings.temperature, with_router_loss=True,
             start=self.score_start(mb.tokens), impl=self.settings.logprob_impl,
-            interpret=self.settings.logprob_interpret)
+            interpret=self.settings.logprob_interpret, mesh=self.mesh)
         total, metrics = self.policy_objective(logprobs, entropy, mb, aux)
         share = token_share(mb.loss_mask > 0, aux)
         metrics["router_aux_loss"] = router * share

@@ -25,6 +25,21 @@ g_a = g_z (1 − tanh²(a / c)) / τ for pre-activations a = h·W, and accumulat
 dh += g_a Wᵀ (per row block) and dW[:, tile] += hᵀ g_a, tile by tile. Memory: O(rows × tile)
 besides dW itself.
 
+**Vocabulary-parallel** (`impl="vocab_tiled"` given a mesh whose `tensor` axis, of size t > 1,
+divides V: `vocab_parallel`). W [D, V] is split along the vocabulary as the model's parameters
+are (shard i holds columns i·V/t .. (i+1)·V/t − 1) and the rows over the mesh's other axes. In a
+`jax.shard_map` each tensor shard runs the scan above over its own V/t columns alone, giving
+(m_i, s_i, u_i) and z_y,i (the target's logit if its column is there, else 0); the shards combine
+over the axis
+
+    m = pmax_i m_i,   s = psum_i s_i e^{m_i − m},   u = psum_i u_i e^{m_i − m},   z_y = psum_i z_y,i
+
+and finish as above. The backward recomputes each shard's tiles against the global log Z and
+E_p[z] (the formula above, restricted to its columns), sums dh over the tensor axis and the
+shard's dW [D, V/t] over the row axes. When W's rows D are split over `fsdp` (one of the row
+axes), each shard gathers its columns over fsdp and reduce-scatters dW back over it: W is never
+gathered along the vocabulary and its gradient comes out split like W. Without such a mesh (or for "pallas") one program covers the vocabulary.
+
 **Pallas** (`impl="pallas"`): the forward as one kernel (jax.experimental.pallas) and the
 backward as two, split as in flash attention's backward: one accumulates dh per row block over
 the vocabulary tiles, the other dW per vocabulary tile over the row blocks (each recomputes its
@@ -41,10 +56,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 IMPLS = ("chunked", "vocab_tiled", "pallas")
 DEFAULT_TILE = 4096       # vocabulary columns per tile (XLA path)
@@ -142,8 +158,9 @@ def _tile_start(j, v, n):
     return jnp.minimum(first, v - n), first
 
 
-def _rows_forward(h, w, tg, spec: HeadSpec):
-    """XLA forward of one row block: h [r, D], w [D, V], tg [r] -> (logp, H, log Z, E_p[z])."""
+def _rows_partials(h, w, spec: HeadSpec):
+    """The online log-sum-exp of one row block over all of w's columns: h [r, D], w [D, V] ->
+    (m, s, u) [r] each (module doc)."""
     v = w.shape[1]
     n, num = _tiles(v, spec.tile)
 
@@ -155,13 +172,23 @@ def _rows_forward(h, w, tg, spec: HeadSpec):
         return _online_update(carry, z, cols, cols >= first, None), None
 
     m, s, u, _ = jax.lax.scan(body, _init_carry(h.shape[0]), jnp.arange(num))[0]
-    # the target's logit from its own column of W (one [r, D] gather, no pass over the tiles)
+    return m, s, u
+
+
+def _target_logit(h, w, tg, spec: HeadSpec):
+    """z_y [r]: the logit of column tg of w (h [r, D], w [D, V], tg [r] in [0, V)), from that
+    column alone (one [r, D] gather, no pass over the tiles)."""
     dt = jnp.dtype(spec.dtype)
     a_y = jnp.einsum("rd,dr->r", h.astype(dt), jnp.take(w, tg, axis=1).astype(dt),
                      preferred_element_type=jnp.float32)
     z_y = a_y if spec.logit_softcap is None else spec.logit_softcap * jnp.tanh(
         a_y / spec.logit_softcap)
-    return _finish(m, s, u, z_y / spec.temperature)
+    return z_y / spec.temperature
+
+
+def _rows_forward(h, w, tg, spec: HeadSpec):
+    """XLA forward of one row block: h [r, D], w [D, V], tg [r] -> (logp, H, log Z, E_p[z])."""
+    return _finish(*_rows_partials(h, w, spec), _target_logit(h, w, tg, spec))
 
 
 def _tile_grad(h, wt, cols, valid, tg, lse, ez, g_lp, g_ent, spec: HeadSpec):
@@ -214,18 +241,42 @@ def _block_rows(n_rows: int, spec: HeadSpec):
     return r, -(-n_rows // r)
 
 
+def _map_rows(fn, spec: HeadSpec, *xs):
+    """fn applied to blocks of spec.row_block rows of the [N, ...] arrays xs (a scan over the
+    blocks, the last one zero-padded); fn returns a tuple of [r] arrays; returns them [N]."""
+    n_rows = xs[0].shape[0]
+    r, nb = _block_rows(n_rows, spec)
+    if nb == 1:
+        return fn(*xs)
+    blocked = tuple(_blocked(x, r, nb) for x in xs)
+    _, outs = jax.lax.scan(lambda c, x: (c, fn(*x)), None, blocked)
+    return tuple(o.reshape(-1)[:n_rows] for o in outs)
+
+
 def _forward(h, w, tg, spec: HeadSpec):
     """(logp, H, log Z, E_p[z]) [N] for h [N, D], w [D, V], tg [N]."""
     if spec.impl == "pallas":
         return pallas_forward(h, w, tg, spec)
     w = w.astype(spec.dtype)  # once, not per row block
+    return _map_rows(lambda hb, tb: _rows_forward(hb, w, tb, spec), spec, h, tg)
+
+
+def _backward(h, w, tg, lse, ez, g_lp, g_ent, spec: HeadSpec):
+    """XLA backward over all rows: (dh [N, D], dw [D, V]) float32 for h [N, D], w [D, V] in the
+    compute dtype, tg, lse, ez, g_lp, g_ent [N] (a target outside [0, V) has no column here)."""
     n_rows = h.shape[0]
     r, nb = _block_rows(n_rows, spec)
+    dw = jnp.zeros(w.shape, jnp.float32)
     if nb == 1:
-        return _rows_forward(h, w, tg, spec)
-    hb, tb = _blocked(h, r, nb), _blocked(tg, r, nb)
-    _, outs = jax.lax.scan(lambda c, x: (c, _rows_forward(x[0], w, x[1], spec)), None, (hb, tb))
-    return tuple(o.reshape(-1)[:n_rows] for o in outs)
+        return _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec)
+    xs = tuple(_blocked(x, r, nb) for x in (h, tg, lse, ez, g_lp, g_ent))
+
+    def body(dw, x):
+        dh, dw = _rows_backward(x[0], w, *x[1:], dw, spec)
+        return dw, dh
+
+    dw, dh = jax.lax.scan(body, dw, xs)
+    return dh.reshape(-1, h.shape[1])[:n_rows], dw
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -248,31 +299,152 @@ def _head_bwd(spec, res, g):
     if spec.impl == "pallas":
         dh, dw = pallas_backward(h, w, tg, lse, ez, g_lp, g_ent, spec)
         return dh.astype(h.dtype), dw.astype(w.dtype), None
-    n_rows = h.shape[0]
-    r, nb = _block_rows(n_rows, spec)
-    w_dtype, w = w.dtype, w.astype(spec.dtype)
-    dw = jnp.zeros(w.shape, jnp.float32)
-    if nb == 1:
-        dh, dw = _rows_backward(h, w, tg, lse, ez, g_lp, g_ent, dw, spec)
-    else:
-        xs = tuple(_blocked(x, r, nb) for x in (h, tg, lse, ez, g_lp, g_ent))
-
-        def body(dw, x):
-            dh, dw = _rows_backward(x[0], w, *x[1:], dw, spec)
-            return dw, dh
-
-        dw, dh = jax.lax.scan(body, dw, xs)
-        dh = dh.reshape(-1, h.shape[1])[:n_rows]
+    w_dtype = w.dtype
+    dh, dw = _backward(h, w.astype(spec.dtype), tg, lse, ez, g_lp, g_ent, spec)
     return dh.astype(h.dtype), dw.astype(w_dtype), None
 
 
 _head.defvjp(_head_fwd, _head_bwd)
 
 
+# ----------------------------------------------------------------------------- vocabulary-parallel
+@dataclasses.dataclass(frozen=True)
+class VocabParallel:
+    """How the vocab-tiled head splits over a device mesh (hashable: a `custom_vjp`
+    non-differentiable argument).
+
+    mesh: the `jax.sharding.Mesh` (or the abstract mesh of a `jax.set_mesh` context); axis: the
+    mesh axis splitting the vocabulary (W's columns, V / mesh.shape[axis] per shard); rows: the
+    mesh axes splitting the rows (h, targets) in mesh order, or () when every device holds all
+    rows; hidden_axis: one of `rows` that also splits W's rows D (as fully sharded data
+    parallelism places the head: each shard gathers its columns over it and reduce-scatters dW
+    back over it, so dW comes out split like W), or None.
+    """
+
+    mesh: Any
+    axis: str
+    rows: tuple
+    hidden_axis: Optional[str] = None
+
+    @property
+    def row_spec(self):
+        return self.rows if self.rows else None
+
+
+def vocab_parallel(mesh, n_rows: int, vocab: int, axis: str = "tensor", hidden: int = 0,
+                   hidden_axis: str = "fsdp") -> Optional[VocabParallel]:
+    """The VocabParallel layout of an [N, D] × [D, V] head on `mesh`, or None (the one-program
+    path) when there is no mesh, it has no `axis` larger than 1, or V does not divide by it (a
+    head the mesh does not split along the vocabulary). The rows split over every other mesh
+    axis larger than 1 when N divides by their product, else they are replicated; W's rows D
+    (`hidden`, 0: unknown) over `hidden_axis` when that is one of the row axes and divides D."""
+    if mesh is None or getattr(mesh, "empty", False) or axis not in mesh.shape:
+        return None
+    t = int(mesh.shape[axis])
+    if t == 1 or vocab % t:
+        return None
+    rows = tuple(a for a in mesh.axis_names if a != axis and int(mesh.shape[a]) > 1)
+    shards = 1
+    for a in rows:
+        shards *= int(mesh.shape[a])
+    if n_rows % shards:
+        rows = ()
+    split_d = hidden_axis in rows and hidden > 0 and hidden % int(mesh.shape[hidden_axis]) == 0
+    return VocabParallel(mesh=mesh, axis=axis, rows=rows,
+                         hidden_axis=hidden_axis if split_d else None)
+
+
+def _shard_forward(h, w, tg, spec: HeadSpec, layout: VocabParallel):
+    """One shard's forward: h [n, D] its rows, w [D, V_s] its vocabulary slice (columns
+    i·V_s .. (i+1)·V_s − 1 on shard i of layout.axis), tg [n] global ids. The shard's online
+    log-sum-exp (m_i, s_i, u_i) and its target logit (0 unless it owns the target's column)
+    combine over the axis:
+
+        m = max_i m_i,   s = Σ_i s_i e^{m_i − m},   u = Σ_i u_i e^{m_i − m},   z_y = Σ_i z_y,i
+
+    then log Z, log p(y), H and E_p[z] as in `_finish`. Returns them [n], equal on every shard."""
+    ax = layout.axis
+    w = _gather_hidden(w, layout)
+    vs = w.shape[1]
+    idx = tg - jax.lax.axis_index(ax) * vs
+    own = (idx >= 0) & (idx < vs)
+    w = w.astype(spec.dtype)
+
+    def rows(hb, ib, ob):
+        m, s, u = _rows_partials(hb, w, spec)
+        zy = jnp.where(ob, _target_logit(hb, w, jnp.clip(ib, 0, vs - 1), spec), 0.0)
+        return m, s, u, zy
+
+    m, s, u, zy = _map_rows(rows, spec, h, idx, own)
+    m_all = jax.lax.pmax(m, ax)
+    scale = jnp.exp(m - m_all)
+    s, u, zy = jax.lax.psum((s * scale, u * scale, zy), ax)
+    return _finish(m_all, s, u, zy)
+
+
+def _shard_backward(h, w, tg, lse, ez, g_lp, g_ent, spec: HeadSpec, layout: VocabParallel):
+    """One shard's backward with the global log Z and E_p[z]: its tiles' cotangents (module doc)
+    against its own columns (targets shifted into its column range: another shard's target has
+    no column here). dh sums over the vocabulary shards, dW over the row shards (reduce-scattered
+    over layout.hidden_axis); returns (dh [n, D], dW [D, V_s] or [D / fsdp, V_s]) float32."""
+    w = _gather_hidden(w, layout)
+    vs = w.shape[1]
+    shifted = tg - jax.lax.axis_index(layout.axis) * vs
+    dh, dw = _backward(h, w.astype(spec.dtype), shifted, lse, ez, g_lp, g_ent, spec)
+    dh = jax.lax.psum(dh, layout.axis)
+    if layout.hidden_axis is not None:
+        dw = jax.lax.psum_scatter(dw, layout.hidden_axis, scatter_dimension=0, tiled=True)
+    rest = tuple(a for a in layout.rows if a != layout.hidden_axis)
+    if rest:
+        dw = jax.lax.psum(dw, rest)
+    return dh, dw
+
+
+def _gather_hidden(w, layout: VocabParallel):
+    """A shard's [D / fsdp, V_s] block of W -> its [D, V_s] columns (all-gather over fsdp)."""
+    if layout.hidden_axis is None:
+        return w
+    return jax.lax.all_gather(w, layout.hidden_axis, axis=0, tiled=True)
+
+
+def _vp_map(fn, layout: VocabParallel, n_vec_in: int, out_specs):
+    rows = layout.row_spec
+    in_specs = (P(rows, None), P(layout.hidden_axis, layout.axis)) + (P(rows),) * n_vec_in
+    # collectives are placed by hand and the function is never differentiated (its custom_vjp
+    # gives the backward), so no replication tracking is needed
+    return jax.shard_map(fn, mesh=layout.mesh, in_specs=in_specs, out_specs=out_specs,
+                         check_vma=False)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _head_vp(h, w, tg, spec, layout):
+    return _head_vp_fwd(h, w, tg, spec, layout)[0]
+
+
+def _head_vp_fwd(h, w, tg, spec, layout):
+    fwd = _vp_map(functools.partial(_shard_forward, spec=spec, layout=layout), layout, 1,
+                  (P(layout.row_spec),) * 4)
+    logp, ent, lse, ez = fwd(h, w, tg)
+    return (logp, ent), (h, w, tg, lse, ez)
+
+
+def _head_vp_bwd(spec, layout, res, g):
+    h, w, tg, lse, ez = res
+    h, w = jax.lax.optimization_barrier((h, w))  # as in _head_bwd
+    g_lp, g_ent = (x.astype(jnp.float32) for x in g)
+    bwd = _vp_map(functools.partial(_shard_backward, spec=spec, layout=layout), layout, 5,
+                  (P(layout.row_spec, None), P(layout.hidden_axis, layout.axis)))
+    dh, dw = bwd(h, w, tg, lse, ez, g_lp, g_ent)
+    return dh.astype(h.dtype), dw.astype(w.dtype), None
+
+
+_head_vp.defvjp(_head_vp_fwd, _head_vp_bwd)
+
+
 def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
                           dtype=jnp.float32, tile: Optional[int] = None,
                           row_block: Optional[int] = None, impl: str = "vocab_tiled",
-                          interpret: bool = False):
+                          interpret: bool = False, mesh=None, vocab_axis: str = "tensor"):
     """(log p(target) [N], entropy [N]) float32 of softmax(softcap(h·W) / τ), vocab-tiled.
 
     Args:
@@ -286,6 +458,13 @@ def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
         blocks (PALLAS_ROWS × PALLAS_TILE).
       impl: "vocab_tiled" (XLA) or "pallas" (Pallas kernels, forward and backward; GPU / TPU,
         or interpret=True anywhere).
+      mesh: the device mesh the head is sharded on (a `jax.sharding.Mesh`), or None: the mesh
+        of an enclosing `jax.set_mesh`, if any. When its `vocab_axis` is larger than 1 and
+        divides V, impl="vocab_tiled" runs vocabulary-parallel (`vocab_parallel`, module doc):
+        each shard scans the tiles of its own V / tensor columns, the shards combine their
+        log-sum-exp statistics with pmax / psum over the axis, and dW comes out split along the
+        vocabulary like W. Otherwise (and for "pallas") one program over the whole vocabulary.
+      vocab_axis: the mesh axis that splits W's columns.
     Differentiable in h and w (`jax.custom_vjp`, module doc); the logits are never stored.
     """
     chex_ok = h.ndim == 2 and w.ndim == 2 and targets.shape == h.shape[:1] \
@@ -309,6 +488,12 @@ def head_logprobs_entropy(h, w, targets, *, temperature=1.0, logit_softcap=None,
     spec = HeadSpec(temperature=temperature, logit_softcap=logit_softcap,
                     dtype=jnp.dtype(dtype).name, tile=int(tile), row_block=int(row_block),
                     impl=impl, interpret=bool(interpret))
+    if impl == "vocab_tiled":
+        if mesh is None:
+            mesh = jax.sharding.get_abstract_mesh()
+        layout = vocab_parallel(mesh, h.shape[0], w.shape[1], vocab_axis, hidden=w.shape[0])
+        if layout is not None:
+            return _head_vp(h, w, targets.astype(jnp.int32), spec, layout)
     return _head(h, w, targets.astype(jnp.int32), spec)
 
 

@@ -16,7 +16,8 @@ The default chunk (`default_chunk_size`) is 256 positions, fewer when B·256·V 
 above), "vocab_tiled" (`rlvr.models.fused_head`: per block of rows, a scan over vocabulary tiles
 with an online log-sum-exp that also yields the target logit and the entropy, and a custom
 backward that recomputes each tile; never more than [rows, tile] logits, and none saved for the
-backward) or "pallas" (the same forward and backward as Pallas kernels, GPU / TPU). All three give the same
+backward; given a `mesh` whose `tensor` axis splits the head along the vocabulary, each tensor
+shard runs its own slice of the vocabulary and the shards combine by pmax / psum) or "pallas" (the same forward and backward as Pallas kernels, GPU / TPU). All three give the same
 values and gradients up to float summation order.
 
 `temperature` divides the logits, so the sampler's behaviour log-probs at temperature τ
@@ -59,7 +60,7 @@ def _chunk_stats(h, w, targets, temperature, dtype, logit_softcap=None):
 def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature=1.0,
                          chunk_size: Optional[int] = None, dtype=jnp.float32,
                          logit_softcap: Optional[float] = None, start: int = 0,
-                         impl: str = "chunked", interpret: bool = False):
+                         impl: str = "chunked", interpret: bool = False, mesh=None):
     """Pure core of `token_logprobs`.
 
     Only the target columns t >= max(start, 1) are scored: the LM head and the log-softmax run
@@ -80,6 +81,8 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
         (`rlvr.models.fused_head.head_logprobs_entropy` over the B·(T − start') scored rows;
         chunk_size is then unused; temperature and logit_softcap must be static).
       interpret: run the "pallas" kernel in Pallas's interpreter (tests on CPU).
+      mesh: the device mesh the LM head is sharded on, or None (`fused_head.head_logprobs_entropy`:
+        "vocab_tiled" runs vocabulary-parallel over its `tensor` axis; other impls ignore it).
     Returns:
       (logprobs [B, T], entropy [B, T]) float32, aligned with tokens.
     """
@@ -99,7 +102,7 @@ def logprobs_from_hidden(hidden, lm_head, tokens, attention_mask, *, temperature
         lp, ent = fused_head.head_logprobs_entropy(
             hidden[:, s0 - 1:-1].reshape(b * n, d), lm_head, tokens[:, s0:].reshape(b * n),
             temperature=temperature, logit_softcap=logit_softcap, dtype=dtype, impl=impl,
-            interpret=interpret)
+            interpret=interpret, mesh=mesh)
         return _aligned(lp.reshape(b, n), ent.reshape(b, n), attention_mask, s0)
     c = min(n, chunk_size) if chunk_size else default_chunk_size(b, lm_head.shape[-1], n)
     num = -(-n // c)
@@ -137,7 +140,7 @@ def _aligned(lp, ent, attention_mask, s0: int):
 
 def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temperature=1.0,
                    chunk_size: Optional[int] = None, with_router_loss: bool = False,
-                   start: int = 0, impl: str = "chunked", interpret: bool = False):
+                   start: int = 0, impl: str = "chunked", interpret: bool = False, mesh=None):
     """(logprobs [B, T], entropy [B, T]) of `tokens` under `model` (a `Transformer`).
 
     tokens int32 [B, T]; positions int32 [B, T] (default 0..T-1); attention_mask bool [B, T]
@@ -145,8 +148,8 @@ def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temper
     (see `token_logprobs_from_state`). with_router_loss: also returns the mixture-of-experts
     load-balancing loss of the same forward pass over the real tokens (a scalar, 0.0 for a
     dense model; `Transformer.router_aux_loss`): (logprobs, entropy, router_loss). start: the
-    first target column scored (`logprobs_from_hidden`; earlier columns are 0). impl, interpret:
-    how the LM head and log-softmax run (`logprobs_from_hidden`).
+    first target column scored (`logprobs_from_hidden`; earlier columns are 0). impl, interpret,
+    mesh: how the LM head and log-softmax run (`logprobs_from_hidden`).
     """
     tokens, positions, attention_mask = _check_inputs(tokens, positions, attention_mask)
     if with_router_loss:
@@ -158,7 +161,7 @@ def token_logprobs(model, tokens, *, positions=None, attention_mask=None, temper
                                temperature=temperature, chunk_size=chunk_size,
                                dtype=jnp_dtype(model.config.dtype),
                                logit_softcap=model.config.final_logit_softcapping, start=start,
-                               impl=impl, interpret=interpret)
+                               impl=impl, interpret=interpret, mesh=mesh)
     return (*out, router_loss) if with_router_loss else out
 
 

@@ -109,7 +109,7 @@ def _sft(r: Run, warm_cache):
         seed=c.seed, pool=t.sft_pool, num_microbatches=t.num_microbatches,
         progress=c.train.progress and r.is_main, cache_dir=warm_cache, cache_spec=spec,
         renderer=r.renderer, logprob_impl=r.algorithm.settings.logprob_impl,
-        logprob_interpret=r.algorithm.settings.logprob_interpret)
+        logprob_interpret=r.algorithm.settings.logprob_interpret, logprob_mesh=r.algorithm.mesh)
     params = r.policy.after_warm_start(params)
     params = jax.device_put(params, jax.tree.map(lambda x: x.sharding, r.init_params))
     return params, {"sft/nll": m.get("sft/nll", np.nan), "time/sft_s": time.perf_counter() - t0}

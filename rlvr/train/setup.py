@@ -404,7 +404,7 @@ def build_algorithm(c, policy, mesh, lora=None, *, single_turn: bool = False):
     graphdef, params, rest = split_model(policy)
     params = jax.device_put(params, param_shardings(params, mesh))
     optimizer = optimizer_from_config(c)
-    kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer, lora=lora)
+    kw = dict(policy_graphdef=graphdef, policy_rest=rest, optimizer=optimizer, lora=lora, mesh=mesh)
     critic_params = critic_opt = None
     if cls.uses_critic:
         a = c.algorithm

@@ -76,16 +76,16 @@ def sft_batch(streams: Sequence[tuple[list[int], list[float]]], length: int, pad
                          valid=jnp.ones((b,), bool))
 
 
-def sft_loss(model, mb, aux, *, impl: str = "chunked", interpret: bool = False):
+def sft_loss(model, mb, aux, *, impl: str = "chunked", interpret: bool = False, mesh=None):
     """Token-mean negative log-likelihood on loss_mask tokens (exact under accumulation).
 
     mb: a `TrainingBatch` of [B, T] tokens / positions / attention_mask / loss_mask; aux: the
-    learner's minibatch-wide denominators. impl, interpret: how the LM head + log-softmax run
-    (`rlvr.models.scoring.token_logprobs`)."""
+    learner's minibatch-wide denominators. impl, interpret, mesh: how the LM head + log-softmax
+    run (`rlvr.models.scoring.token_logprobs`)."""
     m = mb.loss_mask > 0
     logprobs, _ = scoring.token_logprobs(model, mb.tokens, positions=mb.positions,
                                          attention_mask=mb.attention_mask, temperature=1.0,
-                                         impl=impl, interpret=interpret)
+                                         impl=impl, interpret=interpret, mesh=mesh)
     nll = aggregate_exact(-logprobs, m, "token-mean", aux)
     return nll, {"nll": nll}
 
@@ -95,13 +95,15 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
                num_microbatches: int = 1, progress: bool = True,
                log_fn: Optional[Callable[[int, dict], None]] = None,
                cache_dir: Optional[str] = None, cache_spec: Any = None, renderer=None,
-               logprob_impl: str = "chunked", logprob_interpret: bool = False):
+               logprob_impl: str = "chunked", logprob_interpret: bool = False,
+               logprob_mesh=None):
     """Trains `params` for `steps` SFT steps on the kit's demonstrations; returns
     (params, last metrics). With `cache_dir`, parameters are loaded from / saved to
     `<cache_dir>/warm_<hash>.npz`, the hash covering `cache_spec` (what determines the result:
     model, SFT settings, task, seed, code version) and these arguments. logprob_impl,
-    logprob_interpret: how the loss's LM head + log-softmax run (`sft_loss`; a run passes its
-    algorithm's `AlgorithmSettings.logprob_impl` / `logprob_interpret`)."""
+    logprob_interpret, logprob_mesh: how the loss's LM head + log-softmax run (`sft_loss`; a run
+    passes its algorithm's `AlgorithmSettings.logprob_impl` / `logprob_interpret` and its
+    `Algorithm.mesh`)."""
     fused_head.check_impl(logprob_impl, interpret=logprob_interpret)
     path = None
     if cache_dir:
@@ -125,7 +127,8 @@ def warm_start(params, graphdef, rest, *, kit, tokenizer, steps: int, batch_size
 
     opt = optax.adamw(learning_rate, weight_decay=0.0)
     state = create_train_state(params, opt, seed=seed)
-    loss = functools.partial(sft_loss, impl=logprob_impl, interpret=logprob_interpret)
+    loss = functools.partial(sft_loss, impl=logprob_impl, interpret=logprob_interpret,
+                             mesh=logprob_mesh)
     update = make_update(graphdef, loss, opt, num_microbatches=num_microbatches, rest=rest,
                          prefix="sft/")
     step_fn = jax.jit(lambda s, b: update(s, b, {}, s.rng), donate_argnums=0)
