@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 
 from benchmarks.model_shapes import QWEN2_SIZES  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 
 _Q = QWEN2_SIZES["qwen2.5-0.5b"]
 SHAPES = {
@@ -166,10 +167,7 @@ def main():
         f"| episodes/s | {min(eps):.3f} | {statistics.median(eps):.3f} | {max(eps):.3f} |",
     ]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

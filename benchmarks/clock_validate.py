@@ -41,6 +41,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.output import emit  # noqa: E402
 
 from rlvr.train import clock  # noqa: E402
 from rlvr.train.collectors import Collected, Collector  # noqa: E402
@@ -229,11 +230,7 @@ def main(argv=None) -> str:
         f"largest |difference|: {worst:.1f} % ({'within' if worst <= 10 else 'outside'} ±10 %)",
     ]
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(table, args.out)
     return table
 
 

@@ -86,6 +86,7 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from benchmarks.model_shapes import QWEN2_SIZES  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 from rlvr.algorithms import AlgorithmSettings, get_algorithm  # noqa: E402
 from rlvr.models import ModelConfig, Transformer  # noqa: E402
 from rlvr.models.transformer import KVCache, jnp_dtype  # noqa: E402
@@ -496,10 +497,7 @@ def main():
                      f"{_fmt(r['temp'])} | {_fmt(r['args'])} | {_fmt(r.get('peak'))} | "
                      f"{r.get('dots', '—')} | {r.get('fusions', '—')} |")
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(table, args.out)
 
 
 if __name__ == "__main__":

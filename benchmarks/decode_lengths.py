@@ -37,6 +37,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.model import SIZES, block, log, make_config  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 
 
 def draw_lengths(rows: int, cap: int, median: float, sigma: float, seed: int) -> np.ndarray:
@@ -139,11 +140,7 @@ def main():
         raise SystemExit(f"--sizes must be names from {sorted(SIZES)}, got {args.sizes!r}")
     cmd = "python benchmarks/decode_lengths.py " + " ".join(sys.argv[1:])
     text = f"## Decode time under long-tailed stop lengths\n\n`{cmd.strip()}`\n\n{run(args)}\n"
-    print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

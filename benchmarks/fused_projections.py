@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from benchmarks.model import decode_bench, log, make_config, spread, train_step_bench  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 from rlvr.models import Transformer  # noqa: E402
 from rlvr.models.fused import fuse_model  # noqa: E402
 
@@ -94,10 +95,7 @@ def main():
              "| program | batch | layout | tokens/s min / median / max |", "|---|---|---|---|",
              *rows]
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(table, args.out)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ import jax
 import numpy as np
 
 from benchmarks.model import SIZES, make_config
+from benchmarks.output import emit  # noqa: E402
 
 T_START = time.time()
 MODES = ("kv reuse", "re-prefill")  # kv reuse first: it compiles 2 shapes, re-prefill one per turn
@@ -189,10 +190,7 @@ def write_table(args, n_params, max_tokens, results, streams):
     else:
         lines += ["", f"Not measured (stopped before): {', '.join(m for m in MODES if m not in results)}.", ""]
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

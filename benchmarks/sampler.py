@@ -32,6 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.model import SIZES, block, log, make_config  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 from rlvr.rollout.sampler import filter_logits_by_sort  # noqa: E402
 
 
@@ -256,11 +257,7 @@ def main():
         raise SystemExit(f"--sizes must be names from {sorted(SIZES)}, got {args.sizes!r}")
     cmd = "python benchmarks/sampler.py " + " ".join(sys.argv[1:])
     text = f"## Sampler: shared prefill and top-p\n\n`{cmd.strip()}`\n\n{run(args)}\n"
-    print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 from benchmarks import compiled_cost as cc  # noqa: E402
+from benchmarks.output import emit  # noqa: E402
 from rlvr.models import ModelConfig  # noqa: E402
 from rlvr.models.scoring import logprobs_from_hidden  # noqa: E402
 from rlvr.models.transformer import jnp_dtype  # noqa: E402
@@ -133,10 +134,7 @@ def main():
             print(line, f"(compiled in {r['compile_s']:.0f} s)", flush=True)
             lines.append(line)
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    emit(table, args.out)
 
 
 if __name__ == "__main__":
