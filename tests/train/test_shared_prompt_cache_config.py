@@ -67,12 +67,13 @@ def test_run_with_shared_prompt_cache_logs_the_same_samples(tmp_path, monkeypatc
 
 def test_shared_prompt_cache_with_compaction_logs_the_compacted_run(tmp_path, gathered):  # noqa: F811
     """rollout.shared_prompt_cache + compact_finished (decode_segments=2) validates, and a
-    one-step GRPO run with both logs the rewards and lengths of the run with compaction alone
+    one-step GRPO run (8 decode parts) with both logs the rewards and lengths of the run with compaction alone
     (policy numbers within float rounding: the shared cache's log-probs are rounded
     differently)."""
     over = dict(rollout__decode_segments=2, rollout__compact_finished=True)
     validate_config(tiny_config(rollout__shared_prompt_cache=True, **over))
-    over.update(train__num_steps=1, sampling__max_new_tokens=16)
+    # 8 decode parts: the untrained policy's rows end at random steps, some within a part
+    over.update(train__num_steps=1, sampling__max_new_tokens=16, rollout__decode_segments=8)
     ref = _run(tmp_path / "compact", **over)
     assert gathered  # finished rows were compacted out
     del gathered[:]
