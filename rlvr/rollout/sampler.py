@@ -27,6 +27,8 @@ G times; the prompt is prefilled once and its KV cache repeated G times before d
 `shared_prefix=True` keeps one [U, P] prompt cache per group instead: each row's generated
 tokens go to its own [B, N] suffix cache and decode attention merges the two by log-sum-exp
 (`rlvr.models.transformer.shared_prefix_attention`), reading each prompt's keys once per group.
+With compaction (below) the prompt cache stays whole and each gathered row keeps its place
+u*G + j among the group rows (`DecodeState.prefix_rows`).
 
 Decode schedule (`DecodeSchedule`, the config's rollout.decode_segments / compact_finished):
 `decode_segments=k` splits the decode loop into k parts, each attending only to the cache slots
