@@ -1,6 +1,7 @@
 """Generation time under a long-tailed spread of stop lengths: the full decode loop, the
 segmented loop (`decode_segments`) and the segmented loop with finished rows compacted out
-(`compact_finished`).
+(`compact_finished`); with `--group G >= 2` (batch / G prompts, G samples each) also the
+segmented loop over a shared prompt cache (`shared_prefix`), with and without compaction.
 
 Each row's stop length is drawn from a lognormal distribution (median `--median`, shape
 `--sigma`), rounded up to >= 1 and capped at `--new-tokens`, and given to the sampler as the
@@ -15,6 +16,8 @@ when each row runs as long as the longest). Time tracking the mean length means 
 approaching mean / max.
 
 CPU (default):   python benchmarks/decode_lengths.py --out benchmarks/results/decode_lengths_cpu.md
+Shared prompt cache (CPU):  python benchmarks/decode_lengths.py --group 8 --batches 64 \
+                     --prompt-len 128 --out benchmarks/results/decode_lengths_shared_cpu.md
 GPU:             python benchmarks/decode_lengths.py --sizes qwen0.5b --vocab 0 --dtype bfloat16 \
                      --batches 64,256 --prompt-len 128 --new-tokens 512 --median 96
 """
@@ -65,9 +68,11 @@ def fmt(times):
 def rows_for(name, config, model, batch, args):
     from rlvr.rollout.sampler import SamplingParams, sample
 
-    n, k = args.new_tokens, args.segments
-    toks = jax.random.randint(jax.random.key(1), (batch, args.prompt_len), 3, config.vocab_size,
-                              jnp.int32)
+    n, k, g = args.new_tokens, args.segments, args.group
+    if batch % g:
+        raise SystemExit(f"--batches must be multiples of --group={g}, got {batch}")
+    toks = jax.random.randint(jax.random.key(1), (batch // g, args.prompt_len), 3,
+                              config.vocab_size, jnp.int32)
     mask = jnp.ones_like(toks, bool)
     lengths = draw_lengths(batch, n, args.median, args.sigma, seed=batch)
     longest = np.full(batch, lengths.max(), np.int32)
@@ -79,11 +84,18 @@ def rows_for(name, config, model, batch, args):
         (f"segments ({k})", lengths, dict(decode_segments=k)),
         (f"compact ({k})", lengths, dict(decode_segments=k, compact_finished=True)),
     )
+    if g > 1:
+        modes += (
+            (f"shared ({k})", lengths, dict(decode_segments=k, shared_prefix=True)),
+            (f"shared + compact ({k})", lengths, dict(decode_segments=k, shared_prefix=True,
+                                                      compact_finished=True)),
+        )
     rows, base = [], None
     for label, budget, kw in modes:
         log(f"{name} batch {batch}: {label}")
         times, out = timed(lambda: sample(model, toks, mask, key, params, pad_id=0,
-                                          max_new_tokens_per_row=budget, **kw), args.reps)
+                                          num_samples=g, max_new_tokens_per_row=budget, **kw),
+                           args.reps)
         got = np.asarray(out.lengths)
         if not np.array_equal(got, budget):
             raise AssertionError(f"{label}: rows did not end at their budgets")
@@ -112,6 +124,7 @@ def run(args):
     head = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
             f"{jax.devices()[0].device_kind} ({platform.machine()}, {os.cpu_count()} cores), "
             f"jax {jax.__version__}, dtype {args.dtype}, prompt {args.prompt_len}, "
+            f"{args.group} sample(s) per prompt, "
             f"N = {args.new_tokens}, stop lengths lognormal(median {args.median}, sigma "
             f"{args.sigma}) capped at N, {args.reps} repeats; times are min / median / max "
             f"seconds of one `sample` call (prefill + decode); ratio = median time / median "
@@ -132,10 +145,14 @@ def main():
     ap.add_argument("--median", type=float, default=16.0, help="median drawn stop length")
     ap.add_argument("--sigma", type=float, default=1.0, help="lognormal shape (tail weight)")
     ap.add_argument("--segments", type=int, default=8, help="decode_segments of the segmented modes")
+    ap.add_argument("--group", type=int, default=1,
+                    help="samples per prompt G (num_samples); >= 2 adds the shared-cache modes")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    if args.group < 1:
+        raise SystemExit(f"--group must be >= 1, got {args.group}")
     if not all(s in SIZES for s in args.sizes.split(",")):
         raise SystemExit(f"--sizes must be names from {sorted(SIZES)}, got {args.sizes!r}")
     cmd = "python benchmarks/decode_lengths.py " + " ".join(sys.argv[1:])

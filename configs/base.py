@@ -194,8 +194,9 @@ def get_config() -> ml_collections.ConfigDict:
                                     # one prompt KV cache per group plus a per-sample cache of the
                                     # generated tokens (merged by log-sum-exp), not the prompt
                                     # cache repeated group_size times; same tokens, log-probs up to
-                                    # float rounding. Not with compact_finished, kv_reuse or
-                                    # sliding-window models.
+                                    # float rounding. With compact_finished the prompt cache
+                                    # stays whole and the running rows keep their place in their
+                                    # group. Not with kv_reuse or sliding-window models.
     c.rollout.asynchronous = False  # a rollout thread fills a bounded queue the learner consumes on
                                     # arrival (docs/algorithms.md §7, docs/architecture.md §1): no group barrier between steps.
     c.rollout.producer_batch = 0    # asynchronous: tasks per rollout-thread call (0 = prompts_per_step).

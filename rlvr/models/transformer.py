@@ -294,8 +294,22 @@ def _partial_attention(qg, k, v, mask, *, scale: float, cap):
     return m, jnp.sum(e, axis=-1), o
 
 
+@struct.dataclass
+class PrefixRows:
+    """Which rows of a group-major batch a shared-prefix query batch holds, when it is not the
+    whole batch in order (a decode batch with finished rows compacted out).
+
+    index: int32 [B'] distinct places u·G + j in the group-major layout of U·G rows: query row
+      b' is sample j of group u and reads prefix row u = index[b'] // G.
+    group_size: G (static).
+    """
+
+    index: jnp.ndarray
+    group_size: int = struct.field(pytree_node=False)
+
+
 def shared_prefix_attention(q, prefix_k, prefix_v, prefix_mask, suffix_k, suffix_v, suffix_mask,
-                            *, scale: float, cap=None):
+                            *, scale: float, cap=None, rows: PrefixRows | None = None):
     """Attention of G samples per group over their group's shared prefix and their own suffix.
 
     q [U*G, T, N, H]: row u*G + j is sample j of group u (group-major); prefix_k, prefix_v
@@ -314,19 +328,35 @@ def shared_prefix_attention(q, prefix_k, prefix_v, prefix_mask, suffix_k, suffix
     equal to softmax(concat scores) · concat(v) — the same output as one attention over the
     prompt repeated G times, without reading G copies of the prefix. Every query must see at
     least one key (its own suffix slot in decoding). Returns [U*G, T, N, H] in q's dtype.
+
+    rows: optional `PrefixRows`: q (and the suffix arrays) hold B' rows at the places
+    rows.index of the group-major U·G layout instead. Their queries are scattered into that
+    layout (other places zero), the prefix partial attention runs over it as above and each
+    row reads its place back: the prefix is neither gathered nor copied, and row b' gets
+    bitwise the prefix terms it gets in the whole batch. Returns [B', T, N, H].
     """
     b, t, n, h = q.shape
     u, p, kh = prefix_k.shape[0], prefix_k.shape[1], prefix_k.shape[2]
-    if b % u:
-        raise ValueError(f"q rows ({b}) must be a multiple of the prefix groups ({u})")
-    g, r = b // u, n // kh
+    r = n // kh
     qg = q.reshape(b, t, kh, r, h)
+    if rows is None:
+        if b % u:
+            raise ValueError(f"q rows ({b}) must be a multiple of the prefix groups ({u})")
+        g, qall = b // u, qg
+    else:
+        if rows.index.shape != (b,):
+            raise ValueError(f"rows.index must be [B'={b}], got shape {rows.index.shape}")
+        g = rows.group_size
+        qall = jnp.zeros((u * g,) + qg.shape[1:], qg.dtype).at[rows.index].set(
+            qg, unique_indices=True)
     # prefix: the G·T queries of a group against the group's prefix, one read of its keys
-    qp = qg.reshape(u, g * t, kh, r, h)
+    qp = qall.reshape(u, g * t, kh, r, h)
     pm = jnp.broadcast_to(prefix_mask.astype(bool)[:, None, :], (u, g * t, p))
     m1, l1, o1 = _partial_attention(qp, prefix_k.astype(q.dtype), prefix_v, pm, scale=scale,
                                     cap=cap)
-    m1, l1, o1 = (x.reshape((b, t) + x.shape[2:]) for x in (m1, l1, o1))
+    m1, l1, o1 = (x.reshape((u * g, t) + x.shape[2:]) for x in (m1, l1, o1))
+    if rows is not None:
+        m1, l1, o1 = (jnp.take(x, rows.index, axis=0) for x in (m1, l1, o1))
     m2, l2, o2 = _partial_attention(qg, suffix_k.astype(q.dtype), suffix_v,
                                     suffix_mask.astype(bool), scale=scale, cap=cap)
     m = jnp.maximum(m1, m2)
@@ -379,9 +409,10 @@ class Attention(nnx.Module):
     def __call__(self, x, cos, sin, mask, cache_kv=None, cache_index=None, prefix=None):
         """(output [B, T, D], new (k, v) cache or None).
 
-        prefix: optional (prefix_k, prefix_v [U, P, K, H], prefix_mask bool [U, P]), a group's
-        shared prompt cache (`shared_prefix_attention`): cache_kv is then each row's suffix cache
-        and mask ([B, 1, T, S]) its suffix mask. Refused on sliding-window layers.
+        prefix: optional (prefix_k, prefix_v [U, P, K, H], prefix_mask bool [U, P], rows), a
+        group's shared prompt cache (`shared_prefix_attention`; rows: None or the `PrefixRows`
+        the batch holds): cache_kv is then each row's suffix cache and mask ([B, 1, T, S]) its
+        suffix mask. Refused on sliding-window layers.
         """
         b, t, _ = x.shape
         if self.qkv_proj is not None:  # one matmul; columns grouped per kv head (qkv_width)
@@ -408,9 +439,9 @@ class Attention(nnx.Module):
             if self.window is not None or mask.ndim != 4:
                 raise ValueError("shared-prefix attention needs a full-attention layer with a "
                                  "[B, 1, T, S] suffix mask (sliding windows are not supported)")
-            pk, pv, pmask = prefix
+            pk, pv, pmask, rows = prefix
             out = shared_prefix_attention(q, pk, pv, pmask, k, v, mask[:, 0], scale=self.scale,
-                                          cap=self.cap)
+                                          cap=self.cap, rows=rows)
             return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), new_kv
         if self.cap is not None:
             out = softcapped_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask,
@@ -698,14 +729,16 @@ class Decoder(nnx.Module):
         return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs))
 
     def forward_shared(self, tokens, positions, prefix: KVCache, prefix_mask, suffix_mask,
-                       cache: KVCache, cache_index, kv_len: int | None = None):
+                       cache: KVCache, cache_index, kv_len: int | None = None,
+                       rows: PrefixRows | None = None):
         """Runs T new tokens of B = U*G rows against a shared per-group prompt cache.
 
         prefix: KVCache of U rows of P slots (one per group, never written); prefix_mask bool
         [U, P]; cache: each row's suffix KVCache [B, S]; the tokens are written at suffix slots
         [cache_index, cache_index + T) (a scalar); suffix_mask bool [B, S] real suffix slots.
-        kv_len: static W: attention reads suffix slots [0, W) only. Sliding-window layers are
-        refused (`shared_prefix_attention`).
+        kv_len: static W: attention reads suffix slots [0, W) only. rows: None (the B rows are
+        the group-major U*G rows in order) or the `PrefixRows` the B rows are (a compacted
+        batch). Sliding-window layers are refused (`shared_prefix_attention`).
         """
         if any(b.sliding for b in self.layers):
             raise ValueError("a shared prompt cache does not support sliding-window layers")
@@ -716,7 +749,7 @@ class Decoder(nnx.Module):
         ks, vs = [], []
         for i, block in enumerate(self.layers):
             x, (k, v) = block(x, cos, sin, mask, (cache.k[i], cache.v[i]), cache_index,
-                              (prefix.k[i], prefix.v[i], prefix_mask))
+                              (prefix.k[i], prefix.v[i], prefix_mask, rows))
             ks.append(k)
             vs.append(v)
         return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs))
@@ -804,8 +837,10 @@ class Transformer(nnx.Module):
         return self.model.forward_cached(tokens, positions, kv_mask, cache, cache_index, kv_len)
 
     def forward_shared(self, tokens, positions, prefix: KVCache, prefix_mask, suffix_mask,
-                       cache: KVCache, cache_index, kv_len: int | None = None):
-        """(hidden [B, T, D], new suffix cache): decoding B = U*G rows against U shared prompt
-        caches (`Decoder.forward_shared`, `shared_prefix_attention`)."""
+                       cache: KVCache, cache_index, kv_len: int | None = None,
+                       rows: PrefixRows | None = None):
+        """(hidden [B, T, D], new suffix cache): decoding B rows (the U*G group-major rows, or
+        the `PrefixRows` rows) against U shared prompt caches (`Decoder.forward_shared`,
+        `shared_prefix_attention`)."""
         return self.model.forward_shared(tokens, positions, prefix, prefix_mask, suffix_mask,
-                                         cache, cache_index, kv_len)
+                                         cache, cache_index, kv_len, rows)

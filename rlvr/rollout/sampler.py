@@ -27,6 +27,8 @@ G times; the prompt is prefilled once and its KV cache repeated G times before d
 `shared_prefix=True` keeps one [U, P] prompt cache per group instead: each row's generated
 tokens go to its own [B, N] suffix cache and decode attention merges the two by log-sum-exp
 (`rlvr.models.transformer.shared_prefix_attention`), reading each prompt's keys once per group.
+With compaction (below) the prompt cache stays whole and each gathered row keeps its place
+u*G + j among the group rows (`DecodeState.prefix_rows`).
 
 Decode schedule (`DecodeSchedule`, the config's rollout.decode_segments / compact_finished):
 `decode_segments=k` splits the decode loop into k parts, each attending only to the cache slots
@@ -50,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
-from rlvr.models.transformer import KVCache
+from rlvr.models.transformer import KVCache, PrefixRows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,9 +125,6 @@ class DecodeSchedule:
         if not isinstance(self.shared_prefix, bool):
             raise ValueError(f"DecodeSchedule.shared_prefix must be a bool, got "
                              f"{self.shared_prefix!r}")
-        if self.shared_prefix and self.compact_finished:
-            raise ValueError("DecodeSchedule.shared_prefix=True cannot be combined with "
-                             "compact_finished=True")
 
     @property
     def is_default(self) -> bool:
@@ -415,6 +414,9 @@ class DecodeState:
       of the U = R / G prompts ([U, P] slots, never written); `cache` then holds only each
       row's generated tokens ([R, N] slots: generated token i at slot i).
     prefix_mask: None, or bool [U, P] the real slots of `prefix`.
+    prefix_rows: None (the R rows are the U*G group-major rows in order), or with `prefix` in a
+      compacted batch the `PrefixRows` of its rows: row r is sample j of prompt u for
+      prefix_rows.index[r] = u*G + j (the prompt cache stays whole, [U, P]).
     """
 
     step: jnp.ndarray
@@ -429,6 +431,7 @@ class DecodeState:
     budget: jnp.ndarray
     prefix: KVCache | None = None
     prefix_mask: jnp.ndarray | None = None
+    prefix_rows: PrefixRows | None = None
 
 
 def _prefill(model, prompt_tokens, prompt_mask, keys, budget, *, params: SamplingParams,
@@ -508,7 +511,8 @@ def _decode_segment(model, state: DecodeState, end, *, width: int, prompt_width:
         if c.prefix is not None:  # shared prompt cache: the token goes to suffix slot i
             hidden, cache = model.forward_shared(tok[:, None], (c.prompt_len + i)[:, None],
                                                  c.prefix, c.prefix_mask, kv_mask[:, p:], c.cache,
-                                                 i, kv_len=None if width >= s else width - p)
+                                                 i, kv_len=None if width >= s else width - p,
+                                                 rows=c.prefix_rows)
         else:
             hidden, cache = model.forward_cached(tok[:, None], (c.prompt_len + i)[:, None],
                                                  kv_mask, c.cache, p + i,
@@ -574,12 +578,12 @@ def compact_bucket(live: int, rows: int, shards: int = 1) -> int:
 
 
 @partial(jax.jit, static_argnames=("graphdef", "params", "pad_id", "cache_sharding",
-                                   "num_samples"))
+                                   "num_samples", "shared_prefix"))
 def _prefill_jit(graphdef, state, prompt_tokens, prompt_mask, keys, budget, *, params, pad_id,
-                 cache_sharding, num_samples):
+                 cache_sharding, num_samples, shared_prefix=False):
     return _prefill(nnx.merge(graphdef, state), prompt_tokens, prompt_mask, keys, budget,
                     params=params, pad_id=pad_id, cache_sharding=cache_sharding,
-                    num_samples=num_samples)
+                    num_samples=num_samples, shared_prefix=shared_prefix)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "width", "prompt_width", "params", "pad_id",
@@ -601,16 +605,23 @@ def _scatter_rows(out, carry: DecodeState, rows, *, prompt_width: int):
 
 
 @partial(jax.jit, static_argnames=("batch_sharding", "cache_sharding"))
-def _gather_rows(carry: DecodeState, index, pad, *, batch_sharding=None, cache_sharding=None):
-    """The loop state of rows `index` [R'] (pad [R']: padding rows, set done)."""
-    def take(x, sharding):
-        x = jnp.take(x, index, axis=0)
+def _gather_rows(carry: DecodeState, index, pad, *, batch_sharding=None, cache_sharding=None,
+                 prefix_rows: PrefixRows | None = None):
+    """The loop state of rows `index` [R'] (pad [R']: padding rows, set done). With a shared
+    prompt cache the (suffix) cache is gathered like every per-row array, the prompt cache is
+    kept as is and `prefix_rows` ([R']) says which group row each gathered row is."""
+    def place(x, sharding):
         return x if sharding is None else jax.lax.with_sharding_constraint(x, sharding)
+
+    def take(x, sharding):
+        return place(jnp.take(x, index, axis=0), sharding)
 
     rows = {f: take(getattr(carry, f), batch_sharding)
             for f in ("logits", "out_tok", "out_lp", "done", "kv_mask", "keys", "prompt_len",
                       "budget")}
     rows["done"] = rows["done"] | pad
+    if prefix_rows is not None:
+        rows["prefix_rows"] = prefix_rows.replace(index=place(prefix_rows.index, batch_sharding))
     return carry.replace(cache=jax.tree.map(lambda x: take(x, cache_sharding), carry.cache), **rows)
 
 
@@ -619,7 +630,7 @@ _finish_jit = jax.jit(_finish, static_argnames=("params",))
 
 def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget, *,
                       params: SamplingParams, pad_id: int, num_samples: int, segments: int,
-                      sharding=None, real_rows=None) -> SampleOutput:
+                      sharding=None, real_rows=None, shared_prefix: bool = False) -> SampleOutput:
     """The segmented decode loop driven from the host, finished rows compacted out between
     segments (`sample(..., compact_finished=True)`).
 
@@ -630,6 +641,11 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
     its place in the full [B, N] arrays. A row's computation does not involve the other rows
     (per-row keys fold_in(key_b, i), per-row attention), so each row's tokens and log-probs are
     those of the uncompacted loop with the same segments.
+
+    shared_prefix: the [U, P] prompt cache stays whole through every segment (never gathered);
+    each gathered row carries its place u*G + j among the group rows (`DecodeState.prefix_rows`)
+    and its own suffix cache. The padding rows take the places of finished rows, distinct from
+    the live rows' (their prompts are real ones; their outputs are dropped).
     """
     u, p = prompt_tokens.shape
     b = u * num_samples
@@ -639,7 +655,7 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
     prompt_tokens, prompt_mask, carry = _prefill_jit(
         graphdef, state, prompt_tokens, prompt_mask, keys, budget, params=params, pad_id=pad_id,
         cache_sharding=None if sharding is None else sharding.cache(config, u),
-        num_samples=num_samples)
+        num_samples=num_samples, shared_prefix=shared_prefix)
     # the segments donate their carry: its keys must not be the caller's buffer (prefill may
     # forward its `keys` argument as is)
     carry = carry.replace(keys=jnp.array(carry.keys, copy=True))
@@ -651,6 +667,7 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
     # the sharded call's copies of row 0 beyond `real_rows`, and the compacted batch's padding
     real = b if real_rows is None else int(real_rows)
     rows = np.where(np.arange(b) < real, np.arange(b), b)
+    places = np.arange(b)  # each loop row's place u*G + j among the group rows (shared_prefix)
     for _, end, width in decode_windows(p, n, segments):
         carry = _segment_jit(graphdef, state, carry, jnp.int32(end), width=width, prompt_width=p,
                              params=params, pad_id=pad_id, budgets=budget is not None)
@@ -663,9 +680,16 @@ def _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys,
             out = _scatter_rows(out, carry, jnp.asarray(rows), prompt_width=p)
             index = np.concatenate([live, np.full(size - live.size, live[0])])
             pad = np.arange(size) >= live.size
+            prefix_rows = None
+            if shared_prefix:  # padding rows: distinct places of finished rows
+                free = np.setdiff1d(np.arange(b), places[live])[:size - live.size]
+                places = np.concatenate([places[live], free])
+                prefix_rows = PrefixRows(index=jnp.asarray(places, jnp.int32),
+                                         group_size=num_samples)
             carry = _gather_rows(
                 carry, jnp.asarray(index), jnp.asarray(pad), batch_sharding=batch_sh,
-                cache_sharding=None if sharding is None else sharding.cache(config, size))
+                cache_sharding=None if sharding is None else sharding.cache(config, size),
+                prefix_rows=prefix_rows)
             rows = np.where(pad, b, rows[index])
     out = _scatter_rows(out, carry, jnp.asarray(rows), prompt_width=p)
     return _finish_jit(prompt_tokens, prompt_mask, *out, params=params)
@@ -715,7 +739,9 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         attention merges the group's prefix (read once for its G rows) and the row's suffix by
         log-sum-exp (`rlvr.models.transformer.shared_prefix_attention`). Same tokens, log-probs
         equal up to float rounding; the decode KV cache shrinks from B·(P + N) to U·P + B·N
-        slots per layer. Refused with compact_finished, with G = 1 and on models with
+        slots per layer. With compact_finished the prompt cache stays whole and the gathered
+        rows keep their suffix caches and their place in the groups (bitwise the rows of the
+        uncompacted shared call on one device). Refused with G = 1 and on models with
         sliding-window layers.
 
     Returns:
@@ -753,9 +779,6 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
         if num_samples < 2:
             raise ValueError(f"shared_prefix=True shares one prompt cache among a group's "
                              f"samples: needs num_samples >= 2, got {num_samples}")
-        if compact_finished:
-            raise ValueError("shared_prefix=True cannot be combined with compact_finished=True "
-                             "(compaction gathers single rows, not whole groups)")
         config = model.config
         if any(config.is_sliding(layer) for layer in range(config.num_layers)):
             raise ValueError("shared_prefix=True does not support models with sliding-window "
@@ -772,7 +795,8 @@ def sample(model, prompt_tokens, prompt_mask, key, params: SamplingParams, *, pa
     if compact_finished:
         return _sample_compacted(graphdef, state, model.config, prompt_tokens.astype(jnp.int32),
                                  prompt_mask, keys, budget, params=params, pad_id=int(pad_id),
-                                 num_samples=num_samples, segments=decode_segments)
+                                 num_samples=num_samples, segments=decode_segments,
+                                 shared_prefix=shared_prefix)
     return _sample_impl(graphdef, state, prompt_tokens.astype(jnp.int32), prompt_mask, keys,
                         budget, params=params, pad_id=int(pad_id), cache_sharding=cache_sharding,
                         num_samples=num_samples, decode_segments=decode_segments,
@@ -818,7 +842,8 @@ def _sample_sharded(graphdef, state, config, prompt_tokens, prompt_mask, keys, b
     if compact_finished:
         out = _sample_compacted(graphdef, state, config, prompt_tokens, prompt_mask, keys, budget,
                                 params=params, pad_id=pad_id, num_samples=g,
-                                segments=decode_segments, sharding=sharding, real_rows=u * g)
+                                segments=decode_segments, sharding=sharding, real_rows=u * g,
+                                shared_prefix=shared_prefix)
     else:
         out = _sample_impl(graphdef, state, prompt_tokens, prompt_mask, keys, budget,
                            params=params, pad_id=pad_id,

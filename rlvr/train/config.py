@@ -592,10 +592,6 @@ def _consistency_errors(raw) -> list[str]:
             errors.append(f"config.rollout.shared_prompt_cache=True shares one prompt cache among "
                           f"a group's samples: it needs algorithm.group_size >= 2, got "
                           f"{a.group_size}; set rollout.shared_prompt_cache=False")
-        if ro.compact_finished:
-            errors.append("config.rollout.shared_prompt_cache=True cannot be combined with "
-                          "rollout.compact_finished=True (compaction gathers single rows, not "
-                          "whole groups): set one of them to False")
         if ro.kv_reuse:
             errors.append("config.rollout.shared_prompt_cache=True does not apply with "
                           "rollout.kv_reuse=True (multi-turn KV sessions keep their own caches): "

@@ -1,5 +1,6 @@
 """shared_prefix_attention: the log-sum-exp merge of a group's shared prefix and each row's
-suffix equals one softmax attention over the prefix repeated per row followed by the suffix."""
+suffix equals one softmax attention over the prefix repeated per row followed by the suffix;
+rows given at their places in the group-major layout (`PrefixRows`) get the whole batch's rows."""
 
 import jax
 import jax.numpy as jnp
@@ -63,3 +64,25 @@ def test_jit_and_rows_not_multiple_of_groups_refused():
     q = args[0][:3]
     with pytest.raises(ValueError, match="multiple of the prefix groups"):
         shared_prefix_attention(q, *args[1:4], args[4][:3], args[5][:3], args[6][:3], scale=0.5)
+
+
+@pytest.mark.parametrize("cap", [None, 5.0])
+def test_rows_at_their_places_get_the_whole_batch_rows(cap):
+    """PrefixRows: B' rows in any order at distinct places u*G + j of the group-major layout
+    get bitwise the outputs of those rows in the whole batch (each reads its own group's
+    prefix; the other places do not matter)."""
+    from rlvr.models.transformer import PrefixRows
+
+    q, pk, pv, pmask, sk, sv, smask = _case(u=3, g=4, t=1, p=7, s=5, n=4, k=2, h=8)
+    full = shared_prefix_attention(q, pk, pv, pmask, sk, sv, smask, scale=0.4, cap=cap)
+    idx = jnp.array([9, 2, 3, 11, 4])  # groups 2, 0, 0, 2, 1
+    rows = PrefixRows(index=idx, group_size=4)
+    got = jax.jit(lambda *a: shared_prefix_attention(*a, scale=0.4, cap=cap, rows=rows))(
+        q[idx], pk, pv, pmask, sk[idx], sv[idx], smask[idx])
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.jit(
+        lambda *a: shared_prefix_attention(*a, scale=0.4, cap=cap))(
+            q, pk, pv, pmask, sk, sv, smask))[np.asarray(idx)])
+    np.testing.assert_allclose(got, full[idx], atol=1e-6)
+    with pytest.raises(ValueError, match="rows.index"):
+        shared_prefix_attention(q[:2], pk, pv, pmask, sk[:2], sv[:2], smask[:2], scale=0.4,
+                                rows=rows)

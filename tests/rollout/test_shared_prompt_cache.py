@@ -1,7 +1,8 @@
 """sample(..., shared_prefix=True): one [U, P] prompt cache per group plus per-row suffix caches
 gives the tokens and (within 1e-5) the log-probs of today's repeated-prompt cache, greedy and
 sampled with fixed keys, G in {2, 4}, left- and right-padded prompts of different lengths, a GQA
-model, with decode segments, and sharded over 8 simulated devices; refused where it cannot apply."""
+model, with decode segments, and sharded over 8 simulated devices; refused where it cannot apply
+(with G = 1, sliding-window models). With compaction: tests/rollout/test_shared_compaction.py."""
 
 import jax
 import numpy as np
@@ -67,9 +68,6 @@ def test_shared_prefix_refusals(model):
     params = SamplingParams(greedy=True, max_new_tokens=2)
     with pytest.raises(ValueError, match="num_samples >= 2"):
         sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, shared_prefix=True)
-    with pytest.raises(ValueError, match="compact_finished"):
-        sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, num_samples=2,
-               decode_segments=2, compact_finished=True, shared_prefix=True)
     with pytest.raises(ValueError, match="shared_prefix must be a bool"):
         sample(model, toks, mask, jax.random.key(0), params, pad_id=PAD, num_samples=2,
                shared_prefix="yes")
