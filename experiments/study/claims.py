@@ -409,6 +409,11 @@ def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
                          f"but the folder holds the {LOCAL_SCALE!r} scale's block")
     by = {arm: {r.seeds: r.record for r in block.runs if r.arm == arm} for arm in LOCAL_CLAIM.arms}
     both = [s for s in by["grpo"] if s in by["pivotrl"]]
+    if not both:  # no run where both arms ran: nothing to read yet
+        ran = "; ".join(f"{a} {len(v)} runs" for a, v in by.items())
+        return RegimeEndpoint(LOCAL_CLAIM, regime, units, None, (
+            f"not yet run at the study scale: no (warm start, RL seed) run has both arms "
+            f"(committed: {ran}) — `python experiments/study/shop_local.py`"))
     ep = shop_local.primary_endpoint([by["grpo"][s] for s in both], [by["pivotrl"][s] for s in both])
     pairs = [(g, kind in (stats.EXACT, stats.AT_MOST), p, kind in (stats.EXACT, stats.AT_LEAST))
              for g, p, kind in ep.per_run]
@@ -461,7 +466,13 @@ def wallclock_endpoint(records: str = RECORDS, system_model: str = SYSTEM_MODEL)
     ref, sao = m["arms"]["grpo_sync"], m["arms"].get("sao", {"seeds": []})
     at = {s: i for i, s in enumerate(ref["seeds"])}
     pairs = [(ref["modelled_s"][at[s]], ref["reached"][at[s]], sao["modelled_s"][i], sao["reached"][i])
-             for i, s in enumerate(sao["seeds"])]
+             for i, s in enumerate(sao["seeds"]) if s in at]
+    if not pairs:  # no seed where both arms ran: nothing to read yet
+        ran = "; ".join(f"{a} seeds {sorted(v['seeds'])}" for a, v in m["arms"].items())
+        return RegimeEndpoint(WALLCLOCK_CLAIM, regime, units, None, (
+            f"not yet run at the study scale: no seed has both arms (committed runs: {ran}) — "
+            f"`python -m experiments.study.wallclock --run-arms --scale {WALLCLOCK_SCALE} --seeds 3 "
+            f"--arms grpo_sync,sao --arm-records experiments/study/records/{name}`"))
     per_seed, left_out, reached = ratio_values(pairs)
     versions = sorted({r.get("code_version", "?") for by in recs.values() for r in by.values()})
     regime += f"; ℓ = 0.9 × GRPO-sync's mean end success = {m['level']:.3f}"

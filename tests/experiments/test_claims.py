@@ -320,3 +320,29 @@ def test_primary_block_opens_with_the_regimes_and_keeps_the_first_designs_rows(t
     assert text.endswith(claims.primary_text(readings))
     assert f"| {claims.CLAIMS[7].label} | `results/long/` | 2 (reached ℓ: grpo 2, sao 2) | 1.00, 1.30 |" \
         in text[first:]
+
+
+def test_arms_without_a_common_seed_give_not_yet_run_rows_naming_what_ran(tmp_path):
+    """Records of one arm only (GRPO-sync at long512 without SAO; GRPO without PivotRL in the local
+    block) read as not yet run, naming the runs that exist, never as a censored reading."""
+    import os
+
+    from experiments.study import shop_local
+
+    folder = _wallclock_arms(str(tmp_path), [10.0])
+    os.remove(os.path.join(folder, "sao.s0.jsonl.gz"))
+    _local_block(str(tmp_path), [100], grpo_only=[shop_local.BlockSeeds(0, 2)])
+    block = os.path.join(str(tmp_path), "shop_local_full_local")
+    for name in os.listdir(block):
+        if name.startswith("pivotrl"):
+            os.remove(os.path.join(block, name))
+    ends = claims.regime_endpoints(str(tmp_path))
+    assert [e.reading for e in ends] == [None, None]
+    text = claims.regime_text(ends)
+    three, one = _row(text, "3."), _row(text, "1.")
+    assert three[6].startswith("not yet run at the study scale: no seed has both arms (committed "
+                               "runs: grpo_sync seeds [0]") and "--arms grpo_sync,sao" in three[6]
+    assert one[6].startswith("not yet run at the study scale: no (warm start, RL seed) run has "
+                             "both arms (committed: grpo 2 runs; pivotrl 0 runs)")
+    for cells in (one, three):
+        assert cells[3:6] == ["—", "—", "—"]
