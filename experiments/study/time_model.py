@@ -377,10 +377,18 @@ def model_file(config, t: Timings, base: dict, *, scale: str, command: str) -> t
 
 
 def write_model_file(path: str, obj: dict) -> None:
+    """Writes the time-model file atomically: a temporary file beside it, then a rename, so an
+    interrupted write leaves the previous file whole."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def describe(calibration) -> str:

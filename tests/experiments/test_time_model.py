@@ -4,6 +4,7 @@ the file it writes (read back by the time model and its calibration reader)."""
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -109,3 +110,12 @@ def test_written_file_loads_with_its_calibration(tiny, tmp_path):
     assert cal["parameters"]["env_setup_s"]["median"] == model.env_setup_s
     assert "design choice" in cal["parameters"]["slots"]["method"]
     assert "| decode_s_per_token |" in tm.table(measured)
+
+
+def test_an_interrupted_write_leaves_the_previous_model_file_whole(tmp_path):
+    path = str(tmp_path / "system_model.json")
+    tm.write_model_file(path, {"slots": 8})
+    with pytest.raises(TypeError):  # fails half-way through json.dump
+        tm.write_model_file(path, {"slots": 4, "calibration": {"bad": object()}})
+    assert json.load(open(path)) == {"slots": 8}
+    assert os.listdir(tmp_path) == ["system_model.json"]  # no temporary file left behind
