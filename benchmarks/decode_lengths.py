@@ -33,13 +33,12 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.model import SIZES, block, log, make_config  # noqa: E402
+from benchmarks.model import SIZES, log, make_config, timed  # noqa: E402
 from benchmarks.output import emit  # noqa: E402
 
 
@@ -48,17 +47,6 @@ def draw_lengths(rows: int, cap: int, median: float, sigma: float, seed: int) ->
     rng = np.random.default_rng(seed)
     x = rng.lognormal(np.log(median), sigma, rows)
     return np.clip(np.ceil(x), 1, cap).astype(np.int32)
-
-
-def timed(fn, reps):
-    """fn() once (compiles), then `reps` timed calls: (seconds, last output)."""
-    out = block(fn())
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = block(fn())
-        times.append(time.perf_counter() - t0)
-    return times, out
 
 
 def fmt(times):

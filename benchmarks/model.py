@@ -90,6 +90,17 @@ def block(x):
     return x
 
 
+def timed(fn, reps):
+    """fn() once to compile, then `reps` timed calls: (list of seconds, last output)."""
+    out = block(fn())
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = block(fn())
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
 # --------------------------------------------------------------------------- train step
 def train_step_bench(config, batch, seq, steps=3, remat=False):
     """Returns (tokens/s, seconds/step, XLA memory GB, N params active per token). Step = fwd +

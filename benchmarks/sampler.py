@@ -24,14 +24,13 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 import traceback  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.model import SIZES, block, log, make_config  # noqa: E402
+from benchmarks.model import SIZES, log, make_config, timed  # noqa: E402
 from benchmarks.output import emit  # noqa: E402
 from rlvr.rollout.sampler import filter_logits_by_sort  # noqa: E402
 
@@ -61,17 +60,6 @@ class use_filter:
 
         sampler.filter_logits = self.saved
         jax.clear_caches()
-
-
-def timed(fn, reps):
-    """fn() once to compile, then `reps` timed calls: (list of seconds, last output)."""
-    out = block(fn())
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = block(fn())
-        times.append(time.perf_counter() - t0)
-    return times, out
 
 
 def fmt(times, scale=1.0, unit="s", digits=3):
