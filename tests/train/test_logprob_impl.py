@@ -4,20 +4,12 @@ runs the configured head too (its loss and gradient, and a 2-step warm start's l
 
 import jax
 import numpy as np
-import optax
 import pytest
 
 from rlvr.train.metrics import read_metrics
-from tests.algorithms.helpers import assert_same_step, build
-from tests.train.test_length_buckets import long_tailed_batch
+from tests.algorithms.helpers import assert_same_step
+from tests.train.test_length_buckets import step_delta
 from tests.train.tiny import run_tiny, tiny_config
-
-
-def _step(impl, **over):
-    algo, state = build("grpo", optimizer=optax.sgd(1.0), logprob_impl=impl, **over)
-    new, metrics = jax.jit(algo.train_step)(state, long_tailed_batch())
-    delta = jax.tree.map(lambda a, b: np.asarray(a) - np.asarray(b), new.params, state.params)
-    return delta, metrics
 
 
 @pytest.mark.parametrize("over", [
@@ -25,7 +17,8 @@ def _step(impl, **over):
     dict(num_minibatches=2, completion_columns=24, recompute_old_logprobs=True),
 ])
 def test_vocab_tiled_learner_step_equals_the_chunked_one(over):
-    assert_same_step(_step("vocab_tiled", **over), _step("chunked", **over), rtol=2e-5, atol=2e-6)
+    assert_same_step(step_delta(logprob_impl="vocab_tiled", **over),
+                     step_delta(logprob_impl="chunked", **over), rtol=2e-5, atol=2e-6)
 
 
 def test_two_step_run_with_vocab_tiled_gives_the_chunked_losses(tmp_path):
