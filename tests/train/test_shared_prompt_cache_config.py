@@ -15,6 +15,17 @@ from tests.rollout.test_compaction import gathered  # noqa: F401
 from tests.train.tiny import run_tiny, tiny_agent_config, tiny_config
 
 
+def _assert_same_samples(got, ref):
+    """Per step: rewards and lengths equal, policy numbers within float rounding (the shared
+    cache's log-probs are summed in another order)."""
+    for step in sorted(ref):
+        for k in sorted(ref[step]):
+            if k.startswith(("reward/", "length/")):
+                assert got[step][k] == ref[step][k], k
+            elif k.startswith("policy/") and isinstance(ref[step][k], float):
+                assert math.isclose(got[step][k], ref[step][k], rel_tol=1e-3, abs_tol=1e-4), k
+
+
 def test_config_field_is_validated_naming_the_field():
     validate_config(tiny_config(rollout__shared_prompt_cache=True))
     bad = [
@@ -57,12 +68,7 @@ def test_run_with_shared_prompt_cache_logs_the_same_samples(tmp_path, monkeypatc
     got = _run(tmp_path / "shared", rollout__shared_prompt_cache=True)
     assert calls  # the engine decoded against the shared prompt cache
     assert set(got) == set(ref) and {1, 2} <= set(ref)
-    for step in sorted(ref):
-        for k in sorted(ref[step]):
-            if k.startswith(("reward/", "length/")):
-                assert got[step][k] == ref[step][k], k
-            elif k.startswith("policy/") and isinstance(ref[step][k], float):
-                assert math.isclose(got[step][k], ref[step][k], rel_tol=1e-3, abs_tol=1e-4), k
+    _assert_same_samples(got, ref)
 
 
 def test_shared_prompt_cache_with_compaction_logs_the_compacted_run(tmp_path, gathered):  # noqa: F811
@@ -80,9 +86,4 @@ def test_shared_prompt_cache_with_compaction_logs_the_compacted_run(tmp_path, ga
     got = _run(tmp_path / "shared", rollout__shared_prompt_cache=True, **over)
     assert gathered  # ... with the shared prompt cache too
     assert set(got) == set(ref) and 1 in ref
-    for step in sorted(ref):
-        for k in sorted(ref[step]):
-            if k.startswith(("reward/", "length/")):
-                assert got[step][k] == ref[step][k], k
-            elif k.startswith("policy/") and isinstance(ref[step][k], float):
-                assert math.isclose(got[step][k], ref[step][k], rel_tol=1e-3, abs_tol=1e-4), k
+    _assert_same_samples(got, ref)
