@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import math
 import os
 from typing import Optional
@@ -428,15 +427,15 @@ def system_model_note(path: str = SYSTEM_MODEL) -> str:
     calibration (a `calibration` entry, `rlvr.train.clock.read_calibration`: what measured it,
     `time_model.describe`); without one its parameters are placeholders."""
     from experiments.study.time_model import describe
+    from rlvr.train.clock import TimeModel, read_calibration
 
-    with open(path) as f:
-        m = json.load(f)
-    params = (f"decode {m['decode_s_per_token']:.3g} s/token, prefill "
-              f"{m['prefill_s_per_token']:.3g} s/token, learner {m['learner_s_per_sample']:.3g} "
-              f"s/sample, set-up {m['env_setup_s']:.3g} s, tool latency median "
-              f"{m['tool_median_s']:.3g} s (tail index {m['tool_tail_index']:g}, cap "
-              f"{m['tool_cap_s']:.3g} s), {m['slots']} slots, {m['topology']}")
-    cal = m.get("calibration")
+    m = TimeModel.from_json(path)
+    params = (f"decode {m.decode_s_per_token:.3g} s/token, prefill "
+              f"{m.prefill_s_per_token:.3g} s/token, learner {m.learner_s_per_sample:.3g} "
+              f"s/sample, set-up {m.env_setup_s:.3g} s, tool latency median "
+              f"{m.tool_median_s:.3g} s (tail index {m.tool_tail_index:g}, cap "
+              f"{m.tool_cap_s:.3g} s), {m.slots} slots, {m.topology}")
+    cal = read_calibration(path)
     status = (f"calibrated: {describe(cal)}" if cal else
               "the file records no calibration: its parameters are placeholders until measured "
               "(`python -m experiments.study.time_model`)")
