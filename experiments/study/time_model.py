@@ -250,14 +250,12 @@ def machine() -> dict:
     """The machine and JAX device the numbers were measured on."""
     import jax
 
-    cpu = platform.processor() or ""
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
+    from experiments.study.runner import cpu_model
+
+    cpu = cpu_model()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     d = jax.devices()[0]
-    return {"machine": f"{platform.machine()}, {cpu or 'cpu'}, {os.cpu_count()} logical CPUs "
+    return {"machine": f"{platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs "
                        f"({usable} usable)",
             "device": (f"{d.platform}" + (f" ({kind})" if (kind := getattr(d, "device_kind", ""))
                                            and kind != d.platform else "")
