@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--executors", default="process,ray")
     a = ap.parse_args(argv)
-    print(f"| executor | workers | n | verdicts/s min | median | max |\n|---|---|---|---|---|---|")
+    print("| executor | workers | n | verdicts/s min | median | max |\n|---|---|---|---|---|---|")
     for ex in a.executors.split(","):
         if ex == "ray":
             import ray

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 

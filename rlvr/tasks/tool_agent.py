@@ -54,7 +54,7 @@ from typing import Any, Mapping, Optional, Sequence
 from rlvr.agents import chat, parsers
 from rlvr.agents import turn_verifier as tv
 from rlvr.agents.tools import ToolCall, ToolEnvironment
-from rlvr.envs.base import EnvSnapshot, Environment, StepResult, Turn, derive_seed
+from rlvr.envs.base import Environment, StepResult, Turn, derive_seed
 from rlvr.records.task import TaskSpec
 from rlvr.records.verdict import Verdict
 from rlvr.verifiers.base import Verifier

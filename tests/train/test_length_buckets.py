@@ -3,7 +3,6 @@ right-aligned and cut to their micro-batch's longest row (rounded to the bucket)
 loss, metrics and gradients as the padded path on a batch with a long-tailed length spread."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
