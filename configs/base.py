@@ -220,6 +220,9 @@ def get_config() -> ml_collections.ConfigDict:
                                     # grpo_async, sao; logs time/modelled_s.
     c.rollout.time_model = ""       # clock "modelled": the time model's JSON file (seconds per token,
                                     # tool latency, learner step, slots, topology).
+    c.rollout.clock_sample_ahead = 0  # clock "modelled", asynchronous: units sampled in one batch
+                                    # ahead of their virtual starts while the parameters stay the
+                                    # same (0: the time model's slots ÷ group_size; 1: each alone).
 
     # ---------------------------------------------------------------- pivot (PivotRL, docs/algorithms.md §6)
     c.pivot = ml_collections.ConfigDict()

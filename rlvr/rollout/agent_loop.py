@@ -210,7 +210,9 @@ class Episode:
 
     `tokens/loss_mask/behavior_logprobs/turn_ids` are the unpadded stream; `turn_starts[i]` is
     the stream length before action i (the pivot prefix is `tokens[:turn_starts[i]]`);
-    `snapshots[i]` / `state_hashes[i]` the environment state before action i.
+    `snapshots[i]` / `state_hashes[i]` the environment state before action i. `prompt_tokens`:
+    the history tokens its actions were conditioned on (one count per action); `prefill_tokens`:
+    those actually run through prefill (with a KV cache kept across turns, only the new part).
     """
 
     task: Any
@@ -229,6 +231,8 @@ class Episode:
     stop_reason: str = ""
     truncated: bool = False
     env_error: Optional[str] = None
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
 
     @property
     def num_turns(self) -> int:
@@ -511,9 +515,13 @@ def run_episodes(
         tg = time.monotonic()
         prefixes = [e.tokens for e in active]
         prompt_tokens += sum(len(p) for p in prefixes)
+        for e, p in zip(active, prefixes):
+            e.prompt_tokens += len(p)
         if session is not None:
             st = session.turn([int(i) for i in idx], prefixes, sub, sampling)
             prefill_tokens += st.prefill_tokens
+            for e, n in zip(active, st.row_prefill_tokens):
+                e.prefill_tokens += n
             all_ids, all_lps = st.action_ids, st.logprobs
             texts, _, eos = split_actions(all_ids, tokenizer=tokenizer, terminator_id=term_id)
             truncated = st.truncated
@@ -523,6 +531,8 @@ def run_episodes(
                 prompt_bucket=prompt_bucket, batch_bucket=batch_bucket, max_tokens=max_tokens,
                 policy=policy, sharding=sharding, decode=decode)
             prefill_tokens += sum(len(p) for p in prefixes)
+            for e, p in zip(active, prefixes):
+                e.prefill_tokens += len(p)
         t_gen += time.monotonic() - tg
         for i, e in enumerate(active):
             t_env += apply_action(e, all_ids[i], all_lps[i], texts[i], eos=eos[i],

@@ -72,12 +72,14 @@ class SessionTurn:
       logprobs: list of n lists of the sampled distribution's log-probs of those ids.
       truncated: bool [n]: `max_new_tokens` ran out before a stop token.
       prefill_tokens: real tokens prefilled this turn (sum of the chunk lengths, no padding).
+      row_prefill_tokens: [n] the real tokens prefilled for each episode this turn (its chunk).
     """
 
     action_ids: list
     logprobs: list
     truncated: np.ndarray
     prefill_tokens: int
+    row_prefill_tokens: tuple = ()
 
 
 @partial(jax.jit, static_argnames=("graphdef", "params", "pad_id"), donate_argnames=("cache",))
@@ -228,4 +230,5 @@ class KVSession:
             logprobs.append([float(x) for x in out_lp[j, :g]])
             self.cached[i] = len(st) + g
         return SessionTurn(action_ids=action_ids, logprobs=logprobs, truncated=~done[:n],
-                           prefill_tokens=int(sum(len(x) for x in chunks)))
+                           prefill_tokens=int(sum(len(x) for x in chunks)),
+                           row_prefill_tokens=tuple(len(x) for x in chunks))

@@ -86,6 +86,12 @@ def episode_cost(stats: dict) -> RolloutCost:
                          ("turns", "action_tokens", "prompt_tokens", "prefill_tokens")))
 
 
+def episode_row_cost(episode) -> RolloutCost:
+    """What producing one `rlvr.rollout.agent_loop.Episode` cost (its share of `episode_cost`)."""
+    return RolloutCost(episode.num_turns, episode.num_action_tokens, episode.prompt_tokens,
+                       episode.prefill_tokens)
+
+
 @dataclasses.dataclass(frozen=True)
 class Collected:
     """A batch of whole groups: rows group-major, `group_size` rows per group.
@@ -131,6 +137,17 @@ class Collected:
                          tuple(t for p in parts for t in p.tasks), parts[0].group_size,
                          cost if cost is not None else sum((p.cost for p in parts), RolloutCost()),
                          dict(stats or {}))
+
+
+def split_units(got: Collected, costs: Sequence[RolloutCost]) -> list:
+    """`got` as one Collected per group, group i costing `costs[i]`; `got`'s seconds
+    (`time/*` stats) split evenly among them."""
+    n = got.num_groups
+    if len(costs) != n:
+        raise ValueError(f"split_units: {len(costs)} costs for {n} groups")
+    times = {k: v / n for k, v in got.stats.items() if k.startswith("time/")}
+    return [dataclasses.replace(got.groups([i]), cost=c, stats=dict(times))
+            for i, c in enumerate(costs)]
 
 
 def make_samples(tasks: Sequence[TaskSpec], outputs: Sequence[str], judgement, *,
@@ -241,6 +258,21 @@ class TextEngine:
         """`group_size` completions of each task; rows are group-major (row i*G + j is sample
         j of task i) and `keys` are one key or one per row. Each prompt is encoded and
         prefilled once (the sampler's `num_samples`)."""
+        return self._run(params, tasks, group_size, keys, sampling, policy_version)[0]
+
+    def run_units(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
+                  sampling: SamplingParams, policy_version: int) -> list:
+        """`run`, returned as one Collected per task (its group), each with its own cost; the
+        batch's seconds are split evenly among them."""
+        got, lengths, prompt_lengths = self._run(params, tasks, group_size, keys, sampling,
+                                                 policy_version)
+        g = group_size
+        return split_units(got, [
+            RolloutCost(turns=g, sampled_tokens=int(lengths[i * g:(i + 1) * g].sum()),
+                        prompt_tokens=g * n, prefill_tokens=n)
+            for i, n in enumerate(prompt_lengths)])
+
+    def _run(self, params, tasks, group_size, keys, sampling, policy_version):
         ids = [self.encode(t) for t in tasks]
         # allowed padded lengths: multiples of prompt_bucket, capped at the longest prompt
         step = self.prompt_bucket or self.prompt_len
@@ -267,10 +299,12 @@ class TextEngine:
                                environment_version=self.environment_version,
                                prompts=[t.prompt for t in rows])
         prompt_tokens = sum(len(i) for i in ids)
-        cost = RolloutCost(turns=len(rows), sampled_tokens=int(np.asarray(out.lengths).sum()),
+        lengths = np.asarray(out.lengths)
+        cost = RolloutCost(turns=len(rows), sampled_tokens=int(lengths.sum()),
                            prompt_tokens=group_size * prompt_tokens, prefill_tokens=prompt_tokens)
-        return Collected(batch, samples, tuple(rows), group_size, cost,
-                         {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1})
+        return (Collected(batch, samples, tuple(rows), group_size, cost,
+                          {"time/generate_s": t1 - t0, "time/verify_s": t2 - t1}),
+                lengths, [len(i) for i in ids])
 
 
 class EpisodeEngine:
@@ -310,10 +344,16 @@ class EpisodeEngine:
         """One episode per row (no judging); episodes that end in an environment fault are
         re-run with fresh environment randomness up to `max_env_retries` times.
         Returns (episodes, cost, seconds spent generating and stepping environments)."""
+        episodes, row_costs, t_gen = self.sample_episode_rows(params, rows, keys, sampling)
+        return episodes, sum(row_costs, RolloutCost()), t_gen
+
+    def sample_episode_rows(self, params, rows: Sequence[TaskSpec], keys, sampling: SamplingParams):
+        """`sample_episodes` with the cost of each row apart (its faulted attempts included):
+        (episodes, [RolloutCost] per row, seconds)."""
         keys = per_sample_keys(keys, len(rows))
         out = self.episodes(params, [self.start(t) for t in rows], keys, sampling)
         episodes, stats = list(out.episodes), dict(out.stats)
-        cost = episode_cost(stats)
+        row_costs = [episode_row_cost(e) for e in episodes]
         t_gen = stats["time/generate_s"] + stats["time/env_s"]
         for attempt in range(1, self.max_env_retries + 1):
             bad = [i for i, e in enumerate(episodes) if e.env_error is not None]
@@ -323,16 +363,26 @@ class EpisodeEngine:
             again = self.episodes(params, [self.start(rows[i], attempt) for i in bad], retry_keys, sampling)
             for i, e in zip(bad, again.episodes):
                 episodes[i] = e
+                row_costs[i] = row_costs[i] + episode_row_cost(e)
             s = again.stats
-            cost = cost + episode_cost(s)
             t_gen += s["time/generate_s"] + s["time/env_s"]
-        return episodes, cost, t_gen
+        return episodes, row_costs, t_gen
 
     def run(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
             sampling: SamplingParams, policy_version: int) -> Collected:
         rows = [t for t in tasks for _ in range(group_size)]
         episodes, cost, t_gen = self.sample_episodes(params, rows, keys, sampling)
         return self.judged(rows, episodes, group_size, cost, t_gen, sampling, policy_version)
+
+    def run_units(self, params, tasks: Sequence[TaskSpec], group_size: int, keys,
+                  sampling: SamplingParams, policy_version: int) -> list:
+        """`run`'s episodes sampled in one batch, returned as one Collected per task (its group),
+        each judged on its own with its own cost; the sampling seconds are split evenly."""
+        g, rows = group_size, [t for t in tasks for _ in range(group_size)]
+        episodes, row_costs, t_gen = self.sample_episode_rows(params, rows, keys, sampling)
+        return [self.judged(rows[i * g:(i + 1) * g], episodes[i * g:(i + 1) * g], g,
+                            sum(row_costs[i * g:(i + 1) * g], RolloutCost()), t_gen / len(tasks),
+                            sampling, policy_version) for i in range(len(tasks))]
 
     def judged(self, rows: Sequence[TaskSpec], episodes, group_size: int, cost: RolloutCost,
                t_gen: float, sampling: SamplingParams, policy_version) -> Collected:

@@ -30,7 +30,7 @@ from rlvr.algorithms import get_algorithm, registered_algorithms
 from rlvr.algorithms.base import POLICY_LOSSES, SEQUENCE_LOSSES
 from rlvr.core.importance import IS_CORRECTIONS, IS_LEVELS
 from rlvr.core.losses import AGGREGATIONS
-from rlvr.models.config import DTYPES, dtype_name
+from rlvr.models.config import dtype_name
 from rlvr.models.lora import QUANTIZATIONS, TARGETS, split_fused_targets
 from rlvr.models.scoring import LOGPROB_IMPLS
 
@@ -97,6 +97,7 @@ BOUNDS = {
     "rollout.episode_slots": (0, True, None, True),
     "rollout.env_workers": (1, True, None, True), "rollout.env_call_timeout_s": (0.0, False, None, True),
     "rollout.max_staleness": (0, True, None, True),
+    "rollout.clock_sample_ahead": (0, True, None, True),
     "rollout.staleness_decay": (0.0, False, 1.0, True),
     "pivot.m": (2, True, None, True), "pivot.lambda_diff": (0.0, False, 1.0, True),
     "pivot.random_fraction": (0.0, False, 1.0, True), "pivot.hint_fraction": (0.0, True, 1.0, True),
@@ -331,7 +332,11 @@ def _inactive(c) -> dict[str, str]:
     if c.rollout.env_executor != "ray":
         na(["rollout.env_workers", "rollout.env_call_timeout_s"], "rollout.env_executor is 'local'")
     if c.rollout.clock != "modelled":
-        na(["rollout.time_model"], f"rollout.clock is {c.rollout.clock!r}, not 'modelled'")
+        na(["rollout.time_model", "rollout.clock_sample_ahead"],
+           f"rollout.clock is {c.rollout.clock!r}, not 'modelled'")
+    elif not c.rollout.asynchronous:
+        na(["rollout.clock_sample_ahead"], "rollout.asynchronous is off (a synchronous step's "
+           "batch is sampled at once)")
     if not c.tokenizer.chat_template:
         na(["tokenizer.system_prompt"], "tokenizer.chat_template is off")
     if c.eval.num_tasks == 0:

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from rlvr.algorithms import AlgorithmSettings, get_algorithm
+from rlvr.algorithms import AlgorithmSettings
 from rlvr.core.kl import init_kl_controller
 from rlvr.learner import jit_step, make_optimizer
 from rlvr.models import ModelConfig, Transformer, ValueModel
@@ -462,7 +462,8 @@ def build_collector(c, kit, tokenizer, engine, judge, sampling, workdir, process
         from rlvr.train.clock import ModelledClockCollector, TimeModel, clock_mode
 
         stale = (dict(max_staleness=ro.max_staleness, staleness_decay=ro.staleness_decay,
-                      backpressure=ro.staleness_backpressure) if ro.asynchronous else {})
+                      backpressure=ro.staleness_backpressure,
+                      sample_ahead=ro.clock_sample_ahead) if ro.asynchronous else {})
         return ModelledClockCollector(collector, TimeModel.from_json(ro.time_model), seed=c.seed,
                                       mode=clock_mode(a.group_size, ro.asynchronous), **stale)
     if ro.asynchronous:

@@ -250,6 +250,16 @@ def test_kv_reuse_greedy_equals_reprefill(echo_model, batch_bucket):
     prompts = sum(len(s.prefix_tokens) for s in _echo_starts())
     assert got.stats["rollout/prefill_tokens"] == prompts + obs
     assert ref.stats["rollout/prefill_tokens"] == ref.stats["rollout/prompt_tokens"] > prompts + obs
+    # each episode's own counts: its prompt and observations prefilled once with the cache kept,
+    # its whole history per action without; the stats are their sums
+    for e, st in zip(got.episodes, _echo_starts()):
+        n_obs = sum(len(ECHO_TOK.encode(o)) for o in e.observations[:e.num_turns - 1])
+        assert e.prefill_tokens == len(st.prefix_tokens) + n_obs
+        assert e.prompt_tokens == sum(e.turn_starts)
+    for run in (ref, got):
+        for k in ("prompt_tokens", "prefill_tokens"):
+            assert sum(getattr(e, k) for e in run.episodes) == run.stats[f"rollout/{k}"]
+    assert all(e.prefill_tokens == e.prompt_tokens for e in ref.episodes)
 
 
 def test_kv_reuse_sampled_equals_reprefill_for_the_same_keys(echo_model):

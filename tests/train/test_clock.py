@@ -226,6 +226,54 @@ def test_streaming_collector_agrees_with_the_pure_timeline():
             assert got == clock.streaming_timeline(m, durs, step_every=1)[:10], (topology, trial)
 
 
+class BatchToyEngine(ToyEngine):
+    """ToyEngine that also samples several units in one call (`run_units`)."""
+
+    def __init__(self, durs):
+        super().__init__(durs)
+        self.batches = []
+
+    def run_units(self, params, tasks, group_size, keys, sampling, policy_version):
+        self.batches.append([int(t.task_id) for t in tasks])
+        return [self.run(params, [t], group_size, None, sampling, policy_version) for t in tasks]
+
+
+@pytest.mark.parametrize("topology", clock.TOPOLOGIES)
+def test_sampling_ahead_keeps_the_clock_rows_and_parameters(topology):
+    # units drawn several at a time under the parameters current at the first one's start give
+    # the run of units each sampled alone at its start: the same clock, rows, versions and
+    # costs; every consumed unit was sampled with its own start's parameters; fewer engine calls
+    import random
+
+    for trial in range(6):
+        durs = [random.Random(f"ahead{trial}/{i}").randint(1, 9) for i in range(80)]
+        runs = {}
+        for ahead in (1, 0, 3):
+            m = _model(prefill_s_per_token=0.0, tool_median_s=0.0, topology=topology, slots=4)
+            inner = ToyInner(durs, prompts_per_step=2)
+            inner.engine = BatchToyEngine(durs)
+            c = clock.ModelledClockCollector(inner, m, mode="sao", seed=0, max_staleness=2,
+                                             backpressure=bool(trial % 2), sample_ahead=ahead)
+            out = []
+            for s in range(12):
+                got = c.collect(f"params{s}", s, s)
+                vers = np.asarray(got.batch.policy_version).tolist()
+                used = {u: p for u, p, _ in inner.engine.calls}  # the last draw of each unit
+                assert [used[int(t.task_id)] for t in got.tasks] == [f"params{v}" for v in vers]
+                out.append((got.stats["time/modelled_s"], [int(t.task_id) for t in got.tasks],
+                            vers, got.cost))
+            runs[ahead] = (out, inner.engine, got.stats["clock/sampled_ahead_unused"])
+        assert runs[0][0] == runs[1][0] == runs[3][0], (topology, trial)
+        assert not runs[1][1].batches and runs[1][2] == 0.0
+        assert 0 < len(runs[0][1].batches) < len(runs[1][1].calls)  # default: slots ÷ group = 4
+        assert max(len(b) for b in runs[3][1].batches) == 3
+
+
+def test_sample_ahead_refuses_a_negative_count():
+    with pytest.raises(ValueError, match="sample_ahead"):
+        clock.ModelledClockCollector(ToyInner(DURS), _model(), mode="sao", seed=0, sample_ahead=-1)
+
+
 def test_streaming_staleness_tags_weights_and_drops():
     # unit 2 started during step 0's learner step with version 0: at step 3 (version 3) its lag
     # is 3 > max_staleness 2, so it is dropped and unit 4 (version 2) waits for its arrival

@@ -14,10 +14,8 @@ from rlvr.records.verdict import Verdict
 from rlvr.rollout.sampler import SamplingParams
 from rlvr.train.collectors import (AsyncCollector, Collected, GroupCollector, RolloutCost,
                                    TaskSampler, make_samples)
-from rlvr.train.config import ConfigError
 from rlvr.train.evaluate import Evaluator
 from rlvr.train.judge import Judge, reward_config_from
-from rlvr.verifiers.compose import RewardConfig
 from tests.train.tiny import tiny_config
 
 
@@ -334,3 +332,65 @@ def test_turn_engine_prefills_each_pivot_state_once_and_keeps_the_repeated_rows(
     got = engine.run(None, mixed, tasks, keys, sampling, policy_version=2, group_size=k)
     assert calls == [((16, 8), 1)]
     assert got.cost.prefill_tokens == got.cost.prompt_tokens == n_prompt
+
+
+def test_text_engine_run_units_splits_one_batch_into_groups_with_their_own_costs():
+    """TextEngine.run_units: the rows of `run` with the same keys, one Collected per task, each
+    costing its own group (G turns, its generated tokens, G × its prompt, its prompt once)."""
+    import jax
+
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.train.collectors import TextEngine
+
+    tok = CharTokenizer("0123456789")
+    model = _tiny_model(tok)
+    tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
+             for i, p in enumerate(["7", "123", "98"])]
+    g = 2
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=5, stop_token_ids=(tok.eos_id,))
+    engine = TextEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(), prompt_len=8,
+                        prompt_bucket=4)
+    whole = engine.run(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
+    parts = engine.run_units(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
+    assert [p.batch.batch_size for p in parts] == [g] * len(tasks)
+    joined = Collected.concatenate(parts)
+    np.testing.assert_array_equal(np.asarray(joined.batch.tokens), np.asarray(whole.batch.tokens))
+    assert [s.text for s in joined.samples] == [s.text for s in whole.samples]
+    assert sum((p.cost for p in parts), RolloutCost()) == whole.cost
+    for p, t in zip(parts, tasks):
+        n = 1 + len(t.prompt)  # [bos] + prompt
+        assert [x.task_id for x in p.tasks] == [t.task_id] * g
+        assert p.cost == RolloutCost(g, int(np.asarray(p.batch.loss_mask).sum()), g * n, n)
+
+
+def test_episode_engine_run_units_costs_each_group_and_sum_to_the_batch(tmp_path):
+    """EpisodeEngine.run_units: the episodes of `run` with the same keys, one Collected per task
+    judged on its own; each group's cost counts its own turns, generated and prompt-side tokens,
+    and the groups' costs sum to the batch's."""
+    import jax
+
+    from rlvr.rollout.sampler import per_sample_keys
+
+    from rlvr.train.config import validate_config
+    from rlvr.train.setup import build_run
+    from tests.train.tiny import tiny_agent_config
+
+    c = validate_config(tiny_agent_config("agent_grpo", rollout__asynchronous=False))
+    r = build_run(c, str(tmp_path))
+    try:
+        col = r.collector
+        g, tasks = 2, col.sampler.draw(0, 3)
+        keys = per_sample_keys(jax.random.key(5), g * len(tasks))
+        whole = col.engine.run(r.init_params, tasks, g, keys, col.sampling, 4)
+        parts = col.engine.run_units(r.init_params, tasks, g, keys, col.sampling, 4)
+    finally:
+        r.close()
+    joined = Collected.concatenate(parts)
+    np.testing.assert_array_equal(np.asarray(joined.batch.tokens), np.asarray(whole.batch.tokens))
+    np.testing.assert_array_equal(np.asarray(joined.batch.rewards), np.asarray(whole.batch.rewards))
+    assert sum((p.cost for p in parts), RolloutCost()) == whole.cost
+    assert whole.cost.turns > len(tasks) * g  # multi-turn episodes
+    for p in parts:
+        assert p.cost.turns == sum(s.num_turns for s in p.samples)
+        assert p.cost.sampled_tokens == int(np.asarray(p.batch.loss_mask).sum())
+        assert p.cost.prompt_tokens >= p.cost.prefill_tokens > 0
