@@ -135,14 +135,14 @@ def find_record(folder: str, key: str, legacy_key: str,
 # ----------------------------------------------------------------------------- warm start
 def warm_spec(config, seed: int) -> dict:
     """What a warm start depends on (its cache key): code version, the model / tokenizer / task
-    settings, the `train.sft_*` settings and the seed."""
+    settings, the `train.sft_*` settings, the LM head's `train.logprob_impl` and the seed."""
     from rlvr.version import code_version
 
     c = config
     return {"code": code_version(), "model": {k: v for k, v in config_dict(c).items()
                                               if k.startswith(("model.", "tokenizer.", "task."))},
             "sft": [c.train.sft_steps, c.train.sft_batch_size, c.train.sft_learning_rate,
-                    c.train.sft_pool], "seed": seed}
+                    c.train.sft_pool], "logprob_impl": c.train.logprob_impl, "seed": seed}
 
 
 def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
@@ -168,7 +168,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
     params, m = warm_start(params, graphdef, rest, kit=kit, tokenizer=tok, steps=c.train.sft_steps,
                            batch_size=c.train.sft_batch_size, learning_rate=c.train.sft_learning_rate,
                            length=c.model.max_seq_len, seed=seed, pool=c.train.sft_pool,
-                           progress=False)
+                           logprob_impl=c.train.logprob_impl, progress=False)
     tmp = f"{folder}.tmp{os.getpid()}"
     save_pretrained(nnx.merge(graphdef, params, rest), tmp)
     write_json(os.path.join(tmp, "warm.json"), {

@@ -2,6 +2,7 @@
 files from the numbers (with code version and cache provenance), and a second invocation takes
 every run from the cache (keyed by code version + config) and regenerates the same files."""
 
+import copy
 import json
 import os
 
@@ -549,3 +550,12 @@ def test_costs_to_level_print_a_lower_bound_when_the_level_was_not_reached():
     from experiments.study import stats
 
     assert stats.fmt_costs([(108733.4, True), (300148.0, False)]) == "108733, >300148"
+
+
+def test_warm_start_key_names_the_lm_head_it_trains_with():
+    # the warm start trains through train.logprob_impl's LM head; another head is another start
+    c = arms.base_config("grpo", 0, arms.scale("quick"))
+    other = copy.deepcopy(c)
+    other.train.logprob_impl = "vocab_tiled"
+    assert runner.warm_spec(c, 0)["logprob_impl"] == c.train.logprob_impl
+    assert runner.content_key(runner.warm_spec(c, 0)) != runner.content_key(runner.warm_spec(other, 0))
