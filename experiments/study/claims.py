@@ -231,6 +231,8 @@ def verdict(r: Reading) -> str:
     p, lo, hi = r.ci
     if r.bound == stats.UNKNOWN:
         return "not measurable (seeds censored in both directions)"
+    if r.t.n == 1 and r.bound in (stats.AT_MOST, stats.AT_LEAST):
+        return f"no test (one seed: {r.bound} its value, with no interval)"
     if r.bound == stats.AT_MOST:
         if np.isfinite(hi) and hi < c.null:
             return "FAILS (even the upper bound lies below no effect; censored seeds)"
@@ -277,9 +279,7 @@ def block_text(readings: list[Reading]) -> str:
         if r.reached is not None:
             seeds += f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})"
         where = "`results/`" if r.block == "." else f"`results/{r.block}/`"
-        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
-        if r.bound in (stats.AT_MOST, stats.AT_LEAST):
-            point = f"{r.bound} {point}"
+        point = _point(r)
         rows.append([c.label, "primary" if c.primary else "exploratory", where, seeds,
                      ", ".join(_value(v, k, c) for v, k in r.per_seed), point,
                      _holm(r), verdict(r), allows(r),
@@ -287,6 +287,18 @@ def block_text(readings: list[Reading]) -> str:
     return report.table(["claim", "endpoint", "block", "paired seeds", "per-seed values",
                          "point [95% t-CI]", "Holm p", "verdict",
                          "largest effect the interval allows", "runs' code version"], rows)
+
+
+def _point(r: Reading) -> str:
+    """The reading's point and 95 % t-interval, "at most" / "at least" before a bound; with one
+    seed the point alone (one value gives no interval)."""
+    c = r.claim
+    if r.t.n == 1:
+        p = r.ci[0]
+        point = f"{p:.{c.digits}f}{c.unit} (one seed: no interval)"
+    else:
+        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
+    return f"{r.bound} {point}" if r.bound in (stats.AT_MOST, stats.AT_LEAST) else point
 
 
 def _holm(r: Reading) -> str:
@@ -306,9 +318,7 @@ def summary_text(readings: list[Reading]) -> str:
             continue
         seen.add(number)
         c = r.claim
-        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
-        if r.bound in (stats.AT_MOST, stats.AT_LEAST):
-            point = f"{r.bound} {point}"
+        point = _point(r)
         rows.append([c.label, "primary" if c.primary else "exploratory",
                      ", ".join(_value(v, k, c) for v, k in r.per_seed), point, _holm(r), verdict(r),
                      ", ".join(f"`{v}`" for v in r.run_code_versions) or "unknown"])
@@ -324,9 +334,7 @@ def primary_text(readings: list[Reading]) -> str:
     rows = []
     for r in prim:
         c = r.claim
-        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
-        if r.bound in (stats.AT_MOST, stats.AT_LEAST):
-            point = f"{r.bound} {point}"
+        point = _point(r)
         seeds = f"{r.seeds}" + (f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})"
                                 if r.reached is not None else "")
         rows.append([c.label, "`results/`" if r.block == "." else f"`results/{r.block}/`", seeds,
@@ -498,9 +506,7 @@ def regime_text(ends: list[RegimeEndpoint]) -> str:
         if r is None:
             rows.append([c.label, e.regime, e.units, "—", "—", "—", e.not_run])
             continue
-        point = stats.fmt_ci(*r.ci, digits=c.digits, unit=c.unit)
-        if r.bound in (stats.AT_MOST, stats.AT_LEAST):
-            point = f"{r.bound} {point}"
+        point = _point(r)
         seeds = (f"{r.seeds} {e.units}" + (f" ({r.left_out} left out)" if r.left_out else "")
                  + f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})")
         rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),

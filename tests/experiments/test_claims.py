@@ -287,6 +287,19 @@ def test_a_censored_wallclock_seed_makes_claim_3_a_bound(tmp_path):
     assert cells[6] == claims.verdict(r) and cells[6].startswith("UNRESOLVED (censored seeds")
 
 
+def test_one_censored_seed_is_a_bound_with_no_interval_and_no_verdict(tmp_path):
+    """One seed whose SAO run never reached ℓ: its bound is shown alone, without a 95 % interval
+    (one value has none), and the verdict is no test, not a failure or a success."""
+    _wallclock_arms(str(tmp_path), [10.0], sao_never={0})
+    r = claims.regime_endpoints(str(tmp_path))[1].reading
+    assert r.t.n == 1 and r.bound == stats.AT_MOST
+    cells = _row(claims.regime_text(claims.regime_endpoints(str(tmp_path))), "3.")
+    assert cells[3] == "≤0.58"
+    assert cells[4] == "at most 0.58× (one seed: no interval)" and "[" not in cells[4]
+    assert cells[6] == "no test (one seed: at most its value, with no interval)"
+    assert claims.allows(r) == "n/a"
+
+
 def test_claim_3_row_states_the_system_model_as_its_file_does(tmp_path):
     """The row reads M from the file: its parameters, placeholders where the file records no
     calibration, and what measured it where it does (machine, device, date, command)."""
