@@ -317,17 +317,21 @@ def wallclock_text(path: str = WALLCLOCK_JSON) -> str:
         d = json.load(f)
     labels = {"grpo_sync": "GRPO-sync", "grpo_async": "GRPO-async", "sao": "SAO", "sao_sync": "SAO-sync"}
     ratios, sources, cells = d["token_ratios"], d.get("token_ratio_sources", {}), d["cells"]
+    from experiments.study.wallclock import BOUND_MARK
+
     rows = []
     for a in d["arms"][1:]:
         thr = [c["arms"][a]["throughput_ratio"] for c in cells]
+        mark = BOUND_MARK[d.get("token_ratio_bounds", {}).get(a, "")]
         if a in ratios:
             wall = [ratios[a][0] / t for t in thr]
-            wall_txt = f"{min(wall):.2f} – {max(wall):.2f} (median {float(np.median(wall)):.2f})"
+            wall_txt = (f"{mark}{min(wall):.2f} – {mark}{max(wall):.2f} (median "
+                        f"{mark}{float(np.median(wall)):.2f})")
         else:
             wall_txt = "not measured"
         rows.append(f"| {labels[a]} | {min(thr):.2f} – {max(thr):.2f} (median "
                     f"{float(np.median(thr)):.2f}) | "
-                    + (f"{ratios[a][0]:.2f}" if a in ratios else "—")
+                    + (f"{mark}{ratios[a][0]:.2f}" if a in ratios else "—")
                     + f" | {wall_txt} | {sources.get(a, 'see results/wallclock/wallclock.md')} |")
     from experiments.study.time_model import describe
 

@@ -373,12 +373,25 @@ def measured_ratios(recs: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- the table
-def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
+BOUND_MARK = {"": "", "at least": "≥", "at most": "≤", "unknown": "?"}
+
+
+def ratio_bound(arm_reached, ref_reached) -> str:
+    """What a ratio arm ÷ GRPO-sync of costs to ℓ is when some runs never reached ℓ (their cost
+    is their last one, a lower bound): "" (every run reached it), "at least" (only the arm's
+    runs fell short), "at most" (only GRPO-sync's) or "unknown" (both)."""
+    arm_short, ref_short = not all(arm_reached), not all(ref_reached)
+    return {(False, False): "", (True, False): "at least", (False, True): "at most"}.get(
+        (arm_short, ref_short), "unknown")
+
+
+def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict, dict]:
     """({arm: (point, lo, hi)} of measured sampled tokens to the level, arm ÷ GRPO-sync;
-    {arm: where it was measured}). From the wall-clock arms' runs in `arm_records` (a folder
-    `run_arms` wrote: every arm they ran, `measured_ratios`) where given, else SAO's from a
-    study_sao.json (`path`: GRPO ÷ SAO, inverted); an arm neither measured is left out."""
-    out, src = {"grpo_sync": (1.0, 1.0, 1.0)}, {"grpo_sync": "the reference"}
+    {arm: where it was measured}; {arm: `ratio_bound`} for the ratios that are bounds). From the
+    wall-clock arms' runs in `arm_records` (a folder `run_arms` wrote: every arm they ran,
+    `measured_ratios`) where given, else SAO's from a study_sao.json (`path`: GRPO ÷ SAO,
+    inverted); an arm neither measured is left out."""
+    out, src, bounds = {"grpo_sync": (1.0, 1.0, 1.0)}, {"grpo_sync": "the reference"}, {}
     if path and os.path.exists(path):
         with open(path) as f:
             r = json.load(f).get("ratios", {}).get("tokens_ratio")
@@ -402,10 +415,14 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict]:
                 continue
             out[a] = tuple(float(x) for x in v["tokens_ratio"])
             n = len(v["seeds"])
-            bound = "" if all(v["reached"]) else ", a bound: a run never reached ℓ"
+            ref = m["arms"]["grpo_sync"]
+            b = ratio_bound(v["reached"], [ref["reached"][ref["seeds"].index(x)] for x in v["seeds"]])
+            if b:
+                bounds[a] = b
+            bound = f", {b}: a run never reached ℓ" if b else ""
             src[a] = (f"runs under the modelled clock ({scale_words(arm_records)}), `{where}` ({n} seed"
                       f"{'s' if n != 1 else ''}{bound})")
-    return out, src
+    return out, src, bounds
 
 
 def run_grid(profiles: dict, base: clock.TimeModel, *, steps: int, seed: int) -> list:
@@ -427,20 +444,24 @@ def run_grid(profiles: dict, base: clock.TimeModel, *, steps: int, seed: int) ->
     return cells
 
 
-def _fmt_ratio(tok, thr) -> str:
+def _fmt_ratio(tok, thr, bound: str = "") -> str:
+    """The wall-clock ratio of a cell: the token ratio `tok` over the throughput ratio `thr`,
+    marked ≥ / ≤ where the token ratio is a bound."""
     if tok is None:
         return "not measured"
     p, lo, hi = (x / thr for x in tok)
+    mark = BOUND_MARK[bound]
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{p:.2f} (one seed: no interval)"
-    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+        return f"{mark}{p:.2f} (one seed: no interval)"
+    return f"{mark}{p:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
-def _fmt_tok(v) -> str:
+def _fmt_tok(v, bound: str = "") -> str:
     p, lo, hi = v
     if not np.isfinite(p):
         return "n/a"
-    return f"{p:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
+    return BOUND_MARK[bound] + f"{p:.2f}" + (
+        f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
 
 
 def runs_section(folder: str) -> list:
@@ -489,7 +510,7 @@ def calibration_words(path: str) -> str:
 
 
 def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
-                  sources: dict = None) -> str:
+                  sources: dict = None, bounds: dict = None) -> str:
     os.makedirs(out, exist_ok=True)
     lines = [
         "# Modelled wall-clock under the system model grid",
@@ -513,7 +534,8 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
                                   f"episode" for m, p in profiles.items()),
         "",
         "Measured token ratios (arm ÷ GRPO-sync, sampled tokens to the level): " +
-        "; ".join(f"{LABELS[a]} {_fmt_tok(v)} (from {(sources or {}).get(a, 'the reference')})"
+        "; ".join(f"{LABELS[a]} {_fmt_tok(v, (bounds or {}).get(a, ''))} "
+                  f"(from {(sources or {}).get(a, 'the reference')})"
                   for a, v in ratios.items() if a != "grpo_sync") +
         ("" if set(ratios) >= set(ARMS) else
          "; not measured: " + ", ".join(
@@ -527,7 +549,8 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
     ]
     for c in cells:
         thr = [c["arms"][a]["throughput_ratio"] for a in ARMS[1:]]
-        wall = [_fmt_ratio(ratios.get(a), c["arms"][a]["throughput_ratio"]) for a in ARMS[1:]]
+        wall = [_fmt_ratio(ratios.get(a), c["arms"][a]["throughput_ratio"], (bounds or {}).get(a, ""))
+                for a in ARMS[1:]]
         lines.append(f"| {c['latency_x']:g} | {c['tail']:g} | {c['slots']} | {c['topology']} | "
                      + " | ".join(f"{x:.2f}" for x in thr) + " | " + " | ".join(wall) + " |")
     if getattr(args, "arm_records", "") and os.path.isdir(args.arm_records):
@@ -540,7 +563,8 @@ def write_results(cells, profiles, ratios, base, args, out: str, seconds: float,
                    "system_model": dataclasses.asdict(base),
                    "system_model_calibration": clock.read_calibration(args.system_model),
                    "steps": args.steps,
-                   "token_ratios": ratios, "token_ratio_sources": sources or {}, "cells": cells,
+                   "token_ratios": ratios, "token_ratio_sources": sources or {},
+                   "token_ratio_bounds": bounds or {}, "cells": cells,
                    "arm_runs": (dict(measured_ratios(load_arm_records(args.arm_records)),
                                      records=os.path.relpath(args.arm_records, ROOT),
                                      scale=records_scale(args.arm_records))
@@ -594,9 +618,9 @@ def main(argv=None) -> str:
         raise SystemExit(f"no episode profiles at {args.profiles}: run with --quick or --profiles")
     base = clock.TimeModel.from_json(args.system_model)
     cells = run_grid(profiles, base, steps=args.steps, seed=args.seed)
-    ratios, sources = token_ratios(args.token_ratios, args.arm_records)
+    ratios, sources, bounds = token_ratios(args.token_ratios, args.arm_records)
     table = write_results(cells, profiles, ratios, base, args, args.out,
-                          time.perf_counter() - t0, sources)
+                          time.perf_counter() - t0, sources, bounds)
     print(table)
     return table
 

@@ -50,6 +50,10 @@ def test_wallclock_block_ranges_over_the_grid_and_says_where_each_ratio_comes_fr
     assert "3.00 – 6.00 (median 4.00)" in row["| SAO"] and "0.50 – 1.00 (median 0.75)" in row["| SAO"]
     assert "a study_sao.json" in row["| SAO"]
     assert study_all.wallclock_text(str(tmp_path / "none.json")).startswith("The modelled wall-clock grid has not run")
+    # a token ratio that is a bound (a SAO run never reached ℓ) marks every number drawn from it
+    path.write_text(json.dumps(dict(d, token_ratio_bounds={"sao": "at least"})))
+    sao = [r for r in study_all.wallclock_text(str(path)).splitlines() if r.startswith("| SAO")][0]
+    assert "≥0.50 – ≥1.00 (median ≥0.75)" in sao and "| ≥3.00 |" in sao
 
 
 def test_wallclock_block_names_the_scale_of_the_arms_runs(tmp_path):

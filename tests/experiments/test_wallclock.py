@@ -93,11 +93,21 @@ def test_arm_records_fill_the_not_measured_cells(tmp_path):
     assert rows and all("not measured" in r for r in rows)  # SAO: neither run nor given
     assert all(r.count("not measured") == 1 for r in rows)  # GRPO-async and SAO-sync filled
     assert "GRPO-async 0.45 (from runs under the modelled clock (scale `wallclock_quick`)" in table
-    assert "a bound" in table
+    assert "at least: a run never reached ℓ" in table  # SAO-sync's never reached ℓ
+    sao_sync = [r.split(" | ")[-1] for r in rows]  # its wall-clock ratio, the last column
+    assert all(c.startswith("≥") for c in sao_sync), sao_sync
     assert "## The arms' runs under the modelled clock (scale `wallclock_quick`" in table
     out = json.loads((tmp_path / "out" / "wallclock.json").read_text())
     assert set(out["token_ratios"]) == {"grpo_sync", "grpo_async", "sao_sync"}
+    assert out["token_ratio_bounds"] == {"sao_sync": "at least"}
     assert out["arm_runs"]["scale"] == "wallclock_quick" and out["arm_runs"]["records"].endswith("wallclock_quick")
+
+
+def test_ratio_bound_follows_which_runs_fell_short_of_the_level():
+    assert wallclock.ratio_bound([True, True], [True, True]) == ""
+    assert wallclock.ratio_bound([True, False], [True, True]) == "at least"
+    assert wallclock.ratio_bound([True, True], [False, True]) == "at most"
+    assert wallclock.ratio_bound([False, True], [True, False]) == "unknown"
 
 
 def test_arm_records_scale_is_the_one_their_folder_names():
