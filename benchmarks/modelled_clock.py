@@ -4,14 +4,15 @@ Under `rollout.clock="modelled"` the streaming modes sample each unit with the p
 at its virtual start. With `rollout.clock_sample_ahead` = 1 every unit is sampled alone (batch 1);
 by default the units that start under one parameter version are sampled together
 (`rlvr.train.clock.ModelledClockCollector`, docs/algorithms.md §7). This script builds the study's
-SAO wall-clock arm (`experiments/study/arms.py`, `sao_modelled`) at `--scale` with random-init
-weights, and times `--steps` collections (each a learner step's batch; the parameters are not
+SAO wall-clock arm (`experiments/study/arms.py`, `sao_modelled`) at `--scale`, from the SFT warm
+start folder `--warm` (a study cache's `warm/<key>`; without it random-init weights, whose
+episodes end at once and say little), and times `--steps` collections (each a learner step's batch; the parameters are not
 trained, the version advances every step) for each `--ahead` value. The modelled timeline must
 not depend on it: the table's last column says whether each setting's modelled seconds equal
 the first setting's.
 
-    python benchmarks/modelled_clock.py [--scale long512] [--steps 6] [--ahead 1,0]
-        [--out benchmarks/results/modelled_clock_cpu.md]
+    python benchmarks/modelled_clock.py [--scale long512] [--warm FOLDER] [--steps 6]
+        [--ahead 1,0] [--out benchmarks/results/modelled_clock_cpu.md]
 
 No assertions: this prints a markdown table (and writes it to --out when given).
 """
@@ -37,7 +38,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.output import emit  # noqa: E402
 
 
-def time_setting(scale: str, ahead: int, steps: int, seed: int):
+def time_setting(scale: str, ahead: int, steps: int, seed: int, warm: str = ""):
     """(real seconds of each collection after the first, modelled seconds after each step,
     batch rows per step, units sampled ahead and never used) for one `clock_sample_ahead`."""
     import jax
@@ -49,6 +50,8 @@ def time_setting(scale: str, ahead: int, steps: int, seed: int):
     sc = arms.scale(scale)
     c = arms.base_config("sao", seed, sc)
     c = arms.ARMS["sao_modelled"].change(c, sc)
+    if warm:
+        c = arms.with_warm(c, os.path.abspath(warm))
     c.rollout.time_model = os.path.join(ROOT, arms.SYSTEM_MODEL)
     c.rollout.clock_sample_ahead = ahead
     c.eval.num_tasks = 0
@@ -78,11 +81,13 @@ def main():
     p.add_argument("--steps", type=int, default=6, help="timed collections per setting")
     p.add_argument("--ahead", default="1,0", help="comma-separated rollout.clock_sample_ahead "
                    "values (0: slots ÷ group_size)")
+    p.add_argument("--warm", default="", help="Hugging Face folder of the policy to sample with "
+                   "(the study's SFT warm start; default: random-init weights)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="")
     args = p.parse_args()
     settings = [int(a) for a in args.ahead.split(",")]
-    results = {a: time_setting(args.scale, a, args.steps, args.seed) for a in settings}
+    results = {a: time_setting(args.scale, a, args.steps, args.seed, args.warm) for a in settings}
     first = results[settings[0]][1]
     import jax
 
@@ -90,7 +95,8 @@ def main():
              f"{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; load average "
              f"{os.getloadavg()[0]:.1f}. `python benchmarks/modelled_clock.py --scale {args.scale} "
-             f"--steps {args.steps} --ahead {args.ahead}`; random-init weights, {args.steps} "
+             f"--steps {args.steps} --ahead {args.ahead}{' --warm <warm start>' if args.warm else ''}`; "
+             f"{'the SFT warm start' if args.warm else 'random-init weights'}, {args.steps} "
              f"collections after a first that compiles.", "",
              "| clock_sample_ahead | rows per step | s per step min | median | max | "
              "units sampled ahead, unused | modelled timeline as the first row's |",
