@@ -335,9 +335,11 @@ def measured_ratios(recs: dict) -> dict:
     and seed the sampled tokens and modelled seconds (`time/modelled_s`) to ℓ (a run that never
     reached it: its last cost, a bound) and its sampled tokens per modelled second over the whole
     run; per arm the ratios arm ÷ GRPO-sync over the seeds both ran (geometric mean with a paired
-    t-interval on the log-ratios; NaN interval with one seed). {"level", "seeds", "arms": {mode:
-    {"tokens": [...], "modelled_s": [...], "reached": [...], "tokens_per_modelled_s": [...],
-    "tokens_ratio", "modelled_ratio", "throughput_ratio": (p, lo, hi)}}}."""
+    t-interval on the log-ratios; NaN interval with one seed), the cost ratios leaving out a seed
+    where neither run reached ℓ (its ratio is unknown, as `claims.ratio_values` does).
+    {"level", "seeds", "arms": {mode: {"tokens": [...], "modelled_s": [...], "reached": [...],
+    "tokens_per_modelled_s": [...], "ratio_seeds": the seeds of the cost ratios, "tokens_ratio",
+    "modelled_ratio", "throughput_ratio": (p, lo, hi)}}}."""
     from experiments.study import stats
 
     nan = float("nan")
@@ -363,12 +365,14 @@ def measured_ratios(recs: dict) -> dict:
         # the run's own modelled throughput: sampled tokens per modelled second at its end
         tps = [float(cur[m][s]["tokens"][-1] / cur[m][s]["modelled_s"][-1]) for s in seeds]
         ref_tps = [float(ref[s]["tokens"][-1] / ref[s]["modelled_s"][-1]) for s in seeds]
+        ref_ok = [bool(stats.cost_to(ref[s], level, "tokens")[1]) for s in seeds]
+        keep = [i for i, (_, ok) in enumerate(tok) if ok or ref_ok[i]]  # known in one arm at least
         out["arms"][m] = {
             "tokens_per_modelled_s": tps, "throughput_ratio": ratio(tps, ref_tps),
             "seeds": seeds, "tokens": [t for t, _ in tok], "modelled_s": [t for t, _ in mod],
-            "reached": [bool(r) for _, r in tok],
-            "tokens_ratio": ratio([t for t, _ in tok], ref_tok),
-            "modelled_ratio": ratio([t for t, _ in mod], ref_mod)}
+            "reached": [bool(r) for _, r in tok], "ratio_seeds": [seeds[i] for i in keep],
+            "tokens_ratio": ratio([tok[i][0] for i in keep], [ref_tok[i] for i in keep]),
+            "modelled_ratio": ratio([mod[i][0] for i in keep], [ref_mod[i] for i in keep])}
     return out
 
 
@@ -414,14 +418,17 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict, dict]:
                           f"tokens: ℓ lies at or below the warm start's success)")
                 continue
             out[a] = tuple(float(x) for x in v["tokens_ratio"])
-            n = len(v["seeds"])
+            kept = v.get("ratio_seeds", v["seeds"])
+            n, left = len(kept), len(v["seeds"]) - len(kept)
             ref = m["arms"]["grpo_sync"]
-            b = ratio_bound(v["reached"], [ref["reached"][ref["seeds"].index(x)] for x in v["seeds"]])
+            b = ratio_bound([v["reached"][v["seeds"].index(x)] for x in kept],
+                            [ref["reached"][ref["seeds"].index(x)] for x in kept])
             if b:
                 bounds[a] = b
             bound = f", {b}: a run never reached ℓ" if b else ""
+            out_of = (f"; {left} left out: neither run reached ℓ" if left else "")
             src[a] = (f"runs under the modelled clock ({scale_words(arm_records)}), `{where}` ({n} seed"
-                      f"{'s' if n != 1 else ''}{bound})")
+                      f"{'s' if n != 1 else ''}{bound}{out_of})")
     return out, src, bounds
 
 

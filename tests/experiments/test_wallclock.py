@@ -103,6 +103,34 @@ def test_arm_records_fill_the_not_measured_cells(tmp_path):
     assert out["arm_runs"]["scale"] == "wallclock_quick" and out["arm_runs"]["records"].endswith("wallclock_quick")
 
 
+def test_a_seed_neither_run_reached_is_left_out_of_the_cost_ratios(tmp_path):
+    """Seed 1: GRPO-sync and SAO both end below ℓ, so their cost ratio is unknown: it is left
+    out of the token and wall-clock ratios (not read as the ratio of two last costs), named in
+    the ratio's source, and the ratio of the other two seeds is exact."""
+    from experiments.study import records
+
+    folder = tmp_path / "wallclock_long512"
+    grpo = {0: [0.1, 0.5, 0.5, 0.5], 1: [0.1, 0.2, 0.2, 0.2], 2: [0.1, 0.5, 0.5, 0.5]}
+    sao = {0: [0.1, 0.1, 0.5, 0.5], 1: [0.1, 0.1, 0.1, 0.1], 2: [0.1, 0.1, 0.1, 0.5]}
+    for seed in range(3):
+        records.write_record(str(folder / wallclock.record_name("grpo_sync", seed)),
+                             _arm_record(grpo[seed], [0, 100, 200, 300], [0, 10, 20, 30]))
+        records.write_record(str(folder / wallclock.record_name("sao", seed)),
+                             _arm_record(sao[seed], [0, 100, 200, 300], [0, 10, 20, 30]))
+    m = wallclock.measured_ratios(wallclock.load_arm_records(str(folder)))
+    level = m["level"]  # 0.9 × mean(0.5, 0.2, 0.5) = 0.36: seed 1 never reaches it in either arm
+    assert abs(level - 0.36) < 1e-9
+    v = m["arms"]["sao"]
+    assert v["reached"] == [True, False, True] and v["ratio_seeds"] == [0, 2]
+    # between evaluations success is linear in tokens: GRPO-sync reaches 0.36 at 65 tokens, SAO
+    # at 165 (seed 0) and 265 (seed 2)
+    expect = ((165 / 65) * (265 / 65)) ** 0.5
+    assert abs(v["tokens_ratio"][0] - expect) < 1e-9
+    ratios, sources, bounds = wallclock.token_ratios("", str(folder))
+    assert abs(ratios["sao"][0] - expect) < 1e-9 and "sao" not in bounds
+    assert "(2 seeds; 1 left out: neither run reached ℓ)" in sources["sao"]
+
+
 def test_ratio_bound_follows_which_runs_fell_short_of_the_level():
     assert wallclock.ratio_bound([True, True], [True, True]) == ""
     assert wallclock.ratio_bound([True, False], [True, True]) == "at least"
