@@ -487,7 +487,6 @@ def run_episodes(
         t_env += time.monotonic() - te
 
     turn = 0
-    prompt_tokens = prefill_tokens = 0
     session = None
     if kv_reuse and policy is None:
         from rlvr.rollout.session import KVSession  # noqa: PLC0415
@@ -514,12 +513,10 @@ def run_episodes(
         sub = jax.vmap(lambda k: jax.random.fold_in(k, turn))(episode_keys[idx])
         tg = time.monotonic()
         prefixes = [e.tokens for e in active]
-        prompt_tokens += sum(len(p) for p in prefixes)
         for e, p in zip(active, prefixes):
             e.prompt_tokens += len(p)
         if session is not None:
             st = session.turn([int(i) for i in idx], prefixes, sub, sampling)
-            prefill_tokens += st.prefill_tokens
             for e, n in zip(active, st.row_prefill_tokens):
                 e.prefill_tokens += n
             all_ids, all_lps = st.action_ids, st.logprobs
@@ -530,7 +527,6 @@ def run_episodes(
                 model, prefixes, sub, sampling, tokenizer=tokenizer, terminator_id=term_id,
                 prompt_bucket=prompt_bucket, batch_bucket=batch_bucket, max_tokens=max_tokens,
                 policy=policy, sharding=sharding, decode=decode)
-            prefill_tokens += sum(len(p) for p in prefixes)
             for e, p in zip(active, prefixes):
                 e.prefill_tokens += len(p)
         t_gen += time.monotonic() - tg
@@ -546,8 +542,8 @@ def run_episodes(
         "rollout/episodes": float(len(episodes)),
         "rollout/turns": float(sum(e.num_turns for e in episodes)),
         "rollout/action_tokens": float(n_act),
-        "rollout/prompt_tokens": float(prompt_tokens),
-        "rollout/prefill_tokens": float(prefill_tokens),
+        "rollout/prompt_tokens": float(sum(e.prompt_tokens for e in episodes)),
+        "rollout/prefill_tokens": float(sum(e.prefill_tokens for e in episodes)),
         "rollout/tokens": float(sum(len(e.tokens) for e in episodes)),
         "rollout/truncation_rate": float(np.mean([e.truncated for e in episodes])),
         "rollout/env_error_rate": float(np.mean([e.env_error is not None for e in episodes])),

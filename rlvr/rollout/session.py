@@ -71,15 +71,18 @@ class SessionTurn:
       action_ids: list of n lists of generated ids (stop token included when emitted).
       logprobs: list of n lists of the sampled distribution's log-probs of those ids.
       truncated: bool [n]: `max_new_tokens` ran out before a stop token.
-      prefill_tokens: real tokens prefilled this turn (sum of the chunk lengths, no padding).
-      row_prefill_tokens: [n] the real tokens prefilled for each episode this turn (its chunk).
+      row_prefill_tokens: [n] the real tokens prefilled for each episode this turn (its chunk,
+        no padding); `prefill_tokens` is their sum.
     """
 
     action_ids: list
     logprobs: list
     truncated: np.ndarray
-    prefill_tokens: int
-    row_prefill_tokens: tuple = ()
+    row_prefill_tokens: tuple
+
+    @property
+    def prefill_tokens(self) -> int:
+        return int(sum(self.row_prefill_tokens))
 
 
 @partial(jax.jit, static_argnames=("graphdef", "params", "pad_id"), donate_argnames=("cache",))
@@ -230,5 +233,4 @@ class KVSession:
             logprobs.append([float(x) for x in out_lp[j, :g]])
             self.cached[i] = len(st) + g
         return SessionTurn(action_ids=action_ids, logprobs=logprobs, truncated=~done[:n],
-                           prefill_tokens=int(sum(len(x) for x in chunks)),
                            row_prefill_tokens=tuple(len(x) for x in chunks))

@@ -386,13 +386,12 @@ class ModelledClockCollector(Collector):
         inner, g, u = self.inner, self.group_size, self.units
         if self._ahead_version != version or u not in self._ahead:
             self._unused += len(self._ahead)
-            k = self._ahead_count(version)
-            run_units = getattr(inner.engine, "run_units", None)
-            if k == 1 or run_units is None:
-                k = 1
+            run_units = getattr(inner.engine, "run_units", None)  # an engine without it: alone
+            k = self._ahead_count(version) if run_units is not None else 1
             draws = [unit_draw(inner, i) for i in range(u, u + k)]
             if k == 1:
-                parts = [inner.engine.run(params, draws[0][0], g, draws[0][1], inner.sampling, version)]
+                tasks, keys = draws[0]
+                parts = [inner.engine.run(params, tasks, g, keys, inner.sampling, version)]
             else:
                 parts = run_units(params, [t for tasks, _ in draws for t in tasks], g,
                                   jnp.concatenate([keys for _, keys in draws]), inner.sampling,

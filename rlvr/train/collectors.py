@@ -80,14 +80,9 @@ class RolloutCost:
         return dataclasses.asdict(self)
 
 
-def episode_cost(stats: dict) -> RolloutCost:
-    """The cost of a `run_episodes` call from its stats."""
-    return RolloutCost(*(int(stats[f"rollout/{k}"]) for k in
-                         ("turns", "action_tokens", "prompt_tokens", "prefill_tokens")))
-
-
 def episode_row_cost(episode) -> RolloutCost:
-    """What producing one `rlvr.rollout.agent_loop.Episode` cost (its share of `episode_cost`)."""
+    """What producing one `rlvr.rollout.agent_loop.Episode` cost: its actions, generated tokens
+    and its own prompt-side and prefilled tokens (`run_episodes`' stats are their sums)."""
     return RolloutCost(episode.num_turns, episode.num_action_tokens, episode.prompt_tokens,
                        episode.prefill_tokens)
 

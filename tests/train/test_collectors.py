@@ -242,25 +242,33 @@ def _tiny_model(tok):
                        rngs=nnx.Rngs(0))
 
 
+def _text_engine():
+    """(tokenizer, tiny model, three digit tasks of prompt lengths 1, 3, 2, sampling, a
+    TextEngine over them with prompt_len 8 and prompt_bucket 4)."""
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.train.collectors import TextEngine
+
+    tok = CharTokenizer("0123456789")
+    model = _tiny_model(tok)
+    tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
+             for i, p in enumerate(["7", "123", "98"])]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=5, stop_token_ids=(tok.eos_id,))
+    engine = TextEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(), prompt_len=8,
+                        prompt_bucket=4)
+    return tok, model, tasks, sampling, engine
+
+
 def test_text_engine_prefills_each_task_once_and_keeps_the_repeated_rows(monkeypatch):
     """TextEngine.run passes the sampler one prompt per task with num_samples = G, and returns
     the rows, masks, texts and costs of sampling every task's prompt G times, group-major."""
     import jax
 
-    from rlvr.models.tokenizer import CharTokenizer
     from rlvr.rollout.sampler import pad_prompts, sample
     from rlvr.train import collectors
-    from rlvr.train.collectors import TextEngine
 
     calls = _record_sampler_calls(monkeypatch, collectors)
-    tok = CharTokenizer("0123456789")
-    model = _tiny_model(tok)
-    tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
-             for i, p in enumerate(["7", "123", "98"])]
+    tok, model, tasks, sampling, engine = _text_engine()
     g = 3
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=5, stop_token_ids=(tok.eos_id,))
-    engine = TextEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(), prompt_len=8,
-                        prompt_bucket=4)
     got = engine.run(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
     assert calls == [((3, 4), g)]  # 3 unique prompts padded to the bucket 4, G samples each
 
@@ -339,17 +347,8 @@ def test_text_engine_run_units_splits_one_batch_into_groups_with_their_own_costs
     costing its own group (G turns, its generated tokens, G × its prompt, its prompt once)."""
     import jax
 
-    from rlvr.models.tokenizer import CharTokenizer
-    from rlvr.train.collectors import TextEngine
-
-    tok = CharTokenizer("0123456789")
-    model = _tiny_model(tok)
-    tasks = [TaskSpec(task_id=f"t{i}", prompt=p, task_type="text", reference_answer=i)
-             for i, p in enumerate(["7", "123", "98"])]
+    tok, model, tasks, sampling, engine = _text_engine()
     g = 2
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=5, stop_token_ids=(tok.eos_id,))
-    engine = TextEngine(model_of=lambda params: model, tokenizer=tok, judge=_judge(), prompt_len=8,
-                        prompt_bucket=4)
     whole = engine.run(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
     parts = engine.run_units(None, tasks, g, jax.random.key(3), sampling, policy_version=7)
     assert [p.batch.batch_size for p in parts] == [g] * len(tasks)
