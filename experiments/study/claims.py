@@ -174,20 +174,13 @@ def ratio_values(pairs) -> tuple[list[tuple[float, str]], int, tuple[int, int]]:
     return out, left_out, reached
 
 
-def _bound(kinds) -> str:
-    ks = set(kinds) - {stats.EXACT}
-    if not ks:
-        return stats.EXACT
-    return ks.pop() if len(ks) == 1 else stats.UNKNOWN
-
-
 def reading(claim: Claim, block: str, per_seed, left_out: int, reached, versions) -> Reading:
     """The reading of `claim` from its per-seed values with kinds (`_per_seed`, `ratio_values`):
     the t-reading over them (log-ratios for a ratio claim) and its bound; no Holm p yet."""
     values = [math.log(v) if claim.kind == "ratio" else v for v, _ in per_seed]
     t = stats.t_reading(values, alpha=ALPHA)
     # a cost ratio with every seed censored in both arms: reported, not measurable
-    bound = _bound(k for _, k in per_seed) if per_seed else stats.UNKNOWN
+    bound = stats.combined_kind(k for _, k in per_seed) if per_seed else stats.UNKNOWN
     return Reading(claim, block, tuple(per_seed), t, bound, left_out, reached, None, tuple(versions))
 
 

@@ -261,6 +261,15 @@ def censored_ratio_kind(num_reached: bool, den_reached: bool) -> str:
     return UNKNOWN
 
 
+def combined_kind(kinds) -> str:
+    """The kind of a reading over seeds of the given per-seed kinds: exact when all are (or there
+    are none), the one bound when every inexact seed is that bound, unknown when they differ."""
+    ks = set(kinds) - {EXACT}
+    if not ks:
+        return EXACT
+    return ks.pop() if len(ks) == 1 else UNKNOWN
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error control over the given tests):
     sort p ascending, p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j)), returned in input order. A

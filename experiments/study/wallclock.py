@@ -383,10 +383,13 @@ BOUND_MARK = {"": "", "at least": "≥", "at most": "≤", "unknown": "?"}
 def ratio_bound(arm_reached, ref_reached) -> str:
     """What a ratio arm ÷ GRPO-sync of costs to ℓ is when some runs never reached ℓ (their cost
     is their last one, a lower bound): "" (every run reached it), "at least" (only the arm's
-    runs fell short), "at most" (only GRPO-sync's) or "unknown" (both)."""
-    arm_short, ref_short = not all(arm_reached), not all(ref_reached)
-    return {(False, False): "", (True, False): "at least", (False, True): "at most"}.get(
-        (arm_short, ref_short), "unknown")
+    runs fell short), "at most" (only GRPO-sync's) or "unknown" (both): the seeds' kinds
+    (`stats.censored_ratio_kind`) combined as the claims combine them."""
+    from experiments.study import stats
+
+    kind = stats.combined_kind(stats.censored_ratio_kind(bool(a), bool(r))
+                               for a, r in zip(arm_reached, ref_reached))
+    return "" if kind == stats.EXACT else kind
 
 
 def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict, dict]:
