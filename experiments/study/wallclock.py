@@ -598,7 +598,10 @@ def main(argv=None) -> str:
                     help="run the four wall-clock arms first (study runner, cached), writing "
                          "their records to --arm-records")
     ap.add_argument("--scale", default="wallclock_quick", help="--run-arms: the study scale")
-    ap.add_argument("--seeds", type=int, default=1, help="--run-arms: seeds 0 … n−1")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="--run-arms: how many seeds (first-seed … first-seed + n − 1)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="--run-arms: the first seed (a later sitting adds seeds after those run)")
     ap.add_argument("--arms", default=",".join(ARMS),
                     help="--run-arms: comma-separated arms to run (default: all four)")
     ap.add_argument("--cache", default=os.path.join(ROOT, "experiments", "results", ".study_cache"))
@@ -609,7 +612,11 @@ def main(argv=None) -> str:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.run_arms:
-        run_arms(args.arm_records, scale=args.scale, seeds=tuple(range(args.seeds)),
+        if args.seeds < 1 or args.first_seed < 0:
+            raise SystemExit(f"--seeds must be ≥ 1 and --first-seed ≥ 0 "
+                             f"(got {args.seeds}, {args.first_seed})")
+        run_arms(args.arm_records, scale=args.scale,
+                 seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
                  cache=args.cache, workdir=os.path.join(args.cache, "work"),
                  modes=tuple(a for a in args.arms.split(",") if a))
     if args.records:
