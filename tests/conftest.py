@@ -7,9 +7,10 @@ Single-device code is unaffected: unsharded arrays live on device 0.
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# 8 simulated devices; LLVM optimisation level 0 for the CPU executables: the suite's models are
-# tiny, so compiling dominates its time (a third less per compile) and running them barely slows
-for _flag in ("--xla_force_host_platform_device_count=8", "--xla_backend_optimization_level=0"):
+# 8 simulated devices and LLVM optimisation level 0 (tests/_xla_flags.py), each unless set already
+from tests._xla_flags import DEVICE_COUNT, OPT_LEVEL, SUITE_DEVICES  # noqa: E402
+
+for _flag in (f"{DEVICE_COUNT}={SUITE_DEVICES}", OPT_LEVEL):
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+from tests._xla_flags import flags_for
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -15,7 +17,7 @@ def test_launch_quickstart_tiny(tmp_path):
             "--config.train.sft_steps=2", "--config.sampling.prompts_per_step=2",
             "--config.eval.num_tasks=4", "--config.eval.every=1", "--config.checkpoint.every=1",
             "--config.train.progress=False"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(1))
     cmd = [sys.executable, "launch.py", "--config=configs/quickstart.py", f"--workdir={tmp_path}"] + over
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

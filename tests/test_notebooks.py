@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from tests._xla_flags import flags_for
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
@@ -47,8 +49,7 @@ def execute(path: pathlib.Path, tmp: pathlib.Path | None = None, *, mpl_backend:
                TQDM_DISABLE="1", PYTHONPATH=str(target), **pip_env(target))
     env.pop("RLVR_SOURCE", None)  # the notebook installs the checkout it lies in
     # one CPU device in the kernel (the notebooks' sizes assume it); the suite's other XLA flags stay
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "force_host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
+    env["XLA_FLAGS"] = flags_for(1)
     client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                             resources={"metadata": {"path": str(nb_dir)}})
     client.execute(env=env, cwd=str(nb_dir))

@@ -29,6 +29,8 @@ import sys
 
 import pytest
 
+from tests._xla_flags import flags_for
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SHELLS = ("bash", "sh", "shell")
@@ -271,9 +273,7 @@ def _run(argv: list[str], stand_ins: dict, block: str) -> subprocess.CompletedPr
         argv = ["python", "-m", "rlvr.launch"] + argv[1:]
     cmd = [sys.executable] + argv[1:]
     # a user's machine: one CPU device (the suite simulates 8 for its mesh tests)
-    xla = [f for f in os.environ.get("XLA_FLAGS", "").split()
-           if not f.startswith("--xla_force_host_platform_device_count")]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(xla),
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(1),
                PYTHONPATH=os.pathsep.join([stand_ins["pythonpath"], str(ROOT)]))
     env.pop("RLVR_TRACEBACK", None)
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import math
 import os
-from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from rlvr.tasks import reasoning_gym as rg_tasks
 from rlvr.tasks import splits
 from rlvr.tasks.loader import MAX_RECORD_BYTES, load_jsonl_numbered
 from rlvr.records.task import TaskSpec
+
+if TYPE_CHECKING:  # the kit module imports this one; the name is for annotations only
+    from rlvr.tasks.kit import TaskKit
 
 ALLOWED_NAMES = ("arithmetic", "countdown", "reasoning_gym:<generator>", "jsonl:<path>")
 _PROCEDURAL = {arithmetic.NAME: arithmetic, countdown.NAME: countdown}

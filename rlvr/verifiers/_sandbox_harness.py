@@ -192,7 +192,7 @@ def _run_asserts(ctrl, res_fd, code, arm):
     import types
 
     key = ctrl["key"].encode()
-    write, exec_, type_, id_, len_ = _write, exec, type, id, len
+    write, exec_, type_, id_ = _write, exec, type, id
     base_exc, ok_types, containers = BaseException, frozenset(_VALUE_TYPES), frozenset(
         _CONTAINER_TYPES)
     dict_t, list_t, callable_, object_setattr = dict, list, callable, object.__setattr__
@@ -216,7 +216,6 @@ def _run_asserts(ctrl, res_fd, code, arm):
     mod_snap = [(m, type_(m), dict_t(m.__dict__)) for m in list_t(sys_modules.values())
                 if type_(m) is types.ModuleType]
     sys_snap = dict_t(sys_modules)
-    module_t = types.ModuleType
 
     def restore():
         dict_update(sys_modules, sys_snap)

@@ -17,6 +17,7 @@ from rlvr.models.lora import LoRAConfig, apply_lora, lora_targets, merge
 from tests.models.helpers import (FAMILIES, build_family_run_checkpoint, jit_forward,
                                   tiny_family_config, torch_logits)
 from tests.train.test_hf_run import gsm8k_file
+from tests._xla_flags import flags_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,8 +34,7 @@ def _launch(workdir, checkpoint, mode, data, devices=1, extra=()):
             "--config.eval.every=0", "--config.eval.num_tasks=2", "--config.checkpoint.every=1",
             "--config.train.progress=False", "--config.logging.plot=False",
             "--config.logging.tensorboard=False", "--config.logging.samples_every=0", *extra]
-    flags = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(devices))
     p = subprocess.run([sys.executable, "launch.py", "--config=configs/gsm8k.py",
                         f"--workdir={workdir}", f"--mode={mode}"] + over, cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)

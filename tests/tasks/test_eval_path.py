@@ -17,6 +17,7 @@ from rlvr.tasks import files
 from rlvr.tasks.kit import get_kit
 from rlvr.tasks.loader import TaskFileError
 from rlvr.tasks.registry import JsonlSource
+from tests._xla_flags import flags_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = [{"question": "Ann has 3 apples and buys 4. How many?", "answer": "3+4=7\n#### 7"},
@@ -147,7 +148,7 @@ def test_launch_eval_mode_reads_the_eval_file(tmp_path, tiny_hf_checkpoint):
             "--config.rollout.prompt_bucket=0", f"--config.task.names=('gsm8k:{train}',)",
             f"--config.task.eval_path={test}", "--config.sampling.max_new_tokens=4",
             "--config.eval.num_tasks=2", "--config.train.progress=False"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(1))
     p = subprocess.run([sys.executable, "launch.py", "--config=configs/gsm8k.py",
                         f"--workdir={tmp_path}/run", "--mode=eval"] + over, cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)

@@ -21,6 +21,7 @@ from rlvr.tasks import builtin
 from rlvr.train import modes
 from tests.models.helpers import jit_forward
 from tests.train.tiny import run_tiny
+from tests._xla_flags import flags_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUESTIONS = [("Ann has {a} apples and buys {b} more. How many apples does she have?", "+"),
@@ -178,7 +179,7 @@ def test_code_file_through_the_sandbox_and_launch_modes(tmp_path, tiny_hf_checkp
             "--config.eval.num_tasks=2", "--config.eval.every=0", "--config.checkpoint.every=2",
             "--config.train.progress=False", "--config.logging.plot=False",
             "--config.reward.executor=thread", "--config.reward.timeout_s=30"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(1))
     base = [sys.executable, "launch.py", "--config=configs/gsm8k.py", f"--workdir={tmp_path}/run"]
     for mode in ("train", "eval", "export"):
         p = subprocess.run(base + [f"--mode={mode}"] + over, cwd=ROOT, env=env,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rlvr.train.metrics import read_metrics
+from tests._xla_flags import flags_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYS = ("reward/mean", "policy/pg_loss", "policy/entropy", "policy/grad_norm", "length/mean",
@@ -22,7 +23,7 @@ KEYS = ("reward/mean", "policy/pg_loss", "policy/entropy", "policy/grad_norm", "
 
 def _env(devices):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+               XLA_FLAGS=flags_for(devices))
     env.pop("JAX_NUM_CPU_DEVICES", None)
     return env
 

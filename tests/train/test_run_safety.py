@@ -19,9 +19,10 @@ from rlvr.train.metrics import read_metrics
 from rlvr.train.preempt import StopSignals
 from rlvr.train.workdir import WorkdirBusy, WorkdirError, WorkdirLock
 from tests.train.tiny import run_tiny, tiny_config
+from tests._xla_flags import flags_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="", PYTHONPATH=ROOT)
+ENV = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags_for(1), PYTHONPATH=ROOT)
 
 
 def _quick(**over):
@@ -225,7 +226,7 @@ def test_multi_host_processes_stop_at_the_same_step_when_one_gets_the_signal(tmp
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     wd = tmp_path / "run"
-    env = dict(ENV, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(ENV, XLA_FLAGS=flags_for(2))
     procs = [subprocess.Popen([sys.executable, "-m", "tests.train.preempt_worker", str(wd), port,
                                str(i), "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
