@@ -387,7 +387,7 @@ def write_results_blocks(results: str = report.RESULTS, records: str = STUDY_REC
     (`results/wallclock/wallclock.json`) and the total compute."""
     readings = claims.read(results)
     report.replace_readme_block("primary endpoints", claims.primary_block_text(
-        claims.regime_endpoints(records), readings))
+        claims.regime_endpoints(records), readings, claims.wallclock_level_sweep(records)))
     report.replace_readme_block("readings by block", claims.block_text(readings))
     for block in claims.blocks(results):
         refresh_summary_table(block, [r for r in readings if r.block == block])

@@ -463,10 +463,7 @@ def wallclock_endpoint(records: str = RECORDS, system_model: str = SYSTEM_MODEL)
 
     recs = wallclock.load_arm_records(folder)
     m = wallclock.measured_ratios(recs)
-    ref, sao = m["arms"]["grpo_sync"], m["arms"].get("sao", {"seeds": []})
-    at = {s: i for i, s in enumerate(ref["seeds"])}
-    pairs = [(ref["modelled_s"][at[s]], ref["reached"][at[s]], sao["modelled_s"][i], sao["reached"][i])
-             for i, s in enumerate(sao["seeds"]) if s in at]
+    pairs = _wallclock_pairs(m)
     if not pairs:  # no seed where both arms ran: nothing to read yet
         ran = "; ".join(f"{a} seeds {sorted(v['seeds'])}" for a, v in m["arms"].items())
         return RegimeEndpoint(WALLCLOCK_CLAIM, regime, units, None, (
@@ -478,6 +475,58 @@ def wallclock_endpoint(records: str = RECORDS, system_model: str = SYSTEM_MODEL)
     regime += f"; ℓ = 0.9 × GRPO-sync's mean end success = {m['level']:.3f}"
     return RegimeEndpoint(WALLCLOCK_CLAIM, regime, units,
                           reading(WALLCLOCK_CLAIM, _shown(folder), per_seed, left_out, reached, versions))
+
+
+def _wallclock_pairs(m: dict) -> list:
+    """Claim 3's paired costs from `wallclock.measured_ratios`' reading `m`: per seed both arms
+    ran, (GRPO-sync's modelled s to ℓ, reached, SAO's modelled s to ℓ, reached)."""
+    ref, sao = m["arms"]["grpo_sync"], m["arms"].get("sao", {"seeds": []})
+    at = {s: i for i, s in enumerate(ref["seeds"])}
+    return [(ref["modelled_s"][at[s]], ref["reached"][at[s]], sao["modelled_s"][i], sao["reached"][i])
+            for i, s in enumerate(sao["seeds"]) if s in at]
+
+
+# Fixed success levels at which claim 3's ratio is also read (exploratory): the registered ℓ is
+# 0.9 × GRPO-sync's mean end success over every seed, so a seed whose warm start never learns
+# moves it for all; these show how the reading moves with ℓ.
+SWEEP_LEVELS = (0.2, 0.3, 0.4, 0.5)
+
+
+def wallclock_level_sweep(records: str = RECORDS, levels=SWEEP_LEVELS) -> list:
+    """Claim 3 read at each fixed level of `levels` instead of the registered ℓ (exploratory):
+    [(level, Reading)] from the same records and paired seeds as `wallclock_endpoint`, a run that
+    never reached the level censored as in `ratio_values`; [] where claim 3's records are not
+    there or no seed has both arms."""
+    folder = os.path.join(records, f"wallclock_{WALLCLOCK_SCALE}")
+    if not os.path.isdir(folder):
+        return []
+    from experiments.study import wallclock
+
+    recs = wallclock.load_arm_records(folder)
+    versions = sorted({r.get("code_version", "?") for by in recs.values() for r in by.values()})
+    out = []
+    for level in levels:
+        pairs = _wallclock_pairs(wallclock.measured_ratios(recs, level=level))
+        if not pairs:
+            return []
+        per_seed, left_out, reached = ratio_values(pairs)
+        out.append((float(level), reading(WALLCLOCK_CLAIM, _shown(folder), per_seed, left_out,
+                                          reached, versions)))
+    return out
+
+
+def level_sweep_text(sweep: list) -> str:
+    """The table of `wallclock_level_sweep`: per fixed level the paired seeds, per-seed values and
+    the reading (a bound where a run never reached the level; no test: exploratory)."""
+    c = WALLCLOCK_CLAIM
+    rows = []
+    for level, r in sweep:
+        seeds = (f"{len(r.per_seed)}" + (f" ({r.left_out} left out)" if r.left_out else "")
+                 + f" (reached: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})")
+        values = ", ".join(_value(v, k, c) for v, k in r.per_seed) or "—"
+        rows.append([f"{level:g}", seeds, values, _point(r) if r.per_seed else "—"])
+    return report.table(["ℓ", "paired seeds", "per-seed GRPO-sync ÷ SAO modelled s", "point [95% t-CI]"],
+                        rows)
 
 
 def regime_endpoints(records: str = RECORDS, system_model: str = SYSTEM_MODEL) -> list[RegimeEndpoint]:
@@ -508,10 +557,16 @@ def regime_text(ends: list[RegimeEndpoint]) -> str:
                          "per-seed values", "point [95% t-CI]", "Holm p (these two)", "verdict"], rows)
 
 
-def primary_block_text(ends: list[RegimeEndpoint], readings: list[Reading]) -> str:
+def primary_block_text(ends: list[RegimeEndpoint], readings: list[Reading], sweep=()) -> str:
     """The table experiments/README.md opens with: each claim in its own regime (`regime_text`),
-    then the first design's primary endpoints in every block (`primary_text`)."""
+    claim 3 at fixed levels where `sweep` (`wallclock_level_sweep`) has them, then the first
+    design's primary endpoints in every block (`primary_text`)."""
+    swept = [] if not sweep else [
+        "Claim 3 at fixed success levels instead of the registered ℓ (exploratory, no test: ℓ is "
+        "0.9 × GRPO-sync's mean end success over every seed, so a seed whose warm start never "
+        "learns lowers it for all; this shows how the reading moves with ℓ):",
+        level_sweep_text(sweep)]
     return "\n\n".join([
-        "Each claim in the regime it is made for:", regime_text(ends),
+        "Each claim in the regime it is made for:", regime_text(ends), *swept,
         "The first design (cannot test the claims: see \"What the committed readings below cannot "
         "show\"; Holm over the two endpoints within each block):", primary_text(readings)])

@@ -329,9 +329,10 @@ def load_arm_records(folder: str) -> dict:
     return out
 
 
-def measured_ratios(recs: dict) -> dict:
+def measured_ratios(recs: dict, level: float | None = None) -> dict:
     """What the wall-clock arms' runs measured, from their records ({mode: {seed: record}}):
-    the level ℓ = 0.9 × GRPO-sync's mean end success (mean of its last 3 evaluations); per arm
+    the level ℓ = 0.9 × GRPO-sync's mean end success (mean of its last 3 evaluations), or
+    `level` where given (a fixed level, for readings of how the costs move with ℓ); per arm
     and seed the sampled tokens and modelled seconds (`time/modelled_s`) to ℓ (a run that never
     reached it: its last cost, a bound) and its sampled tokens per modelled second over the whole
     run; per arm the ratios arm ÷ GRPO-sync over the seeds both ran (geometric mean with a paired
@@ -345,7 +346,10 @@ def measured_ratios(recs: dict) -> dict:
     nan = float("nan")
     cur = {m: {s: stats.curve(r) for s, r in by.items()} for m, by in recs.items()}
     ref = cur["grpo_sync"]
-    level = 0.9 * float(np.mean([stats.plateau(c) for c in ref.values()]))
+    if level is None:
+        level = 0.9 * float(np.mean([stats.plateau(c) for c in ref.values()]))
+    elif not (np.isfinite(level) and 0.0 < level <= 1.0):
+        raise ValueError(f"level must be a success rate in (0, 1], got {level}")
     runs = [r for by in recs.values() for r in by.values()]
     out = {"level": level, "seeds": sorted(ref), "arms": {},
            "compute": {"runs": len(runs), "wall_s": float(sum(r.get("wall_s", 0.0) for r in runs)),

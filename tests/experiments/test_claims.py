@@ -130,7 +130,8 @@ def test_committed_primary_endpoints_and_summary_tables_match_the_result_files(t
     readings = claims.read(report.RESULTS)
     block = text[text.index(begin) + len(begin):text.index(end)].strip()
     assert block == claims.primary_block_text(claims.regime_endpoints(study_all.STUDY_RECORDS),
-                                              readings).strip()
+                                              readings,
+                                              claims.wallclock_level_sweep(study_all.STUDY_RECORDS)).strip()
     assert block.startswith("Each claim in the regime it is made for:")
     assert claims.primary_text(readings) in block  # the first design's rows, below
     copy = str(tmp_path / "README.md")
@@ -285,6 +286,39 @@ def test_a_censored_wallclock_seed_makes_claim_3_a_bound(tmp_path):
     assert cells[3] == "2.00, 4.00, ≤0.58"
     assert cells[4].startswith("at most ") and cells[5] == "n/a (a bound)"
     assert cells[6] == claims.verdict(r) and cells[6].startswith("UNRESOLVED (censored seeds")
+
+
+def test_claim_3_at_fixed_levels_reads_each_level_from_the_same_seeds(tmp_path):
+    """The exploratory sweep reads claim 3 at each fixed level from the same paired seeds: a run
+    that reaches the level gives its interpolated cost, one that never does makes that seed a
+    bound at that level only; the registered reading is unchanged, and a level that is not a
+    success rate is refused."""
+    from experiments.study import wallclock
+
+    _wallclock_arms(str(tmp_path), [10.0, 5.0, 10.0], sao_never={2})
+    sweep = claims.wallclock_level_sweep(str(tmp_path), levels=(0.2, 0.5))
+    (l1, low), (l2, high) = sweep
+    assert (l1, l2) == (0.2, 0.5)
+    # GRPO-sync reaches 0.2 at 5 s and 0.5 at 20 s; SAO at 0.25 m and m (seed 2: at m, then never)
+    assert [v for v, _ in low.per_seed] == pytest.approx([2.0, 4.0, 0.5])
+    assert low.bound == stats.EXACT and low.reached == (3, 3)
+    assert [v for v, _ in high.per_seed] == pytest.approx([2.0, 4.0, 20.0 / 30.0])
+    assert [k for _, k in high.per_seed] == [stats.EXACT, stats.EXACT, stats.AT_MOST]
+    assert high.bound == stats.AT_MOST and high.reached == (3, 2)
+    text = claims.level_sweep_text(sweep)
+    rows = [[c.strip() for c in r.strip("|").split(" | ")] for r in text.splitlines()[2:]]
+    assert rows[0][:3] == ["0.2", "3 (reached: grpo_sync 3, sao 3)", "2.00, 4.00, 0.50"]
+    assert rows[1][2] == "2.00, 4.00, ≤0.67" and rows[1][3].startswith("at most ")
+    registered = claims.regime_endpoints(str(tmp_path))[1].reading
+    assert [v for v, _ in registered.per_seed] == pytest.approx([2.0, 4.0, 17.5 / 30.0])
+    block = claims.primary_block_text(claims.regime_endpoints(str(tmp_path)), [], sweep)
+    assert block.index("| 3. GRPO-sync") < block.index(text) < block.index("The first design")
+    assert "Claim 3 at fixed" not in claims.primary_block_text(claims.regime_endpoints(str(tmp_path)), [])
+    recs = wallclock.load_arm_records(os.path.join(str(tmp_path), "wallclock_long512"))
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="level must be a success rate"):
+            wallclock.measured_ratios(recs, level=bad)
+    assert claims.wallclock_level_sweep(str(tmp_path / "none")) == []
 
 
 def test_one_censored_seed_is_a_bound_with_no_interval_and_no_verdict(tmp_path):
