@@ -492,21 +492,26 @@ def runs_section(folder: str) -> list:
              f"and a run's cache key holds them); "
              f"ℓ = 0.9 × GRPO-sync's end success = {m['level']:.3f}. Per seed: sampled tokens and "
              f"modelled seconds to ℓ (≥: never reached, the last cost). Ratios arm ÷ GRPO-sync "
-             f"(geometric mean over seeds, paired t-interval where there are several).",
+             f"(geometric mean over seeds, paired t-interval where there are several; ≥ / ≤: a "
+             f"bound, where a run never reached ℓ; a seed neither run reached is left out).",
              "",
              "| arm | seeds | end success (mean of the last 3 evaluations) | sampled tokens to ℓ | modelled s to ℓ | token ratio | "
              "modelled wall-clock ratio | tokens per modelled s (run) | throughput ratio (run) |",
              "|---|---:|---|---|---|---|---|---|---|"]
     from experiments.study import stats
 
+    ref = m["arms"]["grpo_sync"]
     for a, v in m["arms"].items():
         ends = [stats.plateau(stats.curve(recs[a][s])) for s in v["seeds"]]
         mark = ["" if r else "≥" for r in v["reached"]]
+        kept = v.get("ratio_seeds", v["seeds"])  # a seed neither run brought to ℓ is left out
+        bound = ratio_bound([v["reached"][v["seeds"].index(x)] for x in kept],
+                            [ref["reached"][ref["seeds"].index(x)] for x in kept])
         lines.append(
             f"| {LABELS[a]} | {len(v['seeds'])} | {', '.join(f'{e:.3f}' for e in ends)} | "
             f"{', '.join(f'{k}{t:.0f}' for k, t in zip(mark, v['tokens']))} | "
             f"{', '.join(f'{k}{t:.1f}' for k, t in zip(mark, v['modelled_s']))} | "
-            f"{_fmt_tok(v['tokens_ratio'])} | {_fmt_tok(v['modelled_ratio'])} | "
+            f"{_fmt_tok(v['tokens_ratio'], bound)} | {_fmt_tok(v['modelled_ratio'], bound)} | "
             f"{', '.join(f'{t:.2f}' for t in v['tokens_per_modelled_s'])} | "
             f"{_fmt_tok(v['throughput_ratio'])} |")
     return lines

@@ -97,6 +97,12 @@ def test_arm_records_fill_the_not_measured_cells(tmp_path):
     sao_sync = [r.split(" | ")[-1] for r in rows]  # its wall-clock ratio, the last column
     assert all(c.startswith("≥") for c in sao_sync), sao_sync
     assert "## The arms' runs under the modelled clock (scale `wallclock_quick`" in table
+    # the runs' own table marks the same bounds: SAO-sync's token and wall-clock ratios (columns
+    # 6 and 7) are lower bounds, GRPO-async's (which reached ℓ) exact
+    runs_rows = {r.split(" | ")[0]: r.split(" | ") for r in table.split("## The arms' runs")[1].splitlines()
+                 if r.startswith("| ")}
+    assert runs_rows["| SAO-sync"][5].startswith("≥") and runs_rows["| SAO-sync"][6].startswith("≥")
+    assert runs_rows["| GRPO-async"][5] == "0.45" and runs_rows["| GRPO-async"][6] == "0.25"
     out = json.loads((tmp_path / "out" / "wallclock.json").read_text())
     assert set(out["token_ratios"]) == {"grpo_sync", "grpo_async", "sao_sync"}
     assert out["token_ratio_bounds"] == {"sao_sync": "at least"}
@@ -162,3 +168,26 @@ def test_run_arms_runs_the_chosen_arms_only_and_refuses_unknown_ones(tmp_path, m
     with pytest.raises(ValueError, match="not wall-clock arms"):
         wallclock.run_arms(str(tmp_path), scale="quick", cache=str(tmp_path),
                            workdir=str(tmp_path), modes=("grpo_sync", "bogus"))
+
+
+def test_first_seed_picks_the_seeds_a_later_sitting_runs(monkeypatch):
+    """--first-seed k --seeds n runs seeds k … k + n − 1 (the seeds run before are not run
+    again); no seeds or a negative first seed is refused before anything runs."""
+    import pytest
+
+    class Ran(Exception):
+        pass
+
+    def fake_run_arms(folder, *, seeds, **kw):
+        raise Ran(seeds)
+
+    monkeypatch.setattr(wallclock, "run_arms", fake_run_arms)
+    with pytest.raises(Ran) as ran:
+        wallclock.main(["--run-arms", "--first-seed", "3", "--seeds", "2"])
+    assert ran.value.args[0] == (3, 4)
+    with pytest.raises(Ran) as ran:
+        wallclock.main(["--run-arms", "--seeds", "3"])
+    assert ran.value.args[0] == (0, 1, 2)
+    for bad in (["--seeds", "0"], ["--first-seed", "-1"]):
+        with pytest.raises(SystemExit, match="--seeds must be"):
+            wallclock.main(["--run-arms"] + bad)
