@@ -15,12 +15,10 @@ DEVICE_COUNT = "--xla_force_host_platform_device_count"
 SUITE_DEVICES = 8  # mesh tests simulate 8 CPU devices (docs/architecture.md §8)
 
 
-def flags_for(devices: int = 1, base: str | None = None) -> str:
-    """`base` (default: this process's XLA_FLAGS) without its device count, with the suite's
-    optimisation level, and `devices` simulated CPU devices when more than one (a user's machine
-    has one)."""
-    kept = [f for f in (os.environ.get("XLA_FLAGS", "") if base is None else base).split()
-            if not f.startswith(DEVICE_COUNT)]
+def flags_for(devices: int = 1) -> str:
+    """This process's XLA_FLAGS without its device count, with the suite's optimisation level,
+    and `devices` simulated CPU devices when more than one (a user's machine has one)."""
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT)]
     if not any(f.split("=")[0] == OPT_LEVEL.split("=")[0] for f in kept):
         kept.append(OPT_LEVEL)
     if devices > 1:

@@ -339,7 +339,8 @@ def measured_ratios(recs: dict, level: float | None = None) -> dict:
     t-interval on the log-ratios; NaN interval with one seed), the cost ratios leaving out a seed
     where neither run reached ℓ (its ratio is unknown, as `claims.ratio_values` does).
     {"level", "seeds", "arms": {mode: {"tokens": [...], "modelled_s": [...], "reached": [...],
-    "tokens_per_modelled_s": [...], "ratio_seeds": the seeds of the cost ratios, "tokens_ratio",
+    "tokens_per_modelled_s": [...], "ratio_seeds": the seeds of the cost ratios, "ratio_bound":
+    what the cost ratios are (`ratio_bound` over those seeds), "tokens_ratio",
     "modelled_ratio", "throughput_ratio": (p, lo, hi)}}}."""
     from experiments.study import stats
 
@@ -371,10 +372,12 @@ def measured_ratios(recs: dict, level: float | None = None) -> dict:
         ref_tps = [float(ref[s]["tokens"][-1] / ref[s]["modelled_s"][-1]) for s in seeds]
         ref_ok = [bool(stats.cost_to(ref[s], level, "tokens")[1]) for s in seeds]
         keep = [i for i, (_, ok) in enumerate(tok) if ok or ref_ok[i]]  # known in one arm at least
+        bound = ratio_bound([tok[i][1] for i in keep], [ref_ok[i] for i in keep])
         out["arms"][m] = {
             "tokens_per_modelled_s": tps, "throughput_ratio": ratio(tps, ref_tps),
             "seeds": seeds, "tokens": [t for t, _ in tok], "modelled_s": [t for t, _ in mod],
             "reached": [bool(r) for _, r in tok], "ratio_seeds": [seeds[i] for i in keep],
+            "ratio_bound": bound,
             "tokens_ratio": ratio([tok[i][0] for i in keep], [ref_tok[i] for i in keep]),
             "modelled_ratio": ratio([mod[i][0] for i in keep], [ref_mod[i] for i in keep])}
     return out
@@ -425,11 +428,8 @@ def token_ratios(path: str, arm_records: str = "") -> tuple[dict, dict, dict]:
                           f"tokens: ℓ lies at or below the warm start's success)")
                 continue
             out[a] = tuple(float(x) for x in v["tokens_ratio"])
-            kept = v.get("ratio_seeds", v["seeds"])
-            n, left = len(kept), len(v["seeds"]) - len(kept)
-            ref = m["arms"]["grpo_sync"]
-            b = ratio_bound([v["reached"][v["seeds"].index(x)] for x in kept],
-                            [ref["reached"][ref["seeds"].index(x)] for x in kept])
+            n, left = len(v["ratio_seeds"]), len(v["seeds"]) - len(v["ratio_seeds"])
+            b = v["ratio_bound"]
             if b:
                 bounds[a] = b
             bound = f", {b}: a run never reached ℓ" if b else ""
@@ -500,13 +500,10 @@ def runs_section(folder: str) -> list:
              "|---|---:|---|---|---|---|---|---|---|"]
     from experiments.study import stats
 
-    ref = m["arms"]["grpo_sync"]
     for a, v in m["arms"].items():
         ends = [stats.plateau(stats.curve(recs[a][s])) for s in v["seeds"]]
         mark = ["" if r else "≥" for r in v["reached"]]
-        kept = v.get("ratio_seeds", v["seeds"])  # a seed neither run brought to ℓ is left out
-        bound = ratio_bound([v["reached"][v["seeds"].index(x)] for x in kept],
-                            [ref["reached"][ref["seeds"].index(x)] for x in kept])
+        bound = v["ratio_bound"]
         lines.append(
             f"| {LABELS[a]} | {len(v['seeds'])} | {', '.join(f'{e:.3f}' for e in ends)} | "
             f"{', '.join(f'{k}{t:.0f}' for k, t in zip(mark, v['tokens']))} | "
