@@ -3,6 +3,8 @@
     python experiments/study/shop_local.py --quick            # the whole pipeline in minutes
     python experiments/study/shop_local.py                    # the full block (tens of CPU-hours)
     python experiments/study/shop_local.py --difficulty standard   # the control
+    python experiments/study/shop_local.py --warm-seeds 0 --rl-seeds 0 --arms grpo,pivotrl
+                                                              # one sitting of the full block
 
 Testbed: `rlvr.tasks.shop` difficulty "local3" (three baskets per episode, ~27 turns; each
 basket's decisive payment is computable from the observation right before it); control:
@@ -397,6 +399,53 @@ def write_report(block: Block, out: str) -> tuple[str, str]:
     return stem + ".md", stem + ".json"
 
 
+@dataclasses.dataclass(frozen=True)
+class Sitting:
+    """What one invocation runs: a subset of the block's warm starts, RL seeds and arms (a long
+    block runs in several sittings; runs already cached are read back, not rerun)."""
+
+    warm_seeds: tuple
+    rl_seeds: tuple
+    arms: tuple
+
+    @staticmethod
+    def parse(sc: dict, warm_seeds: str, rl_seeds: str, arm_names: str) -> "Sitting":
+        """The sitting named by comma-separated flag values ("" = all the scale's); a value the
+        block does not declare is refused, naming the flag and the allowed values."""
+
+        def pick(flag, text, allowed, conv):
+            if not text.strip():
+                return tuple(allowed)
+            try:
+                vals = [conv(x.strip()) for x in text.split(",") if x.strip()]
+            except ValueError:
+                raise ValueError(f"--{flag} must be comma-separated values of {tuple(allowed)}, "
+                                 f"got {text!r}") from None
+            bad = [v for v in vals if v not in allowed]
+            if bad or not vals:
+                raise ValueError(f"--{flag} must name values of {tuple(allowed)}, got {text!r}")
+            return tuple(v for v in allowed if v in vals)  # the block's order, no repeats
+
+        return Sitting(warm_seeds=pick("warm-seeds", warm_seeds, sc["warm_seeds"], int),
+                       rl_seeds=pick("rl-seeds", rl_seeds, sc["rl_seeds"], int),
+                       arms=pick("arms", arm_names, ARM_NAMES, str))
+
+
+def block_premise(folder: str, settings: dict) -> dict:
+    """The premise checks already in `folder`'s block.json ({} when there is none). A block
+    written under other settings (scale, difficulty, learning rates or level) is refused: its
+    runs could not be read as one block with this sitting's."""
+    path = os.path.join(folder, "block.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        meta = json.load(f)
+    if meta["settings"] != json.loads(json.dumps(settings)):
+        raise SystemExit(f"{path}: written with settings {meta['settings']}, this run has "
+                         f"{settings}; use another --records folder")
+    return dict(meta["premise"])
+
+
 def main(argv=None) -> int:
     from experiments.study import arms, premise, runner
     from experiments.study.records import write_record
@@ -412,6 +461,11 @@ def main(argv=None) -> int:
                     "(default experiments/study/records/shop_local_<scale>_<difficulty>)")
     ap.add_argument("--from-records", action="store_true",
                     help="run nothing: regenerate the report from the records folder")
+    ap.add_argument("--warm-seeds", default="",
+                    help="comma-separated warm starts to run this sitting (default: all the scale's)")
+    ap.add_argument("--rl-seeds", default="",
+                    help="comma-separated RL seeds to run this sitting (default: all the scale's)")
+    ap.add_argument("--arms", default="", help=f"comma-separated arms of {ARM_NAMES} (default: all)")
     a = ap.parse_args(argv)
     scale = "quick" if a.quick else "full"
     folder = a.records or records_folder(scale, a.difficulty)
@@ -420,21 +474,28 @@ def main(argv=None) -> int:
         print(open(md).read(), flush=True)
         return 0
     sc = local_scale(scale, a.difficulty)
+    try:
+        sitting = Sitting.parse(sc, a.warm_seeds, a.rl_seeds, a.arms)
+    except ValueError as e:
+        raise SystemExit(str(e))
     lrs = {m: sc["lr_grid"][m][0] if a.quick else 1e-4 for m in ("grpo",)}
     lrs["pivotrl"] = sc["lr_grid"]["pivotrl"][0] if a.quick else 3e-5
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
-    prem = {}
-    for w in sc["warm_seeds"]:
+    prem = block_premise(folder, settings)
+    for w in sitting.warm_seeds:
         warm = runner.warm_folder(arms.base_config("grpo", w, sc), w, a.cache)
-        wd = os.path.join(a.workdir, f"premise_w{w}")
-        # on the held-out set of the warm start's first run
-        pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
-        res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
-        prem[f"warm{w}"] = dataclasses.asdict(res)
-        write_block_meta(folder, settings, prem)
+        key = os.path.basename(os.path.normpath(warm))
+        if prem.get(f"warm{w}", {}).get("warm_start") != key:
+            wd = os.path.join(a.workdir, f"premise_w{w}")
+            # on the held-out set of the warm start's first run
+            pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
+            res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
+            prem[f"warm{w}"] = {**dataclasses.asdict(res), "warm_start": key}
+            write_block_meta(folder, settings, prem)
+        res = premise.PremiseResult(**{k: v for k, v in prem[f"warm{w}"].items() if k != "warm_start"})
         print(f"warm start {w}: {res.line()}", flush=True)
-        for bs in (b for b in block_seeds(sc) if b.warm == w):
-            for n in ARM_NAMES:
+        for bs in (b for b in block_seeds(sc) if b.warm == w and b.rl in sitting.rl_seeds):
+            for n in sitting.arms:
                 method = "grpo" if n == "grpo" else "pivotrl"
                 c = arm_config(n, bs.seed, sc, warm=warm, lr=lrs[method])
                 rec = runner.run_config(c, workdir_root=a.workdir, cache=a.cache,

@@ -235,3 +235,27 @@ def test_committed_quick_report_regenerates_from_the_committed_records():
     committed = os.path.join(ROOT, "experiments", "results", "shop_local", "shop_local_quick_local.md")
     assert md == open(committed).read()
     assert len(numbers["runs"]) == len(shop_local.ARM_NAMES)
+
+
+def test_a_sitting_runs_the_named_subset_in_the_blocks_order_and_refuses_undeclared_values():
+    sc = shop_local.local_scale("full", "local")
+    everything = shop_local.Sitting.parse(sc, "", "", "")
+    assert everything == shop_local.Sitting((0, 1), (0, 1, 2), shop_local.ARM_NAMES)
+    one = shop_local.Sitting.parse(sc, "1", "2,0", "pivotrl, grpo")
+    assert one == shop_local.Sitting((1,), (0, 2), ("grpo", "pivotrl"))
+    for flags, name in ((("7", "", ""), "--warm-seeds"), (("", "3", ""), "--rl-seeds"),
+                        (("", "", "sao"), "--arms"), (("x", "", ""), "--warm-seeds"),
+                        (("", ",", ""), "--rl-seeds")):
+        with pytest.raises(ValueError, match=name):
+            shop_local.Sitting.parse(sc, *flags)
+    with pytest.raises(SystemExit, match="--arms"):
+        shop_local.main(["--arms", "grpo,nope", "--records", "/nonexistent/never/written"])
+
+
+def test_a_later_sitting_keeps_the_premise_checks_and_refuses_other_settings(tmp_path):
+    _write_block(tmp_path)
+    settings = shop_local.load_block(str(tmp_path)).settings
+    assert set(shop_local.block_premise(str(tmp_path), settings)) == {"warm0"}
+    assert shop_local.block_premise(str(tmp_path / "none"), settings) == {}
+    with pytest.raises(SystemExit, match="learning_rates"):
+        shop_local.block_premise(str(tmp_path), {**settings, "learning_rates": {"grpo": 1e-4, "pivotrl": 1e-4}})
