@@ -10,7 +10,10 @@ Testbed: `rlvr.tasks.shop` difficulty "local3" (three baskets per episode, ~27 t
 basket's decisive payment is computable from the observation right before it); control:
 "standard" (one basket; the payment needs prices from earlier observations, so its success
 depends on the layout). Before training, the premise is checked on
-each warm start (`experiments.study.premise`: payment success by layout within 0.05).
+each warm start (`experiments.study.premise`: payment success by layout within 0.05), and the
+warm-start check (`warm_start_check`, declared before any run) decides whether its runs start: at
+least MIN_PAYMENTS payments with the cart complete in each layout, and on the testbed the premise
+holding. A block runs in sittings (`--warm-seeds`, `--rl-seeds`, `--arms`).
 
 Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
   grpo              GRPO on full trajectories;
@@ -206,6 +209,42 @@ def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
     return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per))
 
 
+# The warm-start check, declared before any run of the block: the premise check is read on the
+# warm start's payments made with the cart complete; fewer than MIN_PAYMENTS in a layout and the
+# warm start never gets far enough in an episode for the block's runs to compare anything.
+MIN_PAYMENTS = 30
+
+
+def premise_result(stored: dict):
+    """The `premise.PremiseResult` of a premise entry of block.json (which also keeps the warm
+    start's key and SFT NLL)."""
+    from experiments.study.premise import PremiseResult
+
+    return PremiseResult(**{f.name: stored[f.name] for f in dataclasses.fields(PremiseResult)})
+
+
+def warm_start_check(difficulty: str, check) -> str:
+    """'' when the block's runs from a warm start with premise check `check`
+    (`premise.PremiseResult`) can be read, else why not:
+
+      * every difficulty: each layout has ≥ MIN_PAYMENTS payments with the cart complete (the
+        premise is testable: the warm policy completes carts);
+      * "local" (the testbed): the premise holds (|difference| ≤ tolerance), the regime claim 1
+        is made for. The control ("standard") runs where it fails: that is what it controls.
+    """
+    if difficulty not in ("local", "standard"):
+        raise ValueError(f"difficulty must be 'local' or 'standard', got {difficulty!r}")
+    n = check.payments
+    few = {k: v for k, v in sorted(n.items()) if v < MIN_PAYMENTS}
+    if few:
+        return ("the warm start's payments with the cart complete are too few to test the premise ("
+                + ", ".join(f"{k} {v}" for k, v in few.items()) + f"; at least {MIN_PAYMENTS} each)")
+    if difficulty == "local" and not check.agree:
+        return (f"the premise fails on the testbed (difference {check.difference:+.3f}, "
+                f"tolerance {check.tolerance:g})")
+    return ""
+
+
 # ----------------------------------------------------------------------------- records, report
 @dataclasses.dataclass(frozen=True)
 class BlockRun:
@@ -304,12 +343,16 @@ def block_report(block: Block) -> tuple[str, dict]:
     prem_rows = []
     for w, p in sorted(block.premise.items()):
         r, n = p["pay_right"], p["payments"]
-        prem_rows.append([w, f"{_num(r['reads_first'])} (n={n['reads_first']})",
+        why = warm_start_check(st["difficulty"], premise_result(p))
+        prem_rows.append([w, _num(p.get("sft_nll", float("nan"))),
+                          f"{_num(r['reads_first'])} (n={n['reads_first']})",
                           f"{_num(r['interleaved'])} (n={n['interleaved']})",
                           _num(p["difference"]),
                           "agree" if p["agree"] else "DISAGREE" if math.isfinite(p["difference"])
-                          else "untested (a layout was never paid with the cart complete)"])
-    lines.append(table(["warm start", "reads first", "interleaved", "difference", "premise"], prem_rows))
+                          else "untested (a layout was never paid with the cart complete)",
+                          "passes" if not why else f"fails: {why}"])
+    lines.append(table(["warm start", "SFT NLL", "reads first", "interleaved", "difference", "premise",
+                        "warm-start check (at the study scale its runs start only if it passes)"], prem_rows))
     # the one-time cost, on its own lines
     lines.append("## One-time cost: pivot profiling (outside the compared budgets)")
     once_lines, once_num = [], {}
@@ -482,6 +525,7 @@ def main(argv=None) -> int:
     lrs["pivotrl"] = sc["lr_grid"]["pivotrl"][0] if a.quick else 3e-5
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
     prem = block_premise(folder, settings)
+    refused = []
     for w in sitting.warm_seeds:
         warm = runner.warm_folder(arms.base_config("grpo", w, sc), w, a.cache)
         key = os.path.basename(os.path.normpath(warm))
@@ -490,10 +534,18 @@ def main(argv=None) -> int:
             # on the held-out set of the warm start's first run
             pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
             res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
-            prem[f"warm{w}"] = {**dataclasses.asdict(res), "warm_start": key}
+            prem[f"warm{w}"] = {**dataclasses.asdict(res), "warm_start": key,
+                                "sft_nll": runner.warm_info(warm).get("sft_nll", float("nan"))}
             write_block_meta(folder, settings, prem)
-        res = premise.PremiseResult(**{k: v for k, v in prem[f"warm{w}"].items() if k != "warm_start"})
+        res = premise_result(prem[f"warm{w}"])
         print(f"warm start {w}: {res.line()}", flush=True)
+        why = warm_start_check(a.difficulty, res)
+        if why and scale != "quick":
+            print(f"warm start {w}: its runs are not started: {why}", flush=True)
+            refused.append(w)
+            continue
+        if why:
+            print(f"warm start {w}: {why} (quick scale, a pipeline check: its runs go on)", flush=True)
         for bs in (b for b in block_seeds(sc) if b.warm == w and b.rl in sitting.rl_seeds):
             for n in sitting.arms:
                 method = "grpo" if n == "grpo" else "pivotrl"
@@ -503,6 +555,10 @@ def main(argv=None) -> int:
                 write_record(record_path(folder, n, bs), rec)
     md, _ = write_report(load_block(folder), a.out)  # the tables come from the records only
     print(open(md).read(), flush=True)
+    if refused:
+        print(f"warm starts {refused} failed the warm-start check (above): their runs were not "
+              f"started", file=sys.stderr)
+        return 1
     return 0
 
 

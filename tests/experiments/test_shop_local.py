@@ -259,3 +259,55 @@ def test_a_later_sitting_keeps_the_premise_checks_and_refuses_other_settings(tmp
     assert shop_local.block_premise(str(tmp_path / "none"), settings) == {}
     with pytest.raises(SystemExit, match="learning_rates"):
         shop_local.block_premise(str(tmp_path), {**settings, "learning_rates": {"grpo": 1e-4, "pivotrl": 1e-4}})
+
+
+def _premise(reads_first, interleaved, n_rf=40, n_il=40):
+    from experiments.study.premise import PremiseResult
+
+    d = reads_first - interleaved
+    return PremiseResult(pay_right={"reads_first": reads_first, "interleaved": interleaved},
+                         payments={"reads_first": n_rf, "interleaved": n_il}, difference=d,
+                         tolerance=0.05, agree=abs(d) <= 0.05)
+
+
+def test_warm_start_check_needs_testable_payments_and_on_the_testbed_the_premise():
+    check = shop_local.warm_start_check
+    assert check("local", _premise(0.9, 0.88)) == ""
+    assert "premise fails" in check("local", _premise(0.9, 0.5))
+    assert check("standard", _premise(0.9, 0.5)) == ""  # the control runs where the premise fails
+    few = check("standard", _premise(0.9, 0.9, n_rf=3, n_il=40))
+    assert "reads_first 3" in few and "interleaved" not in few.split("(")[1]
+    assert "too few" in check("local", _premise(float("nan"), float("nan"), 0, 0))
+    with pytest.raises(ValueError, match="difficulty"):
+        check("local3", _premise(0.9, 0.9))
+
+
+@pytest.mark.parametrize("passes", [False, True])
+def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monkeypatch, passes):
+    """At the study scale the block refuses a warm start that fails the check: no run starts, the
+    check and the warm start's SFT NLL are in block.json and the report, and the exit code is 1."""
+    import json
+
+    from experiments.study import premise, runner
+
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    (warm / "warm.json").write_text(json.dumps({"sft_nll": 0.45}))
+    started = []
+    monkeypatch.setattr(runner, "warm_folder", lambda *a, **k: str(warm))
+    monkeypatch.setattr(premise, "warm_start_premise", lambda *a, **k: (
+        _premise(0.9, 0.88) if passes else _premise(float("nan"), float("nan"), 0, 0)))
+    monkeypatch.setattr(runner, "run_config", lambda c, **k: started.append(k["label"]) or
+                        _block_rec([0, 100], [0.1, 0.2]))
+    rc = shop_local.main(["--warm-seeds", "0", "--rl-seeds", "0", "--arms", "grpo",
+                          "--records", str(tmp_path / "rec"), "--out", str(tmp_path / "out"),
+                          "--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path / "work")])
+    meta = json.loads((tmp_path / "rec" / "block.json").read_text())
+    assert meta["premise"]["warm0"]["sft_nll"] == 0.45
+    md = (tmp_path / "out" / "shop_local_full_local.md").read_text()
+    if passes:
+        assert rc == 0 and started == ["local/grpo/w0s0"] and "| warm0 | 0.450 |" in md
+        assert "| passes |" in md
+    else:
+        assert rc == 1 and started == []
+        assert "fails: the warm start's payments with the cart complete are too few" in md
