@@ -290,8 +290,12 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
             not np.isfinite(p["difference"]) for p in prem) else
             "holds on every warm start" if all(p["agree"] for p in prem) else "FAILS on a warm start")
         per = ", ".join(f"{g:.0f}/{q:.0f} ({kind})" for g, q, kind in ep["per_run"]) or "none"
+        failing = shop_local.failing_warm_starts(n["settings"]["difficulty"], n["premise"])
         what = ("pipeline check (quick scale), not a reading" if st["scale"] == "quick"
-                else f"reading at scale `{st['scale']}`")
+                else f"reading at scale `{st['scale']}`" if n["compute"]["runs"] else
+                f"no runs yet at scale `{st['scale']}`")
+        if failing and st["scale"] != "quick":
+            what += f"; the warm-start check fails on {', '.join(failing)}: their runs do not start"
         rows.append(f"| `study/records/{name}/` | `{st['difficulty']}` | {n['compute']['runs']} | "
                     f"{premise} | {stats.fmt_ci(ep['ratio'], ep['lo'], ep['hi'], unit='×')} | "
                     f"{per} | {n['compute']['wall_h']:.2f} | {what} |")

@@ -411,9 +411,13 @@ def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
     both = [s for s in by["grpo"] if s in by["pivotrl"]]
     if not both:  # no run where both arms ran: nothing to read yet
         ran = "; ".join(f"{a} {len(v)} runs" for a, v in by.items())
+        failing = shop_local.failing_warm_starts(block.settings["difficulty"], block.premise)
+        why = (f"; the warm-start check fails on {', '.join(failing)} (see "
+               f"`results/shop_local/shop_local_{LOCAL_SCALE}_local.md`), so their runs do not start"
+               if failing else "")
         return RegimeEndpoint(LOCAL_CLAIM, regime, units, None, (
             f"not yet run at the study scale: no (warm start, RL seed) run has both arms "
-            f"(committed: {ran}) — `python experiments/study/shop_local.py`"))
+            f"(committed: {ran}){why} — `python experiments/study/shop_local.py`"))
     ep = shop_local.primary_endpoint([by["grpo"][s] for s in both], [by["pivotrl"][s] for s in both])
     pairs = [(g, kind in (stats.EXACT, stats.AT_MOST), p, kind in (stats.EXACT, stats.AT_LEAST))
              for g, p, kind in ep.per_run]

@@ -245,6 +245,12 @@ def warm_start_check(difficulty: str, check) -> str:
     return ""
 
 
+def failing_warm_starts(difficulty: str, premise: dict) -> list:
+    """The warm starts ("warm<w>" keys of block.json's premise entries) that fail
+    `warm_start_check`, in order."""
+    return [w for w, p in sorted(premise.items()) if warm_start_check(difficulty, premise_result(p))]
+
+
 # ----------------------------------------------------------------------------- records, report
 @dataclasses.dataclass(frozen=True)
 class BlockRun:
@@ -337,7 +343,8 @@ def block_report(block: Block) -> tuple[str, dict]:
     st = block.settings
     lines = [f"# Local checkout block: difficulty `{st['difficulty']}`, scale `{st['scale']}`",
              f"Learning rates: {', '.join(f'{k} {v:g}' for k, v in sorted(st['learning_rates'].items()))}. "
-             f"Runs: {len(block.runs)} ({', '.join(sorted({r.seeds.label for r in block.runs}))}).",
+             f"Runs: {len(block.runs)}" + (f" ({', '.join(sorted({r.seeds.label for r in block.runs}))})"
+                                           if block.runs else "") + ".",
              "## Premise on each warm start (payment success by layout, within "
              f"{stats_tol(block)})"]
     prem_rows = []
@@ -415,8 +422,12 @@ def block_report(block: Block) -> tuple[str, dict]:
     versions = sorted({r.record.get("code_version", "?") for r in block.runs})
     lines += ["## Compute",
               f"{count(len(block.runs), 'run')}: {wall / 3600:.2f} wall-hours, {cpu / 3600:.2f} "
-              f"CPU-hours (warm starts and premise checks not included); runs' code version: "
+              f"CPU-hours in runs (premise checks not included); runs' code version: "
               f"{', '.join(f'`{v}`' for v in versions) or 'none'}."]
+    warm = [p for p in block.premise.values() if math.isfinite(p.get("wall_s", float("nan")))]
+    if warm:
+        lines[-1] += (f" SFT warm starts: {len(warm)}, {sum(p['wall_s'] for p in warm) / 3600:.2f} "
+                      f"wall-hours, {sum(p['cpu_s'] for p in warm) / 3600:.2f} CPU-hours.")
     numbers = {"settings": st, "premise": block.premise, "one_time_cost": once_num, "runs": run_num,
                "primary_endpoint": dataclasses.asdict(ep), "exploratory": exp_num,
                "compute": {"runs": len(block.runs), "wall_h": wall / 3600, "cpu_h": cpu / 3600},
@@ -534,8 +545,9 @@ def main(argv=None) -> int:
             # on the held-out set of the warm start's first run
             pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
             res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
+            info = runner.warm_info(warm)
             prem[f"warm{w}"] = {**dataclasses.asdict(res), "warm_start": key,
-                                "sft_nll": runner.warm_info(warm).get("sft_nll", float("nan"))}
+                                **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}
             write_block_meta(folder, settings, prem)
         res = premise_result(prem[f"warm{w}"])
         print(f"warm start {w}: {res.line()}", flush=True)

@@ -393,3 +393,30 @@ def test_arms_without_a_common_seed_give_not_yet_run_rows_naming_what_ran(tmp_pa
                              "both arms (committed: grpo 2 runs; pivotrl 0 runs)")
     for cells in (one, three):
         assert cells[3:6] == ["—", "—", "—"]
+
+
+def test_a_full_block_whose_warm_starts_fail_their_check_says_so_and_shows_no_number(tmp_path):
+    """The committed full-scale block with no runs: claim 1's row and the README's local-block row
+    name the warm start whose check failed, with no reading."""
+    import shutil
+
+    from experiments import study_all
+    from experiments.study import shop_local
+
+    folder = tmp_path / "shop_local_full_local"
+    bad = {"pay_right": {"reads_first": float("nan"), "interleaved": float("nan")},
+           "payments": {"reads_first": 0, "interleaved": 0}, "difference": float("nan"),
+           "tolerance": 0.05, "agree": False, "sft_nll": 0.45, "wall_s": 10.0, "cpu_s": 20.0}
+    good = {**bad, "pay_right": {"reads_first": 0.9, "interleaved": 0.88}, "difference": 0.02,
+            "payments": {"reads_first": 40, "interleaved": 35}, "agree": True}
+    shop_local.write_block_meta(str(folder), {"scale": "full", "difficulty": "local", "level": 0.9,
+                                              "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5}},
+                                {"warm0": bad, "warm1": good})
+    end = claims.local_endpoint(str(tmp_path))
+    assert end.reading is None
+    assert "the warm-start check fails on warm0 (" in end.not_run and "warm1" not in end.not_run
+    row = [r for r in study_all.local_block_text(str(tmp_path)).splitlines() if "_full_" in r]
+    assert len(row) == 1 and "| 0 |" in row[0]
+    assert row[0].endswith("| no runs yet at scale `full`; the warm-start check fails on warm0: "
+                           "their runs do not start |")
+    shutil.rmtree(folder)
