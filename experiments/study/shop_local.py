@@ -223,6 +223,16 @@ def premise_result(stored: dict):
     return PremiseResult(**{f.name: stored[f.name] for f in dataclasses.fields(PremiseResult)})
 
 
+def warm_entry(rounds: list) -> dict:
+    """block.json's premise entry of a warm start from its SFT rounds' checks (oldest first): the
+    last round's premise check, warm start key and SFT NLL, the rounds' summed wall and CPU
+    seconds, and the rounds themselves."""
+    last = rounds[-1]
+    return {**{k: last[k] for k in last if k not in ("round", "wall_s", "cpu_s")},
+            "wall_s": float(sum(r["wall_s"] for r in rounds)),
+            "cpu_s": float(sum(r["cpu_s"] for r in rounds)), "rounds": list(rounds)}
+
+
 def warm_start_check(difficulty: str, check) -> str:
     """'' when the block's runs from a warm start with premise check `check`
     (`premise.PremiseResult`) can be read, else why not:
@@ -249,6 +259,64 @@ def failing_warm_starts(difficulty: str, premise: dict) -> list:
     """The warm starts ("warm<w>" keys of block.json's premise entries) that fail
     `warm_start_check`, in order."""
     return [w for w, p in sorted(premise.items()) if warm_start_check(difficulty, premise_result(p))]
+
+
+# The warm-start recipe, declared before any run of the block: SFT in rounds of the scale's
+# `sft_steps`, each round continuing the last one's parameters (AdamW restarted, its own
+# demonstration draws), checked after each round (`warm_start_check`), at most SFT_ROUNDS rounds;
+# the first round that passes is the block's warm start. Quick scale: one round.
+SFT_ROUNDS = 6
+
+
+def warm_round_folder(config, seed: int, cache: str, rnd: int, *, log=print) -> str:
+    """The Hugging Face folder of round `rnd` (1-based) of warm start `seed`'s SFT: round 1 is
+    `runner.warm_folder(config, seed, cache)`; round r > 1 trains round r − 1's parameters for
+    `config.train.sft_steps` more steps (demonstrations drawn with seed r · 100000 + seed), cached
+    under `<cache>/warm/<key>` with the key of (round 1's spec, r). Its warm.json's `wall_s` /
+    `cpu_s` are this round's alone."""
+    import time
+
+    from experiments.study import arms, runner
+
+    if rnd < 1:
+        raise ValueError(f"rnd must be ≥ 1, got {rnd}")
+    if rnd == 1:
+        return runner.warm_folder(config, seed, cache, log=log)
+    spec = {**runner.warm_spec(config, seed), "round": rnd}
+    folder = os.path.join(cache, "warm", runner.content_key(spec))
+    if os.path.exists(os.path.join(folder, "warm.json")):
+        return folder
+    prev = warm_round_folder(config, seed, cache, rnd - 1, log=log)
+    from flax import nnx
+
+    from rlvr.models.hf import save_pretrained
+    from rlvr.records.state import split_model
+    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
+    from rlvr.train.sft import warm_start
+
+    t0, c0 = time.time(), time.process_time()
+    c = arms.with_warm(config, prev)
+    kit = build_kit_checked(c)
+    tok = build_tokenizer(c, kit)
+    graphdef, params, rest = split_model(build_policy(c, tok.vocab_size))
+    t = config.train
+    params, m = warm_start(params, graphdef, rest, kit=kit, tokenizer=tok, steps=t.sft_steps,
+                           batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate,
+                           length=config.model.max_seq_len, seed=rnd * 100_000 + seed,
+                           pool=t.sft_pool, logprob_impl=t.logprob_impl, progress=False)
+    tmp = f"{folder}.tmp{os.getpid()}"
+    save_pretrained(nnx.merge(graphdef, params, rest), tmp)
+    runner.write_json(os.path.join(tmp, "warm.json"), {
+        "spec": spec, "sft_nll": float(m.get("sft/nll", float("nan"))), "wall_s": time.time() - t0,
+        "cpu_s": time.process_time() - c0, "machine": runner.machine()})
+    if os.path.exists(folder):  # another process finished first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, folder)
+    log(f"  warm start seed {seed}, SFT round {rnd}: {time.time() - t0:.0f} s -> {folder}")
+    return folder
 
 
 # ----------------------------------------------------------------------------- records, report
@@ -360,6 +428,16 @@ def block_report(block: Block) -> tuple[str, dict]:
                           "passes" if not why else f"fails: {why}"])
     lines.append(table(["warm start", "SFT NLL", "reads first", "interleaved", "difference", "premise",
                         "warm-start check (at the study scale its runs start only if it passes)"], prem_rows))
+    round_rows = [[w, r["round"], r["sft_steps"], _num(r["sft_nll"]),
+                   f"{r['payments']['reads_first']}, {r['payments']['interleaved']}", _num(r["difference"]),
+                   warm_start_check(st["difficulty"], premise_result(r)) or "passes",
+                   f"{r['wall_s'] / 60:.0f}"]
+                  for w, p in sorted(block.premise.items()) for r in p.get("rounds", [])]
+    if round_rows:
+        lines += [f"SFT rounds (each continues the last for the scale's SFT steps; the first that "
+                  f"passes the check is the warm start; at most {SFT_ROUNDS}):",
+                  table(["warm start", "round", "SFT steps", "SFT NLL", "payments with the cart complete "
+                         "(reads first, interleaved)", "difference", "check", "wall-minutes"], round_rows)]
     # the one-time cost, on its own lines
     lines.append("## One-time cost: pivot profiling (outside the compared budgets)")
     once_lines, once_num = [], {}
@@ -538,20 +616,29 @@ def main(argv=None) -> int:
     prem = block_premise(folder, settings)
     refused = []
     for w in sitting.warm_seeds:
-        warm = runner.warm_folder(arms.base_config("grpo", w, sc), w, a.cache)
-        key = os.path.basename(os.path.normpath(warm))
-        if prem.get(f"warm{w}", {}).get("warm_start") != key:
-            wd = os.path.join(a.workdir, f"premise_w{w}")
-            # on the held-out set of the warm start's first run
-            pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
-            res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
-            info = runner.warm_info(warm)
-            prem[f"warm{w}"] = {**dataclasses.asdict(res), "warm_start": key,
-                                **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}
-            write_block_meta(folder, settings, prem)
-        res = premise_result(prem[f"warm{w}"])
-        print(f"warm start {w}: {res.line()}", flush=True)
-        why = warm_start_check(a.difficulty, res)
+        rounds = list(prem.get(f"warm{w}", {}).get("rounds", []))
+        for rnd in range(1, (1 if a.quick else SFT_ROUNDS) + 1):
+            warm = warm_round_folder(arms.base_config("grpo", w, sc), w, a.cache, rnd)
+            key = os.path.basename(os.path.normpath(warm))
+            done = {r["warm_start"]: r for r in rounds}
+            if key not in done:
+                wd = os.path.join(a.workdir, f"premise_w{w}")
+                # on the held-out set of the warm start's first run
+                pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
+                res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
+                info = runner.warm_info(warm)
+                rounds = [r for r in rounds if r["round"] < rnd] + [{
+                    **dataclasses.asdict(res), "warm_start": key, "round": rnd,
+                    "sft_steps": rnd * sc["sft_steps"],
+                    **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}]
+                prem[f"warm{w}"] = warm_entry(rounds)
+                write_block_meta(folder, settings, prem)
+            res = premise_result(prem[f"warm{w}"])
+            why = warm_start_check(a.difficulty, res)
+            print(f"warm start {w}, SFT round {rnd}: {res.line()}" + (f"; check fails: {why}" if why else
+                  "; check passes"), flush=True)
+            if not why:
+                break
         if why and scale != "quick":
             print(f"warm start {w}: its runs are not started: {why}", flush=True)
             refused.append(w)

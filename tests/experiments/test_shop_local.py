@@ -282,32 +282,77 @@ def test_warm_start_check_needs_testable_payments_and_on_the_testbed_the_premise
         check("local3", _premise(0.9, 0.9))
 
 
-@pytest.mark.parametrize("passes", [False, True])
-def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monkeypatch, passes):
-    """At the study scale the block refuses a warm start that fails the check: no run starts, the
-    check and the warm start's SFT NLL are in block.json and the report, and the exit code is 1."""
+@pytest.mark.parametrize("passing_round", [None, 2])
+def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monkeypatch, passing_round):
+    """At the study scale a warm start is SFT'd in rounds until it passes the check, at most
+    SFT_ROUNDS: its runs start from the first passing round; if none passes no run starts and the
+    exit code is 1. block.json and the report keep every round's check and SFT NLL."""
     import json
 
     from experiments.study import premise, runner
 
-    warm = tmp_path / "warm"
-    warm.mkdir()
-    (warm / "warm.json").write_text(json.dumps({"sft_nll": 0.45}))
+    def round_folder(config, seed, cache, rnd, **k):
+        f = tmp_path / f"warm_r{rnd}"
+        f.mkdir(exist_ok=True)
+        (f / "warm.json").write_text(json.dumps({"sft_nll": 0.5 / rnd, "wall_s": 60.0, "cpu_s": 90.0}))
+        return str(f)
+
     started = []
-    monkeypatch.setattr(runner, "warm_folder", lambda *a, **k: str(warm))
-    monkeypatch.setattr(premise, "warm_start_premise", lambda *a, **k: (
-        _premise(0.9, 0.88) if passes else _premise(float("nan"), float("nan"), 0, 0)))
-    monkeypatch.setattr(runner, "run_config", lambda c, **k: started.append(k["label"]) or
-                        _block_rec([0, 100], [0.1, 0.2]))
-    rc = shop_local.main(["--warm-seeds", "0", "--rl-seeds", "0", "--arms", "grpo",
-                          "--records", str(tmp_path / "rec"), "--out", str(tmp_path / "out"),
-                          "--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path / "work")])
-    meta = json.loads((tmp_path / "rec" / "block.json").read_text())
-    assert meta["premise"]["warm0"]["sft_nll"] == 0.45
+    monkeypatch.setattr(shop_local, "warm_round_folder", round_folder)
+    monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: (
+        _premise(0.9, 0.88) if c.model.init_from.endswith(f"warm_r{passing_round}")
+        else _premise(float("nan"), float("nan"), 0, 0)))
+    monkeypatch.setattr(runner, "run_config", lambda c, **k: started.append(
+        (k["label"], c.model.init_from)) or _block_rec([0, 100], [0.1, 0.2]))
+    argv = ["--warm-seeds", "0", "--rl-seeds", "0", "--arms", "grpo", "--records", str(tmp_path / "rec"),
+            "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
+            "--workdir", str(tmp_path / "work")]
+    rc = shop_local.main(argv)
+    entry = json.loads((tmp_path / "rec" / "block.json").read_text())["premise"]["warm0"]
+    rounds = passing_round or shop_local.SFT_ROUNDS
+    assert [r["round"] for r in entry["rounds"]] == list(range(1, rounds + 1))
+    assert entry["sft_nll"] == 0.5 / rounds and entry["wall_s"] == 60.0 * rounds
     md = (tmp_path / "out" / "shop_local_full_local.md").read_text()
-    if passes:
-        assert rc == 0 and started == ["local/grpo/w0s0"] and "| warm0 | 0.450 |" in md
+    assert md.count("| warm0 | ") == 1 + rounds  # the premise row and one row per round
+    if passing_round:
+        assert rc == 0 and started == [("local/grpo/w0s0", str(tmp_path / "warm_r2"))]
         assert "| passes |" in md
     else:
         assert rc == 1 and started == []
         assert "fails: the warm start's payments with the cart complete are too few" in md
+    # a later sitting reads the rounds' checks back instead of checking again
+    monkeypatch.setattr(premise, "warm_start_premise", lambda *a, **k: pytest.fail("checked again"))
+    assert shop_local.main(argv) == rc
+
+
+def test_an_sft_round_continues_the_last_rounds_parameters_and_is_cached(tmp_path, monkeypatch):
+    import json
+    import os
+
+    import jax
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from experiments.study import arms
+    from rlvr.train import sft
+
+    c = arms.base_config("grpo", 0, shop_local.local_scale("quick", "local"))
+    c.train.sft_steps = 2
+    logs = []
+    r1 = shop_local.warm_round_folder(c, 0, str(tmp_path), 1, log=logs.append)
+    given, real = [], sft.warm_start
+    monkeypatch.setattr(sft, "warm_start", lambda params, *a, **k: given.append(
+        (sorted(np.asarray(x).ravel()[0] for x in jax.tree.leaves(params)), k["seed"])) or real(params, *a, **k))
+    r2 = shop_local.warm_round_folder(c, 0, str(tmp_path), 2, log=logs.append)
+    # round 2 starts from round 1's saved parameters, with its own demonstration draws
+    saved = sorted(v.ravel()[0] for v in load_file(os.path.join(r1, "model.safetensors")).values())
+    assert len(given) == 1 and given[0][1] == 200_000
+    np.testing.assert_allclose(given[0][0], saved, rtol=1e-6)
+    assert r1 != r2 and len(logs) == 2
+    assert shop_local.warm_round_folder(c, 0, str(tmp_path), 2, log=logs.append) == r2 and len(logs) == 2
+    w1, w2 = (load_file(os.path.join(f, "model.safetensors")) for f in (r1, r2))
+    assert w1.keys() == w2.keys() and any(not np.array_equal(w1[k], w2[k]) for k in w1)
+    info = json.load(open(os.path.join(r2, "warm.json")))
+    assert info["spec"]["round"] == 2 and np.isfinite(info["sft_nll"]) and info["wall_s"] > 0
+    with pytest.raises(ValueError, match="rnd"):
+        shop_local.warm_round_folder(c, 0, str(tmp_path), 0)
