@@ -368,11 +368,30 @@ def record_path(folder: str, arm: str, seeds: BlockSeeds) -> str:
 
 
 def write_block_meta(folder: str, settings: dict, premise: dict) -> None:
-    """The block's settings and premise checks (`block.json`, next to the run records)."""
+    """The block's settings and premise checks (`block.json`, next to the run records), written
+    whole or not at all."""
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "block.json"), "w") as f:
+    path = os.path.join(folder, "block.json")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
         json.dump({"settings": settings, "premise": premise}, f, indent=1, sort_keys=True, default=float)
         f.write("\n")
+    os.replace(tmp, path)
+
+
+def update_block_premise(folder: str, settings: dict, warm: str, entry: dict) -> dict:
+    """Sets block.json's premise entry `warm` to `entry`, keeping every other entry as the file
+    has it now (a sitting on another warm start may have written since this one started; the
+    read and write hold a lock on `<folder>/block.lock`). Returns the premise entries written."""
+    import fcntl
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "block.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        prem = block_premise(folder, settings)
+        prem[warm] = entry
+        write_block_meta(folder, settings, prem)
+    return prem
 
 
 def load_block(folder: str) -> Block:
@@ -631,8 +650,7 @@ def main(argv=None) -> int:
                     **dataclasses.asdict(res), "warm_start": key, "round": rnd,
                     "sft_steps": rnd * sc["sft_steps"],
                     **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}]
-                prem[f"warm{w}"] = warm_entry(rounds)
-                write_block_meta(folder, settings, prem)
+                prem = update_block_premise(folder, settings, f"warm{w}", warm_entry(rounds))
             res = premise_result(prem[f"warm{w}"])
             why = warm_start_check(a.difficulty, res)
             print(f"warm start {w}, SFT round {rnd}: {res.line()}" + (f"; check fails: {why}" if why else

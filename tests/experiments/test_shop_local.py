@@ -356,3 +356,16 @@ def test_an_sft_round_continues_the_last_rounds_parameters_and_is_cached(tmp_pat
     assert info["spec"]["round"] == 2 and np.isfinite(info["sft_nll"]) and info["wall_s"] > 0
     with pytest.raises(ValueError, match="rnd"):
         shop_local.warm_round_folder(c, 0, str(tmp_path), 0)
+
+
+def test_a_sitting_writes_its_warm_starts_entry_without_dropping_anothers(tmp_path):
+    """Two sittings on different warm starts of one block: each one's premise entry survives the
+    other's write, though each read block.json before the other wrote."""
+    _write_block(tmp_path)
+    settings = shop_local.load_block(str(tmp_path)).settings
+    first = shop_local.block_premise(str(tmp_path), settings)  # both sittings start here
+    entry = dict(first["warm0"], difference=0.01)
+    shop_local.update_block_premise(str(tmp_path), settings, "warm1", entry)
+    shop_local.update_block_premise(str(tmp_path), settings, "warm0", first["warm0"])
+    assert set(shop_local.block_premise(str(tmp_path), settings)) == {"warm0", "warm1"}
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
