@@ -153,6 +153,15 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
     folder = os.path.join(cache, "warm", content_key(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder
+    return sft_to_folder(c, seed, folder, spec, log=log, label=f"warm start seed {seed}")
+
+
+def sft_to_folder(config, seed: int, folder: str, spec: dict, *, log: Callable = print,
+                  label: str = "warm start") -> str:
+    """Trains `config`'s policy (its random init, or `model.init_from`) for `train.sft_steps` SFT
+    steps with demonstration draws from `seed`, and saves it to `folder` (a Hugging Face folder
+    whose warm.json keeps `spec`, the last SFT NLL, wall and CPU seconds and the machine),
+    written whole or not at all."""
     from flax import nnx
 
     from rlvr.models.hf import save_pretrained
@@ -160,6 +169,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
     from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
     from rlvr.train.sft import warm_start
 
+    c = config
     t0, c0 = time.time(), time.process_time()
     kit = build_kit_checked(c)
     tok = build_tokenizer(c, kit)
@@ -180,7 +190,7 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         os.replace(tmp, folder)
-    log(f"  warm start seed {seed}: {time.time() - t0:.0f} s -> {folder}")
+    log(f"  {label}: {time.time() - t0:.0f} s -> {folder}")
     return folder
 
 

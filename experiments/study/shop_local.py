@@ -274,8 +274,6 @@ def warm_round_folder(config, seed: int, cache: str, rnd: int, *, log=print) -> 
     `config.train.sft_steps` more steps (demonstrations drawn with seed r · 100000 + seed), cached
     under `<cache>/warm/<key>` with the key of (round 1's spec, r). Its warm.json's `wall_s` /
     `cpu_s` are this round's alone."""
-    import time
-
     from experiments.study import arms, runner
 
     if rnd < 1:
@@ -286,37 +284,10 @@ def warm_round_folder(config, seed: int, cache: str, rnd: int, *, log=print) -> 
     folder = os.path.join(cache, "warm", runner.content_key(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder
-    prev = warm_round_folder(config, seed, cache, rnd - 1, log=log)
-    from flax import nnx
-
-    from rlvr.models.hf import save_pretrained
-    from rlvr.records.state import split_model
-    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
-    from rlvr.train.sft import warm_start
-
-    t0, c0 = time.time(), time.process_time()
-    c = arms.with_warm(config, prev)
-    kit = build_kit_checked(c)
-    tok = build_tokenizer(c, kit)
-    graphdef, params, rest = split_model(build_policy(c, tok.vocab_size))
-    t = config.train
-    params, m = warm_start(params, graphdef, rest, kit=kit, tokenizer=tok, steps=t.sft_steps,
-                           batch_size=t.sft_batch_size, learning_rate=t.sft_learning_rate,
-                           length=config.model.max_seq_len, seed=rnd * 100_000 + seed,
-                           pool=t.sft_pool, logprob_impl=t.logprob_impl, progress=False)
-    tmp = f"{folder}.tmp{os.getpid()}"
-    save_pretrained(nnx.merge(graphdef, params, rest), tmp)
-    runner.write_json(os.path.join(tmp, "warm.json"), {
-        "spec": spec, "sft_nll": float(m.get("sft/nll", float("nan"))), "wall_s": time.time() - t0,
-        "cpu_s": time.process_time() - c0, "machine": runner.machine()})
-    if os.path.exists(folder):  # another process finished first
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, folder)
-    log(f"  warm start seed {seed}, SFT round {rnd}: {time.time() - t0:.0f} s -> {folder}")
-    return folder
+    c = arms.with_warm(config, warm_round_folder(config, seed, cache, rnd - 1, log=log))
+    c.train.sft_steps = config.train.sft_steps  # with_warm turns SFT off; this round is SFT
+    return runner.sft_to_folder(c, rnd * 100_000 + seed, folder, spec, log=log,
+                                label=f"warm start seed {seed}, SFT round {rnd}")
 
 
 # ----------------------------------------------------------------------------- records, report
