@@ -611,7 +611,9 @@ def main(argv=None) -> int:
             warm = warm_round_folder(arms.base_config("grpo", w, sc), w, a.cache, rnd)
             key = os.path.basename(os.path.normpath(warm))
             done = {r["warm_start"]: r for r in rounds}
-            if key not in done:
+            if key in done:  # checked in an earlier sitting: this round's own check
+                res = premise_result(done[key])
+            else:
                 wd = os.path.join(a.workdir, f"premise_w{w}")
                 # on the held-out set of the warm start's first run
                 pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
@@ -622,7 +624,6 @@ def main(argv=None) -> int:
                     "sft_steps": rnd * sc["sft_steps"],
                     **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}]
                 prem = update_block_premise(folder, settings, f"warm{w}", warm_entry(rounds))
-            res = premise_result(prem[f"warm{w}"])
             why = warm_start_check(a.difficulty, res)
             print(f"warm start {w}, SFT round {rnd}: {res.line()}" + (f"; check fails: {why}" if why else
                   "; check passes"), flush=True)

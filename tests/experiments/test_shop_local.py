@@ -320,9 +320,12 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     else:
         assert rc == 1 and started == []
         assert "fails: the warm start's payments with the cart complete are too few" in md
-    # a later sitting reads the rounds' checks back instead of checking again
+    # a later sitting reads each round's own check back instead of checking again, and starts
+    # its runs from the same passing round
     monkeypatch.setattr(premise, "warm_start_premise", lambda *a, **k: pytest.fail("checked again"))
+    started.clear()
     assert shop_local.main(argv) == rc
+    assert started == ([("local/grpo/w0s0", str(tmp_path / "warm_r2"))] if passing_round else [])
 
 
 def test_an_sft_round_continues_the_last_rounds_parameters_and_is_cached(tmp_path, monkeypatch):
