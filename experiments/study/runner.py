@@ -157,11 +157,13 @@ def warm_folder(config, seed: int, cache: str, *, log: Callable = print) -> str:
 
 
 def sft_to_folder(config, seed: int, folder: str, spec: dict, *, log: Callable = print,
-                  label: str = "warm start") -> str:
+                  label: str = "warm start", length: Optional[int] = None) -> str:
     """Trains `config`'s policy (its random init, or `model.init_from`) for `train.sft_steps` SFT
     steps with demonstration draws from `seed`, and saves it to `folder` (a Hugging Face folder
     whose warm.json keeps `spec`, the last SFT NLL, wall and CPU seconds and the machine),
-    written whole or not at all."""
+    written whole or not at all. length: the SFT rows' length (default `model.max_seq_len`; a
+    task whose demonstrations are shorter than the model's context trains on shorter rows,
+    the same loss at less compute)."""
     from flax import nnx
 
     from rlvr.models.hf import save_pretrained
@@ -177,7 +179,7 @@ def sft_to_folder(config, seed: int, folder: str, spec: dict, *, log: Callable =
     graphdef, params, rest = split_model(policy)
     params, m = warm_start(params, graphdef, rest, kit=kit, tokenizer=tok, steps=c.train.sft_steps,
                            batch_size=c.train.sft_batch_size, learning_rate=c.train.sft_learning_rate,
-                           length=c.model.max_seq_len, seed=seed, pool=c.train.sft_pool,
+                           length=length or c.model.max_seq_len, seed=seed, pool=c.train.sft_pool,
                            logprob_impl=c.train.logprob_impl, progress=False)
     tmp = f"{folder}.tmp{os.getpid()}"
     save_pretrained(nnx.merge(graphdef, params, rest), tmp)

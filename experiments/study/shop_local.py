@@ -267,27 +267,89 @@ def failing_warm_starts(difficulty: str, premise: dict) -> list:
 # the first round that passes is the block's warm start. Quick scale: one round.
 SFT_ROUNDS = 6
 
+# On a several-basket testbed the rounds start from a curriculum stage (recipe "curriculum"), not a
+# random init (recipe "scratch", the control's): SFT on ONE basket of the same variant
+# (`CURRICULUM_DIFFICULTY`: the testbed's knobs with baskets=1; rows of CURRICULUM_SEQ_LEN tokens,
+# its longest demonstration being 134) for the scale's `sft_steps`. From a random init the study's
+# 2-layer character model trained on 480-token three-basket episodes learns no copying: after
+# 3000 steps its NLL on the order's item letters is near a uniform guess over the shop's items
+# (block.json keeps those rounds, recipe "scratch"); on one-basket episodes it learns to copy
+# them within 1000 steps.
+RECIPES = ("scratch", "curriculum")
+CURRICULUM_DIFFICULTY = "local"
+CURRICULUM_SEQ_LEN = 160
 
-def warm_round_folder(config, seed: int, cache: str, rnd: int, *, log=print) -> str:
-    """The Hugging Face folder of round `rnd` (1-based) of warm start `seed`'s SFT: round 1 is
-    `runner.warm_folder(config, seed, cache)`; round r > 1 trains round r − 1's parameters for
-    `config.train.sft_steps` more steps (demonstrations drawn with seed r · 100000 + seed), cached
-    under `<cache>/warm/<key>` with the key of (round 1's spec, r). Its warm.json's `wall_s` /
-    `cpu_s` are this round's alone."""
-    from experiments.study import arms, runner
 
-    if rnd < 1:
-        raise ValueError(f"rnd must be ≥ 1, got {rnd}")
-    if rnd == 1:
-        return runner.warm_folder(config, seed, cache, log=log)
-    spec = {**runner.warm_spec(config, seed), "round": rnd}
+def warm_recipe(sc: dict) -> str:
+    """The block's warm-start recipe at scale `sc`: "curriculum" when the scale's difficulty has
+    several baskets per episode, else "scratch"."""
+    from rlvr.tasks.shop import as_difficulty
+
+    return "curriculum" if as_difficulty(sc["difficulty"])[1].baskets > 1 else "scratch"
+
+
+def curriculum_folder(config, seed: int, cache: str, *, log=print) -> str:
+    """The Hugging Face folder of warm start `seed`'s curriculum stage: `config`'s model trained from
+    its random init for `config.train.sft_steps` SFT steps on one-basket episodes
+    (`CURRICULUM_DIFFICULTY`, rows of CURRICULUM_SEQ_LEN tokens; demonstration draws from `seed`),
+    cached under `<cache>/warm/<key>`."""
+    from experiments.study import runner
+
+    c = copy.deepcopy(config)
+    c.task.kwargs.difficulty = CURRICULUM_DIFFICULTY
+    spec = {**runner.warm_spec(c, seed), "stage": "curriculum", "length": CURRICULUM_SEQ_LEN}
     folder = os.path.join(cache, "warm", runner.content_key(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder
-    c = arms.with_warm(config, warm_round_folder(config, seed, cache, rnd - 1, log=log))
+    return runner.sft_to_folder(c, seed, folder, spec, log=log, length=CURRICULUM_SEQ_LEN,
+                                label=f"warm start seed {seed}, curriculum stage")
+
+
+def warm_round_folder(config, seed: int, cache: str, rnd: int, *, recipe: str = "scratch",
+                      log=print) -> str:
+    """The Hugging Face folder of round `rnd` (1-based) of warm start `seed`'s SFT under `recipe`.
+
+    "scratch": round 1 is `runner.warm_folder(config, seed, cache)` (from the random init);
+    "curriculum": round 1 continues `curriculum_folder(config, seed, cache)`. Every other round r
+    trains round r − 1's parameters (round 1's, under "curriculum": the curriculum stage's) for
+    `config.train.sft_steps` more steps (demonstrations drawn with seed r · 100000 + seed), cached
+    under `<cache>/warm/<key>` with the key of (round 1's spec, r[, recipe]). Its warm.json's
+    `wall_s` / `cpu_s` are this round's alone."""
+    from experiments.study import arms, runner
+
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
+    if rnd < 1:
+        raise ValueError(f"rnd must be ≥ 1, got {rnd}")
+    if rnd == 1 and recipe == "scratch":
+        return runner.warm_folder(config, seed, cache, log=log)
+    spec = {**runner.warm_spec(config, seed), "round": rnd}
+    if recipe != "scratch":
+        spec["recipe"] = recipe
+    folder = os.path.join(cache, "warm", runner.content_key(spec))
+    if os.path.exists(os.path.join(folder, "warm.json")):
+        return folder
+    before = (curriculum_folder(config, seed, cache, log=log) if rnd == 1 else
+              warm_round_folder(config, seed, cache, rnd - 1, recipe=recipe, log=log))
+    c = arms.with_warm(config, before)
     c.train.sft_steps = config.train.sft_steps  # with_warm turns SFT off; this round is SFT
     return runner.sft_to_folder(c, rnd * 100_000 + seed, folder, spec, log=log,
-                                label=f"warm start seed {seed}, SFT round {rnd}")
+                                label=f"warm start seed {seed}, SFT round {rnd} ({recipe})")
+
+
+def round_compute(config, seed: int, cache: str, rnd: int, recipe: str) -> dict:
+    """{"sft_nll", "wall_s", "cpu_s"} of round `rnd` of warm start `seed` (`warm_round_folder`,
+    which must exist): its SFT NLL, and its wall / CPU seconds, the curriculum stage's included
+    in round 1's under "curriculum"."""
+    from experiments.study import runner
+
+    info = runner.warm_info(warm_round_folder(config, seed, cache, rnd, recipe=recipe))
+    out = {k: float(info.get(k, float("nan"))) for k in ("sft_nll", "wall_s", "cpu_s")}
+    if recipe == "curriculum" and rnd == 1:
+        cur = runner.warm_info(curriculum_folder(config, seed, cache))
+        out["wall_s"] += float(cur["wall_s"])
+        out["cpu_s"] += float(cur["cpu_s"])
+    return out
 
 
 # ----------------------------------------------------------------------------- records, report
@@ -418,15 +480,19 @@ def block_report(block: Block) -> tuple[str, dict]:
                           "passes" if not why else f"fails: {why}"])
     lines.append(table(["warm start", "SFT NLL", "reads first", "interleaved", "difference", "premise",
                         "warm-start check (at the study scale its runs start only if it passes)"], prem_rows))
-    round_rows = [[w, r["round"], r["sft_steps"], _num(r["sft_nll"]),
+    round_rows = [[w, r["recipe"], r["round"],
+                   f"{r['sft_steps']}" + (f" (+ {r['curriculum_steps']} one-basket)" if r["curriculum_steps"] else ""),
+                   _num(r["sft_nll"]),
                    f"{r['payments']['reads_first']}, {r['payments']['interleaved']}", _num(r["difference"]),
                    warm_start_check(st["difficulty"], premise_result(r)) or "passes",
                    f"{r['wall_s'] / 60:.0f}"]
                   for w, p in sorted(block.premise.items()) for r in p.get("rounds", [])]
     if round_rows:
         lines += [f"SFT rounds (each continues the last for the scale's SFT steps; the first that "
-                  f"passes the check is the warm start; at most {SFT_ROUNDS}):",
-                  table(["warm start", "round", "SFT steps", "SFT NLL", "payments with the cart complete "
+                  f"passes the check is the warm start; at most {SFT_ROUNDS} per recipe). Recipe "
+                  f"\"scratch\": round 1 from the random init; \"curriculum\": round 1 continues SFT on "
+                  f"one-basket episodes (its steps and wall-minutes included in round 1's):",
+                  table(["warm start", "recipe", "round", "SFT steps", "SFT NLL", "payments with the cart complete "
                          "(reads first, interleaved)", "difference", "check", "wall-minutes"], round_rows)]
     # the one-time cost, on its own lines
     lines.append("## One-time cost: pivot profiling (outside the compared budgets)")
@@ -605,10 +671,12 @@ def main(argv=None) -> int:
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
     prem = block_premise(folder, settings)
     refused = []
+    recipe = warm_recipe(sc)
     for w in sitting.warm_seeds:
         rounds = list(prem.get(f"warm{w}", {}).get("rounds", []))
         for rnd in range(1, (1 if a.quick else SFT_ROUNDS) + 1):
-            warm = warm_round_folder(arms.base_config("grpo", w, sc), w, a.cache, rnd)
+            wc = arms.base_config("grpo", w, sc)
+            warm = warm_round_folder(wc, w, a.cache, rnd, recipe=recipe)
             key = os.path.basename(os.path.normpath(warm))
             done = {r["warm_start"]: r for r in rounds}
             if key in done:  # checked in an earlier sitting: this round's own check
@@ -618,11 +686,12 @@ def main(argv=None) -> int:
                 # on the held-out set of the warm start's first run
                 pc = arms.with_warm(arms.base_config("pivotrl", BlockSeeds(w, 0).seed, sc), warm)
                 res = premise.warm_start_premise(runner.with_batch_bucket(pc, 32), wd)
-                info = runner.warm_info(warm)
-                rounds = [r for r in rounds if r["round"] < rnd] + [{
-                    **dataclasses.asdict(res), "warm_start": key, "round": rnd,
+                # another recipe's rounds stay (the compute they took, and why it changed)
+                rounds = [r for r in rounds if r["recipe"] != recipe or r["round"] < rnd] + [{
+                    **dataclasses.asdict(res), "warm_start": key, "round": rnd, "recipe": recipe,
                     "sft_steps": rnd * sc["sft_steps"],
-                    **{k: info.get(k, float("nan")) for k in ("sft_nll", "wall_s", "cpu_s")}}]
+                    "curriculum_steps": sc["sft_steps"] if recipe == "curriculum" else 0,
+                    **round_compute(wc, w, a.cache, rnd, recipe)}]
                 prem = update_block_premise(folder, settings, f"warm{w}", warm_entry(rounds))
             why = warm_start_check(a.difficulty, res)
             print(f"warm start {w}, SFT round {rnd}: {res.line()}" + (f"; check fails: {why}" if why else

@@ -286,19 +286,34 @@ def test_warm_start_check_needs_testable_payments_and_on_the_testbed_the_premise
 def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monkeypatch, passing_round):
     """At the study scale a warm start is SFT'd in rounds until it passes the check, at most
     SFT_ROUNDS: its runs start from the first passing round; if none passes no run starts and the
-    exit code is 1. block.json and the report keep every round's check and SFT NLL."""
+    exit code is 1. block.json and the report keep every round's check and SFT NLL, another
+    recipe's rounds included."""
+    import dataclasses
     import json
 
     from experiments.study import premise, runner
 
-    def round_folder(config, seed, cache, rnd, **k):
-        f = tmp_path / f"warm_r{rnd}"
+    def folder(name, info):
+        f = tmp_path / name
         f.mkdir(exist_ok=True)
-        (f / "warm.json").write_text(json.dumps({"sft_nll": 0.5 / rnd, "wall_s": 60.0, "cpu_s": 90.0}))
+        (f / "warm.json").write_text(json.dumps(info))
         return str(f)
+
+    def round_folder(config, seed, cache, rnd, recipe="scratch", **k):
+        assert recipe == "curriculum"  # the three-basket testbed's recipe
+        return folder(f"warm_r{rnd}", {"sft_nll": 0.5 / rnd, "wall_s": 60.0, "cpu_s": 90.0})
 
     started = []
     monkeypatch.setattr(shop_local, "warm_round_folder", round_folder)
+    monkeypatch.setattr(shop_local, "curriculum_folder", lambda *a, **k: folder(
+        "curriculum", {"sft_nll": 0.1, "wall_s": 30.0, "cpu_s": 40.0}))
+    # a round of another recipe, checked earlier: it stays in block.json and the report
+    scratch = {**dataclasses.asdict(_premise(float("nan"), float("nan"), 0, 0)), "warm_start": "old",
+               "round": 1, "recipe": "scratch", "sft_steps": 1000, "curriculum_steps": 0,
+               "sft_nll": 0.45, "wall_s": 100.0, "cpu_s": 150.0}
+    shop_local.write_block_meta(str(tmp_path / "rec"), {
+        "scale": "full", "difficulty": "local", "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5},
+        "level": shop_local.LEVEL}, {"warm0": shop_local.warm_entry([scratch])})
     monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: (
         _premise(0.9, 0.88) if c.model.init_from.endswith(f"warm_r{passing_round}")
         else _premise(float("nan"), float("nan"), 0, 0)))
@@ -310,10 +325,15 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     rc = shop_local.main(argv)
     entry = json.loads((tmp_path / "rec" / "block.json").read_text())["premise"]["warm0"]
     rounds = passing_round or shop_local.SFT_ROUNDS
-    assert [r["round"] for r in entry["rounds"]] == list(range(1, rounds + 1))
-    assert entry["sft_nll"] == 0.5 / rounds and entry["wall_s"] == 60.0 * rounds
+    assert [(r["recipe"], r["round"]) for r in entry["rounds"]] == [("scratch", 1)] + [
+        ("curriculum", r) for r in range(1, rounds + 1)]
+    assert entry["recipe"] == "curriculum" and entry["curriculum_steps"] == 1000
+    # the curriculum stage's compute is in round 1's, every recipe's in the warm start's
+    assert entry["rounds"][1]["wall_s"] == 90.0 and entry["rounds"][1]["cpu_s"] == 130.0
+    assert entry["sft_nll"] == 0.5 / rounds and entry["wall_s"] == 100.0 + 30.0 + 60.0 * rounds
     md = (tmp_path / "out" / "shop_local_full_local.md").read_text()
-    assert md.count("| warm0 | ") == 1 + rounds  # the premise row and one row per round
+    assert md.count("| warm0 | ") == 2 + rounds  # the premise row and one row per round
+    assert md.count("| warm0 | curriculum | ") == rounds and "| 1000 (+ 1000 one-basket) |" in md
     if passing_round:
         assert rc == 0 and started == [("local/grpo/w0s0", str(tmp_path / "warm_r2"))]
         assert "| passes |" in md
@@ -359,6 +379,56 @@ def test_an_sft_round_continues_the_last_rounds_parameters_and_is_cached(tmp_pat
     assert info["spec"]["round"] == 2 and np.isfinite(info["sft_nll"]) and info["wall_s"] > 0
     with pytest.raises(ValueError, match="rnd"):
         shop_local.warm_round_folder(c, 0, str(tmp_path), 0)
+
+
+def test_curriculum_round_one_continues_a_one_basket_stage(tmp_path, monkeypatch):
+    """Recipe "curriculum": the stage trains the random init on one-basket episodes of the same
+    variant in CURRICULUM_SEQ_LEN-token rows; round 1 continues its saved parameters on the
+    testbed's own episodes and rows, under its own cache key (not the "scratch" round 1's)."""
+    import os
+
+    import jax
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from experiments.study import arms
+    from rlvr.train import sft
+
+    sc = shop_local.local_scale("quick", "local")
+    assert shop_local.warm_recipe(sc) == "curriculum"
+    assert shop_local.warm_recipe(shop_local.local_scale("quick", "standard")) == "scratch"
+    c = arms.base_config("grpo", 0, sc)
+    c.train.sft_steps = 2
+    given, real = [], sft.warm_start
+    monkeypatch.setattr(sft, "warm_start", lambda params, *a, **k: given.append(
+        (sorted(np.asarray(x).ravel()[0] for x in jax.tree.leaves(params)), k["kit"].source.difficulty,
+         k["length"], k["seed"])) or real(params, *a, **k))
+    r1 = shop_local.warm_round_folder(c, 0, str(tmp_path), 1, recipe="curriculum", log=print)
+    stage = shop_local.curriculum_folder(c, 0, str(tmp_path))
+    assert [g[1:] for g in given] == [(shop_local.CURRICULUM_DIFFICULTY, shop_local.CURRICULUM_SEQ_LEN, 0),
+                                      ("local3", shop_local.LOCAL_SEQ_LEN, 100_000)]
+    saved = sorted(v.ravel()[0] for v in load_file(os.path.join(stage, "model.safetensors")).values())
+    np.testing.assert_allclose(given[1][0], saved, rtol=1e-6)
+    assert r1 != shop_local.warm_round_folder(c, 0, str(tmp_path), 1, recipe="scratch") and len(given) == 3
+    with pytest.raises(ValueError, match="recipe"):
+        shop_local.warm_round_folder(c, 0, str(tmp_path), 1, recipe="bogus")
+
+
+def test_curriculum_stage_is_one_basket_of_the_testbed_and_fits_its_rows():
+    """The curriculum difficulty is the testbed's knobs with one basket, and its longest
+    demonstration (measured: 134 tokens) fits CURRICULUM_SEQ_LEN, not far below it."""
+    import dataclasses
+
+    from rlvr.models.tokenizer import CharTokenizer
+    from rlvr.tasks.shop import ALPHABET, DIFFICULTIES, demonstrations, generate, render_episode
+
+    assert DIFFICULTIES[shop_local.CURRICULUM_DIFFICULTY] == dataclasses.replace(
+        DIFFICULTIES[shop_local.LOCAL_DIFFICULTY], baskets=1)
+    assert DIFFICULTIES[shop_local.CURRICULUM_DIFFICULTY].baskets == 1
+    tok = CharTokenizer(ALPHABET)
+    longest = max(len(tok.encode(render_episode(t, demonstrations(t)))) + 1  # + bos
+                  for t in generate(1000, split="train", seed=0, difficulty=shop_local.CURRICULUM_DIFFICULTY))
+    assert 120 <= longest <= shop_local.CURRICULUM_SEQ_LEN <= 1.3 * longest
 
 
 def test_a_sitting_writes_its_warm_starts_entry_without_dropping_anothers(tmp_path):
