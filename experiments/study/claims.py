@@ -342,7 +342,8 @@ def primary_text(readings: list[Reading]) -> str:
 # read as an endpoint):
 # - claim 1 on the local 3-basket checkout (`experiments/study/shop_local.py`, its full scale):
 #   GRPO ÷ PivotRL training turns (the probe left out) to 0.9 × the lower plateau, paired over
-#   (warm start, RL seed) runs;
+#   (warm start, RL seed) runs (`shop_local.endpoint_level`: an arm that did not learn makes its
+#   pair's ratio a bound);
 # - claim 3 on the wall-clock arms under the modelled clock (`experiments/study/wallclock.py`,
 #   scale long512): GRPO-sync ÷ SAO modelled seconds to ℓ under the committed system model.
 RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "records")

@@ -13,7 +13,9 @@ depends on the layout). Before training, the premise is checked on
 each warm start (`experiments.study.premise`: payment success by layout within 0.05), and the
 warm-start check (`warm_start_check`, declared before any run) decides whether its runs start: at
 least MIN_PAYMENTS payments with the cart complete in each layout, and on the testbed the premise
-holding. A block runs in sittings (`--warm-seeds`, `--rl-seeds`, `--arms`).
+holding. Warm starts are SFT in rounds, checked after each (`warm_round_folder`); on the testbed
+the first round continues a one-basket curriculum stage (`curriculum_folder`). A block runs in
+sittings (`--warm-seeds`, `--rl-seeds`, `--arms`).
 
 Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
   grpo              GRPO on full trajectories;
@@ -27,7 +29,8 @@ The PivotRL arms train for the steps PivotRL's token budget plans (budget ÷ tok
 the one-time probe, which the loop's token budget would count, takes no training from them; GRPO
 stops at its token budget. Primary endpoint: GRPO ÷ PivotRL training turns (`cost/turns`) to
 0.9 × the lower of the two plateaus (`primary_endpoint`: geometric mean of the per-run ratios with its paired t-interval;
-runs that never reach the level give bounds). 512 held-out tasks; 20 evaluations per run plus 10
+runs that never reach the level give bounds; `endpoint_level`: when an arm did not learn, the
+level is 0.9 × the other's plateau). 512 held-out tasks; 20 evaluations per run plus 10
 early ones in its first tenth (`with_dense_evals`: `eval.dense_steps` / `eval.dense_every`, so
 PivotRL's early rise is seen); 2 warm starts × 3 RL seeds
 (`BlockSeeds`: each warm start is an SFT run with its own seed; each run's held-out set and
@@ -177,20 +180,49 @@ def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
     return with_dense_evals(c, steps)
 
 
+# A level the pair's shared start already meets measures no learning. Declared before any run of
+# the block: an arm "learned" when its plateau exceeds the start (the step-0 success, the same warm
+# start and held-out set for both arms) by at least MIN_GAIN. ℓ = LEVEL × the lower plateau when
+# both learned; when one did not, ℓ = LEVEL × the other's plateau, which the arm that did not learn
+# is then expected not to reach (its cost is censored: a bound, e.g. GRPO ÷ PivotRL "at least"
+# when full-trajectory GRPO never sees a successful episode); when neither did, ℓ is undefined and
+# the run pair gives no ratio.
+MIN_GAIN = 0.05
+
+
+def endpoint_level(grpo_curve: dict, pivot_curve: dict) -> tuple[float, str]:
+    """(ℓ, which arms learned: "both" / "grpo" / "pivotrl" / "neither") of one run pair's curves
+    (`stats.curve`), by the rule above; ℓ is nan when neither learned."""
+    from experiments.study import stats
+
+    start = max(float(grpo_curve["success"][0]), float(pivot_curve["success"][0]))
+    plat = {"grpo": stats.plateau(grpo_curve), "pivotrl": stats.plateau(pivot_curve)}
+    learned = [a for a in ("grpo", "pivotrl") if plat[a] >= start + MIN_GAIN]
+    if not learned:
+        return float("nan"), "neither"
+    if len(learned) == 2:
+        return LEVEL * min(plat.values()), "both"
+    return LEVEL * plat[learned[0]], learned[0]
+
+
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
-    """GRPO ÷ PivotRL training turns to LEVEL × the lower plateau, over paired runs.
+    """GRPO ÷ PivotRL training turns to ℓ (`endpoint_level`: LEVEL × the lower plateau when both
+    arms learned), over paired runs.
 
     Attributes:
       ratio, lo, hi: geometric mean of the per-run ratios and its 95 % paired t-interval.
       per_run: [(grpo_turns, pivot_turns, kind)] with kind "exact" / "at most" / "at least" /
-        "unknown" (a run that never reaches the level gives its last cost, a bound).
+        "unknown" (a run that never reaches the level gives its last cost, a bound; a pair where
+        neither arm learned is "unknown" with nan turns).
+      levels: [(ℓ, which arms learned)] per run pair, in per_run's order.
     """
 
     ratio: float
     lo: float
     hi: float
     per_run: tuple
+    levels: tuple = ()
 
 
 def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
@@ -199,14 +231,18 @@ def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
     one-time selection, reported on its own by `block_report`)."""
     from experiments.study import stats
 
-    per = []
+    per, levels = [], []
     for g, p in zip(grpo_records, pivot_records):
         cg, cp = stats.curve(g, one_time="exclude"), stats.curve(p, one_time="exclude")
-        level = LEVEL * min(stats.plateau(cg), stats.plateau(cp))
+        level, learned = endpoint_level(cg, cp)
+        levels.append((level, learned))
+        if learned == "neither":
+            per.append((float("nan"), float("nan"), stats.UNKNOWN))
+            continue
         (tg, rg), (tp, rp) = stats.cost_to(cg, level, x="turns"), stats.cost_to(cp, level, x="turns")
         per.append((tg, tp, stats.censored_ratio_kind(rg, rp)))
     ratio, lo, hi = stats.paired_ratio([a for a, _, _ in per], [b for _, b, _ in per])
-    return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per))
+    return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per), levels=tuple(levels))
 
 
 # The warm-start check, declared before any run of the block: the premise check is read on the
@@ -288,6 +324,21 @@ def warm_recipe(sc: dict) -> str:
     return "curriculum" if as_difficulty(sc["difficulty"])[1].baskets > 1 else "scratch"
 
 
+def curriculum_config(config):
+    """`config` with the curriculum stage's task (`CURRICULUM_DIFFICULTY`)."""
+    c = copy.deepcopy(config)
+    c.task.kwargs.difficulty = CURRICULUM_DIFFICULTY
+    return c
+
+
+def curriculum_spec(config, seed: int) -> dict:
+    """What warm start `seed`'s curriculum stage depends on (its cache key's spec)."""
+    from experiments.study import runner
+
+    return {**runner.warm_spec(curriculum_config(config), seed), "stage": "curriculum",
+            "length": CURRICULUM_SEQ_LEN}
+
+
 def curriculum_folder(config, seed: int, cache: str, *, log=print) -> str:
     """The Hugging Face folder of warm start `seed`'s curriculum stage: `config`'s model trained from
     its random init for `config.train.sft_steps` SFT steps on one-basket episodes
@@ -295,9 +346,8 @@ def curriculum_folder(config, seed: int, cache: str, *, log=print) -> str:
     cached under `<cache>/warm/<key>`."""
     from experiments.study import runner
 
-    c = copy.deepcopy(config)
-    c.task.kwargs.difficulty = CURRICULUM_DIFFICULTY
-    spec = {**runner.warm_spec(c, seed), "stage": "curriculum", "length": CURRICULUM_SEQ_LEN}
+    c = curriculum_config(config)
+    spec = curriculum_spec(config, seed)
     folder = os.path.join(cache, "warm", runner.content_key(spec))
     if os.path.exists(os.path.join(folder, "warm.json")):
         return folder
@@ -530,9 +580,12 @@ def block_report(block: Block) -> tuple[str, dict]:
                      "training tokens", "evaluations", "one-time turns"], run_rows)]
     # the primary endpoint
     ep = primary_endpoint(*block.paired("grpo", "pivotrl"))
-    per = ", ".join(f"{g:.0f}/{p:.0f} ({kind})" for g, p, kind in ep.per_run)
+    per = ", ".join(f"{g:.0f}/{p:.0f} ({kind}; ℓ {_num(lv)}, learned: {who})"
+                    for (g, p, kind), (lv, who) in zip(ep.per_run, ep.levels))
     lines += ["## Primary endpoint",
-              f"GRPO ÷ PivotRL training turns to {st['level']} × the lower plateau: "
+              f"GRPO ÷ PivotRL training turns to ℓ = {st['level']} × the lower plateau (an arm learned "
+              f"when its plateau is ≥ {MIN_GAIN:g} above the start; if one did not, ℓ = {st['level']} × "
+              f"the other's plateau and the ratio is a bound): "
               f"{stats.fmt_ci(ep.ratio, ep.lo, ep.hi, unit='×')} (geometric mean, 95 % paired "
               f"t-interval over {count(len(ep.per_run), 'paired run')}; GRPO/PivotRL turns per run: "
               f"{per or 'none'})."]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from experiments.study import shop_local
+from experiments.study import shop_local, stats
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_agent_config
 
@@ -89,6 +89,29 @@ def test_primary_endpoint_ratio_of_turns():
     never = _rec([0, 100, 200, 300, 400], [0.0, 0.1, 0.1, 0.1, 0.1])  # lower plateau 0.1
     assert shop_local.primary_endpoint([g], [never]).per_run[0][2] == "exact"
 
+
+
+def test_an_arm_that_does_not_learn_gives_a_bound_at_the_other_arms_level():
+    """GRPO flat at its start (no successful episode to learn from): the level is 0.9 × PivotRL's
+    plateau, GRPO never reaches it, and GRPO ÷ PivotRL is "at least" its total over PivotRL's
+    turns to the level, not a ratio of two zero costs at the start."""
+    flat = _rec([0, 200, 400, 600, 800], [0.0, 0.0, 0.02, 0.0, 0.01])  # plateau 0.01 < 0 + MIN_GAIN
+    p = _rec([0, 100, 200, 300, 400], [0.0, 0.9, 0.9, 0.9, 0.9])
+    assert shop_local.endpoint_level(*(stats.curve(r, one_time="exclude") for r in (flat, p))) == (
+        pytest.approx(0.81), "pivotrl")
+    ep = shop_local.primary_endpoint([flat], [p])
+    assert ep.per_run[0][2] == "at least" and ep.levels[0][1] == "pivotrl"
+    assert math.isclose(ep.per_run[0][0], 800) and math.isclose(ep.per_run[0][1], 90, rel_tol=1e-6)
+    # and the other way round: PivotRL flat, GRPO learned: "at most"
+    g = _rec([0, 200, 400, 600, 800], [0.0, 0.3, 0.8, 0.8, 0.8])
+    assert shop_local.primary_endpoint([g], [flat]).per_run[0][2] == "at most"
+    # neither learned: no level, no ratio
+    ep = shop_local.primary_endpoint([flat], [flat])
+    assert ep.levels[0][1] == "neither" and math.isnan(ep.levels[0][0])
+    assert ep.per_run[0][2] == "unknown" and math.isnan(ep.ratio)
+    # learning is measured from the start: a pair starting at 0.3 that ends at 0.33 did not learn
+    up = _rec([0, 100, 200, 300, 400], [0.3, 0.32, 0.33, 0.33, 0.33])
+    assert shop_local.primary_endpoint([up], [up]).levels[0][1] == "neither"
 
 
 def test_block_pairs_the_endpoints_runs_by_seeds_not_by_position():
