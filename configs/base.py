@@ -171,6 +171,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.rollout.collector = ""        # "": the algorithm's own; groups (G samples / episodes per task)
                                     # | pivots (PivotRL's probed turn states).
     c.rollout.max_turns = 8         # multi-turn kits: most actions per episode.
+    c.rollout.episode_timeout_s = 0.0  # multi-turn: wall-clock bound on an episode from its start
+                                    # (0 = none); past it the episode stops as "timeout"
+                                    # (truncated, judged as it stands). The episodes of a batch
+                                    # start together, so it bounds the batch: size it for the
+                                    # largest batch (an evaluation's), or a slow batch fails them.
     c.rollout.prompt_bucket = 64    # prompts / histories padded to a multiple of this many tokens,
                                     # capped at max_seq_len - max_new_tokens (a few jit shapes,
                                     # short prompts stay short); 0: one shape, that cap.

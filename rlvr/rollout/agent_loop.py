@@ -417,7 +417,7 @@ def run_episodes(
     terminator: str = "\n",
     max_turns: int = 8,
     max_tokens: int = 256,
-    wall_time_s: float = 60.0,
+    wall_time_s: float = 0.0,
     seq_bucket: int = 64,
     prompt_bucket: int = 32,
     batch_bucket: int = 0,
@@ -440,7 +440,8 @@ def run_episodes(
         terminator and EOS are added to its stop tokens.
       max_turns: most actions per episode (counted from the episode's first turn).
       max_tokens: most stream tokens per episode (prompt + actions + observations).
-      wall_time_s: wall-clock bound for the whole batch; active episodes stop with `timeout`.
+      wall_time_s: wall-clock bound on the batch's episodes, which start together (0: none);
+        past it the active episodes stop with `timeout` (truncated, judged as they are).
       prompt_bucket: histories are left-padded to a multiple of it (0: always to
         max_tokens − max_new_tokens, one shape).
       batch_bucket: the active episodes are padded to `batch_size_bucket(n_active, batch_bucket)`
@@ -498,7 +499,7 @@ def run_episodes(
         active = [e for e in episodes if not e.done]
         if not active:
             break
-        if time.monotonic() - t0 > wall_time_s:
+        if wall_time_s > 0 and time.monotonic() - t0 > wall_time_s:
             for e in active:
                 e.done, e.stop_reason, e.truncated = True, "timeout", True
             break

@@ -74,7 +74,7 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
                    next_start: Callable[[int], Optional[EpisodeStart]],
                    on_arrival: Callable[[Arrival], None], make_env: Callable[[], Any], key,
                    tokenizer, sampling, slots: int, terminator: str = "\n", max_turns: int = 8,
-                   max_tokens: int = 256, wall_time_s: float = 60.0, prompt_bucket: int = 32,
+                   max_tokens: int = 256, wall_time_s: float = 0.0, prompt_bucket: int = 32,
                    batch_bucket: int = 0, should_stop: Callable[[], bool] = lambda: False,
                    stop_when_idle: bool = True, policy: Optional[Callable] = None,
                    on_round: Optional[Callable[[float, float], None]] = None,
@@ -90,7 +90,7 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
       on_arrival: called with each ended episode's `Arrival`, in arrival order, on this thread.
       make_env, tokenizer, sampling, terminator, max_turns, max_tokens, prompt_bucket,
         batch_bucket, policy: as in `run_episodes` (`max_turns` and `wall_time_s` count per
-        episode, from its start).
+        episode, from its start; wall_time_s 0: no bound).
       key: one PRNG key; episode i uses fold_in(key, i).
       slots: most episodes in flight (ended ones waiting for their last call included).
       should_stop: () -> True to return at once; episodes in flight are dropped.
@@ -140,7 +140,7 @@ def run_continuous(*, model_of: Callable, current_params: Callable[[], tuple],
                 continue
             if sl.turn >= max_turns:
                 e.done, e.stop_reason, e.truncated = True, "max_turns", True
-            elif now - sl.started_s > wall_time_s:
+            elif wall_time_s > 0 and now - sl.started_s > wall_time_s:
                 e.done, e.stop_reason, e.truncated = True, "timeout", True
         hand_over(now)
         ready = [sl for sl in flying if not sl.episode.done and busy_until(sl.episode.env) <= now]

@@ -308,12 +308,13 @@ class EpisodeEngine:
 
     `batch_bucket` and `kv_reuse` go to `run_episodes`: the active episodes of each sampler
     call are padded to a bucketed batch size, and with `kv_reuse` each episode's KV cache is
-    kept across turns (only the new observation is prefilled)."""
+    kept across turns (only the new observation is prefilled). `episode_timeout_s` (0: none)
+    bounds an episode's wall-clock time: past it the episode stops as `timeout`."""
 
     def __init__(self, *, model_of: Callable, tokenizer, judge: Judge, kit, max_turns: int,
                  max_tokens: int, prompt_bucket: int = 0, batch_bucket: int = 0,
                  kv_reuse: bool = False, max_env_retries: int = 2, renderer=None, sharding=None,
-                 decode: DecodeSchedule = DecodeSchedule()):
+                 decode: DecodeSchedule = DecodeSchedule(), episode_timeout_s: float = 0.0):
         self.model_of, self.tokenizer, self.judge, self.kit = model_of, tokenizer, judge, kit
         self.sharding = sharding  # rlvr.parallel.GenerationSharding of the sampler (None: as placed)
         self.decode = decode  # the sampler's decode segments / compaction (re-prefill turns)
@@ -321,6 +322,7 @@ class EpisodeEngine:
         self.max_turns, self.max_tokens, self.prompt_bucket = max_turns, max_tokens, prompt_bucket
         self.batch_bucket, self.kv_reuse = batch_bucket, kv_reuse
         self.max_env_retries = max_env_retries
+        self.episode_timeout_s = episode_timeout_s  # wall-clock bound per episode (0: none)
         self.environment_version = kit.environment_version()
 
     def start(self, task: TaskSpec, attempt: int = 0) -> EpisodeStart:
@@ -333,7 +335,8 @@ class EpisodeEngine:
                             terminator=self.kit.action_terminator, max_turns=self.max_turns,
                             max_tokens=self.max_tokens, seq_bucket=self.max_tokens,
                             prompt_bucket=self.prompt_bucket, batch_bucket=self.batch_bucket,
-                            kv_reuse=self.kv_reuse, sharding=self.sharding, decode=self.decode)
+                            kv_reuse=self.kv_reuse, sharding=self.sharding, decode=self.decode,
+                            wall_time_s=self.episode_timeout_s)
 
     def sample_episodes(self, params, rows: Sequence[TaskSpec], keys, sampling: SamplingParams):
         """One episode per row (no judging); episodes that end in an environment fault are
@@ -717,7 +720,7 @@ class AsyncCollector(Collector):
                 terminator=engine.kit.action_terminator, max_turns=engine.max_turns,
                 max_tokens=engine.max_tokens, prompt_bucket=engine.prompt_bucket,
                 batch_bucket=engine.batch_bucket, should_stop=self._stop.is_set,
-                stop_when_idle=False, on_round=on_round)
+                stop_when_idle=False, on_round=on_round, wall_time_s=engine.episode_timeout_s)
             del stats
         except BaseException as e:  # noqa: BLE001 — surfaced to the learner by `collect`
             with self._lock:

@@ -92,6 +92,7 @@ BOUNDS = {
     "algorithm.old_logprobs_gap_bound": (0.0, True, None, True),
     "algorithm.overlong_penalty": (0.0, True, None, True),
     "rollout.max_turns": (1, True, None, True), "rollout.prompt_bucket": (0, True, None, True),
+    "rollout.episode_timeout_s": (0.0, True, None, True),
     "rollout.batch_bucket": (0, True, None, True), "rollout.decode_segments": (1, True, None, True),
     "rollout.producer_batch": (0, True, None, True), "rollout.queue_size": (1, True, None, True),
     "rollout.episode_slots": (0, True, None, True),
@@ -281,7 +282,8 @@ def inapplicable(config, *, multi_turn: Optional[bool] = None, strict_only: bool
            "turn by turn, one row per episode)", True)
     if multi_turn is False:
         na(["rollout.max_turns", "rollout.kv_reuse", "rollout.arrival", "rollout.episode_slots",
-            "rollout.env_executor", "rollout.env_workers", "rollout.env_call_timeout_s"],
+            "rollout.env_executor", "rollout.env_workers", "rollout.env_call_timeout_s",
+            "rollout.episode_timeout_s"],
            "the task kit is single-turn", True)
         if r["collector"] != "pivots":
             na(["rollout.batch_bucket"], "the task kit is single-turn", True)

@@ -499,7 +499,8 @@ class _Engines:
                                      kv_reuse=c.rollout.kv_reuse,
                                      max_env_retries=c.reward.max_retries,
                                      renderer=self.renderer, sharding=self.sharding,
-                                     decode=self.decode)
+                                     decode=self.decode,
+                                     episode_timeout_s=c.rollout.episode_timeout_s)
         return col.TextEngine(model_of=self.model_of, tokenizer=self.tokenizer, judge=judge,
                               prompt_len=T - c.sampling.max_new_tokens, prompt_bucket=bucket,
                               renderer=self.renderer, sharding=self.sharding, decode=self.decode)

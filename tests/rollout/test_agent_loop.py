@@ -84,6 +84,54 @@ def test_stream_masks_turns_and_stop_reasons():
     assert np.all(np.asarray(out2.to_batch().truncated))
 
 
+def test_a_slow_batch_runs_to_its_end_unless_an_episode_timeout_is_set():
+    """No wall-clock bound by default: a batch whose turns take long (a large evaluation on a
+    slow machine) runs every episode to its end. With `wall_time_s` set, episodes still active
+    past it stop as "timeout", truncated."""
+    import time
+
+    tok = _tok()
+    tasks = kv_agent.generate(3, seed=1)
+    oracle = _oracle_policy(tasks, tok)
+
+    def slow(*a, **k):
+        time.sleep(0.05)
+        return oracle(*a, **k)
+
+    def go(**kw):
+        return run_episodes(None, _starts(tasks, tok), lambda: KVStoreEnv(fault_prob=0.0),
+                            jax.random.PRNGKey(0), tokenizer=tok, sampling=_sampling(), policy=slow,
+                            max_turns=8, max_tokens=128, **kw)
+
+    done = go()
+    assert all(e.stop_reason == "eos" and not e.truncated for e in done.episodes)
+    assert [e.num_turns for e in done.episodes] == [len(kv_agent.demonstrations(t)) for t in tasks]
+    cut = go(wall_time_s=0.08)
+    assert all(e.stop_reason == "timeout" and e.truncated for e in cut.episodes)
+    assert all(e.num_turns < len(kv_agent.demonstrations(t)) for e, t in zip(cut.episodes, tasks))
+
+
+def test_config_episode_timeout_reaches_the_engine_and_is_validated():
+    from configs import agent_grpo, base
+    from rlvr.tasks.kit import build_kit
+    from rlvr.train.config import ConfigError, check_applicability, validate_config
+    from rlvr.train.setup import _Engines
+
+    c = agent_grpo.get_config()
+    assert c.rollout.episode_timeout_s == 0.0
+    c.rollout.episode_timeout_s = 120.0
+    validate_config(c)
+    kit = build_kit(c.task.names, c.task.weights, c.task.kwargs.to_dict())
+    assert _Engines(c, kit, _tok(), None, None)(None).episode_timeout_s == 120.0
+    c.rollout.episode_timeout_s = -1.0
+    with pytest.raises(ConfigError, match="rollout.episode_timeout_s"):
+        validate_config(c)
+    c = base.get_config()  # single-turn: not applicable
+    c.rollout.episode_timeout_s = 5.0
+    assert any(e.startswith("config.rollout.episode_timeout_s = 5.0 does not apply")
+               for e in check_applicability(c, multi_turn=False))
+
+
 def test_env_error_is_invalid_not_zero_reward():
     tok = _tok()
     tasks = kv_agent.generate(4, seed=2)
