@@ -166,7 +166,8 @@ def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
         raise ValueError(f"arm must be one of {ARM_NAMES}, got {name!r}")
     steps = planned_steps(name, sc)
     if name == "grpo":
-        return with_dense_evals(arms.arm_config(name, seed, sc, warm=warm, lr=lr), steps)
+        return with_block_rollout(with_dense_evals(arms.arm_config(name, seed, sc, warm=warm, lr=lr),
+                                                   steps))
     # PivotRL arms train for the planned steps (32 turn samples each), not to a token budget: the
     # loop's budget counts the one-time probe (~90k tokens on 3 baskets at the full scale), which
     # would leave each arm a different amount of training
@@ -177,7 +178,17 @@ def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
     if name == "pivot_rollout":
         c.pivot.candidates = "demo+rollout"
         c.pivot.reprofile_every = max(1, c.eval.every)
-    return with_dense_evals(c, steps)
+    return with_block_rollout(with_dense_evals(c, steps))
+
+
+def with_block_rollout(config):
+    """`config` with each episode's KV cache kept across turns (`rollout.kv_reuse`): the same
+    sampler on the same keys as re-prefilling the history every turn (equal up to floating-point
+    rounding), 1.6× faster on this block's 512-episode evaluations of ~27 turns on 2 CPU cores.
+    Every arm of the block, and its control, collects and evaluates this way."""
+    c = copy.deepcopy(config)
+    c.rollout.kv_reuse = True
+    return c
 
 
 # A level the pair's shared start already meets measures no learning. Declared before any run of
