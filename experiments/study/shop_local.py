@@ -184,7 +184,7 @@ def arm_config(name: str, seed: int, sc: dict, *, warm: str, lr: float):
 def with_block_rollout(config):
     """`config` with each episode's KV cache kept across turns (`rollout.kv_reuse`): the same
     sampler on the same keys as re-prefilling the history every turn (equal up to floating-point
-    rounding), 1.6× faster on this block's 512-episode evaluations of ~27 turns on 2 CPU cores.
+    rounding) and faster (`benchmarks/multiturn.py`).
     Every arm of the block, and its control, collects and evaluates this way."""
     c = copy.deepcopy(config)
     c.rollout.kv_reuse = True

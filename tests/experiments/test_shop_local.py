@@ -73,6 +73,17 @@ def test_block_arms():
     assert shop_local.local_scale("full", "standard")["difficulty"] == "standard"
 
 
+def test_every_block_arm_and_the_control_keep_kv_caches_across_turns():
+    from rlvr.train.config import validate_config
+
+    for difficulty in ("local", "standard"):
+        sc = shop_local.local_scale("full", difficulty)
+        for n in shop_local.ARM_NAMES:
+            c = shop_local.arm_config(n, 0, sc, warm="/w", lr=3e-5)
+            assert c.rollout.kv_reuse, (difficulty, n)
+            validate_config(c)
+
+
 def _rec(turns, success):
     return {"rows": [{"step": i, "eval/success": s, "cost/turns": t, "cost/sampled_tokens": t}
                      for i, (t, s) in enumerate(zip(turns, success))]}
