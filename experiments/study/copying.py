@@ -1,7 +1,7 @@
-"""What a warm start has learned to copy: its NLL by kind of action token on held-out
-demonstrations of the local block's testbed.
+"""What a warm start has learned to copy, and what RL changed: NLL by kind of action token on
+held-out demonstrations of the local block's testbed.
 
-    python experiments/study/copying.py                 # every round of the full block's warm starts
+    python experiments/study/copying.py                 # the full block's warm starts and runs
     python experiments/study/copying.py --quick         # the quick block's
 
 Every action token of a demonstration (`rlvr.tasks.shop.demonstrations`, the text SFT trains on)
@@ -13,9 +13,13 @@ For each warm-start folder the report gives the mean NLL of each kind, and the f
 tokens the policy puts below half probability (NLL > ln 2). A policy that copies the order has
 item-letter NLL near 0; one that guesses among the shop's 8 items, near ln 8 ≈ 2.08.
 
-The folders are the SFT rounds that block.json lists (found in the study cache by their keys)
-and each warm start's curriculum stage; folders missing from the cache are named, not recomputed
-(`shop_local.py` computes them). Writes results/shop_local/copying_<scale>_local.md/.json.
+The folders are the SFT rounds that block.json lists (found in the study cache by their keys),
+each warm start's curriculum stage, and the final policy of each run whose record the block holds
+(exported by the training loop to `<workdir>/<run key>/export`): the payment amount's NLL before
+and after RL shows whether an arm learned the decisive turn, which episode success (all three
+payments right) shows only once it is mostly right. Folders missing from the cache are named,
+not recomputed (`shop_local.py` computes them). Writes
+results/shop_local/copying_<scale>_local.md/.json.
 """
 
 from __future__ import annotations
@@ -124,10 +128,45 @@ def warm_folders(block: dict, cache: str, scale: str) -> list:
     return out
 
 
+def run_folders(records: str, workdir: str) -> list:
+    """[(warm start, label, folder)] of the block's finished runs (one per record in `records`, in
+    warm start, RL seed, arm order): each run's final policy, `<workdir>/<key>/export`."""
+    import re
+
+    from experiments.study import shop_local
+    from experiments.study.records import SUFFIX, read_record
+
+    pat = re.compile(rf"^(\w+)\.w(\d+)s(\d+){re.escape(SUFFIX)}$")
+    found = []
+    for name in os.listdir(records):
+        m = pat.match(name)
+        if m and m.group(1) in shop_local.ARM_NAMES:
+            found.append((int(m.group(2)), int(m.group(3)), shop_local.ARM_NAMES.index(m.group(1)), name))
+    out = []
+    for w, s, _, name in sorted(found):
+        rec = read_record(os.path.join(records, name))
+        steps = max((int(r["step"]) for r in rec["rows"]), default=0)
+        arm = name.split(".")[0]
+        out.append((f"warm{w}", f"{arm} w{w}s{s} after RL ({steps} steps)",
+                    os.path.join(workdir, rec["key"], "export")))
+    return out
+
+
+def _identity(folder: str) -> str:
+    """A policy folder's cache key: the warm start's, or the run's for `<key>/export`."""
+    head, tail = os.path.split(os.path.normpath(folder))
+    return os.path.basename(head) if tail == "export" else tail
+
+
+def _present(folder: str) -> bool:
+    """A warm start (warm.json) or a run's export (rlvr_export.json) written whole."""
+    return any(os.path.exists(os.path.join(folder, f)) for f in ("warm.json", "rlvr_export.json"))
+
+
 def report(rows: list, scale: str) -> str:
     from experiments.study.report import table
 
-    lines = [f"# What the local block's warm starts copy (scale `{scale}`)",
+    lines = [f"# What the local block's policies copy (scale `{scale}`)",
              f"Mean NLL per action token by kind on the demonstrations of {EVAL_TASKS} held-out "
              f"3-basket tasks (split \"eval\", seed {EVAL_SEED}); in brackets the fraction of those "
              "tokens given under half probability. A guess among the shop's 8 items is ln 8 ≈ 2.08 "
@@ -140,7 +179,7 @@ def report(rows: list, scale: str) -> str:
         else:
             body.append([w, stage] + [f"{got[k]['nll']:.3f} ({got[k]['above_ln2']:.2f})" if k in got else "n/a"
                                       for k in KINDS])
-    lines.append(table(["warm start", "SFT stage", *KINDS], body))
+    lines.append(table(["warm start", "policy", *KINDS], body))
     return "\n".join(lines) + "\n"
 
 
@@ -152,6 +191,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
     ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
+    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
+                    help="the runs' work folders (shop_local.py's --workdir)")
     ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
     a = ap.parse_args(argv)
     scale = "quick" if a.quick else "full"
@@ -163,8 +204,8 @@ def main(argv=None) -> int:
         block = json.load(f)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     rows = []
-    for w, stage, wf in warm_folders(block, a.cache, scale):
-        got = nll_by_kind(wf, tasks) if os.path.exists(os.path.join(wf, "warm.json")) else None
+    for w, stage, wf in warm_folders(block, a.cache, scale) + run_folders(folder, a.workdir):
+        got = nll_by_kind(wf, tasks) if _present(wf) else None
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   if got else f"{wf} is not in the cache"), flush=True)
         rows.append((w, stage, wf, got))
@@ -173,7 +214,7 @@ def main(argv=None) -> int:
     with open(stem + ".md", "w") as f:
         f.write(report(rows, scale))
     with open(stem + ".json", "w") as f:
-        json.dump([{"warm_start": w, "stage": s, "folder": os.path.basename(wf), "nll_by_kind": g}
+        json.dump([{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
                    for w, s, wf, g in rows], f, indent=1)
         f.write("\n")
     print(open(stem + ".md").read())

@@ -66,3 +66,34 @@ def test_report_reads_the_blocks_folders_and_names_missing_ones(tmp_path):
     assert not os.path.exists(cache / "warm" / key)
     with pytest.raises(SystemExit, match="no block"):
         copying.main(["--quick", "--records", str(tmp_path / "none")])
+
+
+def test_report_adds_each_finished_runs_final_policy_and_names_missing_ones(tmp_path):
+    from experiments.study import arms
+    from experiments.study.records import write_record
+    from rlvr.models.hf import save_pretrained
+    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
+
+    sc = shop_local.local_scale("quick", "local")
+    c = arms.base_config("grpo", 0, sc)
+    tok = build_tokenizer(c, build_kit_checked(c))
+    rec, work = tmp_path / "rec", tmp_path / "work"
+    rec.mkdir()
+    (rec / "block.json").write_text(json.dumps({"settings": {}, "premise": {"warm0": {"rounds": []}}}))
+    rows = [{"step": 0, "eval/success": 0.0}, {"step": 7, "eval/success": 0.0}]
+    write_record(shop_local.record_path(str(rec), "pivotrl", shop_local.BlockSeeds(0, 1)),
+                 {"key": "k_pivot", "label": "local/pivotrl/w0s1", "rows": rows})
+    write_record(shop_local.record_path(str(rec), "grpo", shop_local.BlockSeeds(0, 1)),
+                 {"key": "k_grpo", "label": "local/grpo/w0s1", "rows": rows})
+    save_pretrained(build_policy(c, tok.vocab_size), str(work / "k_pivot" / "export"))
+    (work / "k_pivot" / "export" / "rlvr_export.json").write_text("{}")
+    assert copying.main(["--quick", "--records", str(rec), "--workdir", str(work),
+                         "--out", str(tmp_path / "out")]) == 0
+    got = json.loads((tmp_path / "out" / "copying_quick_local.json").read_text())
+    # runs in (warm start, RL seed, arm) order: GRPO first; its export is missing, so named
+    assert [(g["stage"], g["folder"]) for g in got] == [
+        ("grpo w0s1 after RL (7 steps)", "k_grpo"), ("pivotrl w0s1 after RL (7 steps)", "k_pivot")]
+    assert got[0]["nll_by_kind"] is None
+    assert got[1]["nll_by_kind"]["payment amount"]["nll"] > 1.0  # a random init
+    md = (tmp_path / "out" / "copying_quick_local.md").read_text()
+    assert "| warm0 | grpo w0s1 after RL (7 steps) | not in the cache |" in md
