@@ -365,13 +365,16 @@ class RegimeEndpoint:
     regime: the regime and its records folder, in words; units: what a paired unit is;
     reading: the endpoint's reading (its per-seed values, interval and Holm p over the design's
     two endpoints), or None where the block has not run at the study's scale, and then `not_run`
-    says what is committed instead and the command that runs it."""
+    says what is committed instead and the command that runs it; incomplete: how many of the
+    block's declared units have run, where fewer than all (the reading so far is shown, with no
+    verdict, and counts as p = 1 in the Holm adjustment)."""
 
     claim: Claim
     regime: str
     units: str
     reading: Optional[Reading]
     not_run: str = ""
+    incomplete: str = ""
 
 
 def _shown(folder: str) -> str:
@@ -424,8 +427,13 @@ def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
              for g, p, kind in ep.per_run]
     per_seed, left_out, reached = ratio_values(pairs)
     versions = sorted({r.record.get("code_version", "?") for r in block.runs})
+    declared = len(shop_local.block_seeds(shop_local.local_scale(LOCAL_SCALE, block.settings["difficulty"])))
+    incomplete = (f"block incomplete: {len(both)} of its {declared} declared (warm start, RL seed) "
+                  f"runs have both arms — `python experiments/study/shop_local.py` runs the rest"
+                  if len(both) < declared else "")
     return RegimeEndpoint(LOCAL_CLAIM, regime, units,
-                          reading(LOCAL_CLAIM, _shown(folder), per_seed, left_out, reached, versions))
+                          reading(LOCAL_CLAIM, _shown(folder), per_seed, left_out, reached, versions),
+                          incomplete=incomplete)
 
 
 def system_model_note(path: str = SYSTEM_MODEL) -> str:
@@ -536,12 +544,12 @@ def level_sweep_text(sweep: list) -> str:
 
 def regime_endpoints(records: str = RECORDS, system_model: str = SYSTEM_MODEL) -> list[RegimeEndpoint]:
     """Both primary endpoints in their own regimes, Holm-adjusted over the two (an endpoint not
-    yet run, or read as a bound, counts as p = 1)."""
+    yet run, incomplete, or read as a bound, counts as p = 1)."""
     ends = [local_endpoint(records), wallclock_endpoint(records, system_model)]
-    read_ = [e for e in ends if e.reading is not None]
+    read_ = [e for e in ends if e.reading is not None and not e.incomplete]
     adjusted = iter(holm_adjusted([e.reading for e in read_], missing=len(ends) - len(read_)))
-    return [dataclasses.replace(e, reading=next(adjusted)) if e.reading is not None else e
-            for e in ends]
+    tested = {id(e) for e in read_}
+    return [dataclasses.replace(e, reading=next(adjusted)) if id(e) in tested else e for e in ends]
 
 
 def regime_text(ends: list[RegimeEndpoint]) -> str:
@@ -556,6 +564,11 @@ def regime_text(ends: list[RegimeEndpoint]) -> str:
         point = _point(r)
         seeds = (f"{r.seeds} {e.units}" + (f" ({r.left_out} left out)" if r.left_out else "")
                  + f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})")
+        if e.incomplete:  # the reading so far, no test yet
+            rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),
+                         point, "— (incomplete: counts as p = 1)",
+                         f"no verdict yet ({e.incomplete}); so far: {verdict(r)}"])
+            continue
         rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),
                      point, _holm(r), verdict(r)])
     return report.table(["primary endpoint", "regime and records", "paired units",

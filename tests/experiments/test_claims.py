@@ -153,15 +153,15 @@ def _run(success, cost, key, *, x="cost/turns"):
 def _local_block(records, pivot_step_turns, *, scale="full", grpo_only=()):
     """A local block at `scale`: GRPO reaches 0.9 (0.9 × its plateau 1.0) at 180 turns in every
     run; PivotRL at 0.9 × its step's turns, so the run's ratio is 200 ÷ that step's turns. The
-    runs' (warm start, RL seed) in order (0, 0), (0, 1), (1, 0), …; `grpo_only`: further runs with
-    GRPO alone (no pair)."""
+    runs' (warm start, RL seed) in the block's order (`shop_local.block_seeds`: (0, 0), (0, 1),
+    (0, 2), (1, 0), …); `grpo_only`: further runs with GRPO alone (no pair)."""
     from experiments.study import records as rec_io
     from experiments.study import shop_local
 
     folder = os.path.join(records, f"shop_local_{scale}_local")
     shop_local.write_block_meta(folder, {"scale": scale, "difficulty": "local", "level": 0.9,
                                          "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5}}, {})
-    seeds = [shop_local.BlockSeeds(w, s) for w in (0, 1) for s in (0, 1)]
+    seeds = shop_local.block_seeds(shop_local.local_scale(scale, "local"))
     for bs, k in zip(seeds, pivot_step_turns):
         rec_io.write_record(shop_local.record_path(folder, "grpo", bs),
                             _run([0.0, 0.5, 1.0, 1.0, 1.0], [0, 100, 200, 300, 400], f"g{bs.label}"))
@@ -200,27 +200,43 @@ def _row(text, number):
 
 
 def test_local_block_at_full_scale_gives_claim_1_paired_over_runs_with_holm_p(tmp_path):
-    """Claim 1 from a local block at the full scale: per (warm start, RL seed) run GRPO's ÷
-    PivotRL's training turns to the level, paired by seeds (a GRPO run with no PivotRL twin is
-    left out), its geometric mean and paired t-interval, and a Holm p over the two endpoints
-    with claim 3 not yet run (p = 1)."""
-    from experiments.study import shop_local
-
-    _local_block(str(tmp_path), [100, 50, 40], grpo_only=[shop_local.BlockSeeds(0, 2)])
+    """Claim 1 from a complete local block at the full scale: per (warm start, RL seed) run
+    GRPO's ÷ PivotRL's training turns to the level, paired by seeds, its geometric mean and paired
+    t-interval, and a Holm p over the two endpoints with claim 3 not yet run (p = 1)."""
+    _local_block(str(tmp_path), [100, 50, 40, 100, 50, 40])
     ends = claims.regime_endpoints(str(tmp_path))
     r = ends[0].reading
-    assert ends[0].claim is claims.LOCAL_CLAIM and ends[1].reading is None
-    assert [v for v, _ in r.per_seed] == pytest.approx([2.0, 4.0, 5.0])
-    assert r.bound == stats.EXACT and r.reached == (3, 3)
-    assert r.ci == pytest.approx(stats.paired_ratio([2.0, 4.0, 5.0], [1.0, 1.0, 1.0]))
+    assert ends[0].claim is claims.LOCAL_CLAIM and ends[1].reading is None and not ends[0].incomplete
+    assert [v for v, _ in r.per_seed] == pytest.approx([2.0, 4.0, 5.0] * 2)
+    assert r.bound == stats.EXACT and r.reached == (6, 6)
+    assert r.ci == pytest.approx(stats.paired_ratio([2.0, 4.0, 5.0] * 2, [1.0] * 6))
     assert r.holm_p == pytest.approx(min(1.0, 2 * r.t.p_value))  # Holm over two, claim 3 at p = 1
     cells = _row(claims.regime_text(ends), "1.")
     assert "`study/records/shop_local_full_local/`" in cells[1] and "`full`" in cells[1]
-    assert cells[2] == "3 (warm start, RL seed) runs (reached ℓ: grpo 3, pivotrl 3)"
-    assert cells[3] == "2.00, 4.00, 5.00"
+    assert cells[2] == "6 (warm start, RL seed) runs (reached ℓ: grpo 6, pivotrl 6)"
+    assert cells[3] == "2.00, 4.00, 5.00, 2.00, 4.00, 5.00"
     assert cells[4] == stats.fmt_ci(*r.ci, digits=2, unit="×")
     assert cells[5] == f"{r.holm_p:.3f}"
-    assert cells[6] == claims.verdict(r) and cells[6].startswith("UNRESOLVED (Holm-adjusted p")
+    assert cells[6] == claims.verdict(r) and cells[6].startswith("HOLDS at Holm-adjusted p")
+
+
+def test_an_incomplete_local_block_shows_its_reading_so_far_with_no_verdict_or_test(tmp_path):
+    """A block with fewer paired runs than it declares (here 2 of 6, and a GRPO run with no
+    PivotRL twin, left out) shows the reading so far, gives no verdict, and counts as p = 1 in
+    the Holm adjustment of claim 3."""
+    from experiments.study import shop_local
+
+    _wallclock_arms(str(tmp_path), [10.0, 5.0, 8.0])
+    _local_block(str(tmp_path), [100, 50], grpo_only=[shop_local.BlockSeeds(0, 2)])
+    ends = claims.regime_endpoints(str(tmp_path))
+    one, three = (e.reading for e in ends)
+    assert [v for v, _ in one.per_seed] == pytest.approx([2.0, 4.0]) and one.holm_p is None
+    assert ends[0].incomplete.startswith("block incomplete: 2 of its 6 declared")
+    assert three.holm_p == pytest.approx(stats.holm([three.t.p_value, 1.0])[0])
+    cells = _row(claims.regime_text(ends), "1.")
+    assert cells[3] == "2.00, 4.00" and cells[5] == "— (incomplete: counts as p = 1)"
+    assert cells[6].startswith("no verdict yet (block incomplete: 2 of its 6 declared")
+    assert "HOLDS" not in cells[6] and "FAILS" not in cells[6]
 
 
 def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):
@@ -257,7 +273,7 @@ def test_wallclock_arms_give_claim_3_paired_over_seeds_and_holm_adjust_with_clai
     """Claim 3 from the wall-clock arms at long512: per seed GRPO-sync's ÷ SAO's modelled seconds
     to ℓ (> 1: SAO sooner), its interval, and Holm over the two endpoints when both ran."""
     _wallclock_arms(str(tmp_path), [10.0, 5.0, 8.0])
-    _local_block(str(tmp_path), [100, 50, 40])
+    _local_block(str(tmp_path), [100, 50, 40, 100, 50, 40])  # complete: all 6 declared runs
     ends = claims.regime_endpoints(str(tmp_path))
     one, three = (e.reading for e in ends)
     assert three.claim is claims.WALLCLOCK_CLAIM
