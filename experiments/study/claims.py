@@ -564,13 +564,10 @@ def regime_text(ends: list[RegimeEndpoint]) -> str:
         point = _point(r)
         seeds = (f"{r.seeds} {e.units}" + (f" ({r.left_out} left out)" if r.left_out else "")
                  + f" (reached ℓ: {c.arms[0]} {r.reached[0]}, {c.arms[1]} {r.reached[1]})")
-        if e.incomplete:  # the reading so far, no test yet
-            rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),
-                         point, "— (incomplete: counts as p = 1)",
-                         f"no verdict yet ({e.incomplete}); so far: {verdict(r)}"])
-            continue
+        holm, said = ((_holm(r), verdict(r)) if not e.incomplete else  # the reading so far, untested
+                      ("— (incomplete: counts as p = 1)", f"no verdict yet ({e.incomplete}); so far: {verdict(r)}"))
         rows.append([c.label, e.regime, seeds, ", ".join(_value(v, k, c) for v, k in r.per_seed),
-                     point, _holm(r), verdict(r)])
+                     point, holm, said])
     return report.table(["primary endpoint", "regime and records", "paired units",
                          "per-seed values", "point [95% t-CI]", "Holm p (these two)", "verdict"], rows)
 

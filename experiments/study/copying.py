@@ -109,14 +109,14 @@ def nll_by_kind(folder: str, tasks, batch: int = 32) -> dict:
                 "tokens": len(v)} for k, v in got.items() if v}
 
 
-def warm_folders(block: dict, cache: str, scale: str) -> list:
+def warm_folders(premise: dict, cache: str, scale: str) -> list:
     """[(warm start, stage label, folder)] of the block: each warm start's curriculum stage (when
     its rounds use one), then its SFT rounds in block.json's order."""
     from experiments.study import arms, runner, shop_local
 
     sc = shop_local.local_scale(scale, "local")
     out = []
-    for w, entry in sorted(block["premise"].items()):
+    for w, entry in sorted(premise.items()):
         seed = int(w[len("warm"):])
         rounds = entry.get("rounds", [])
         if any(r["recipe"] == "curriculum" for r in rounds):
@@ -128,28 +128,13 @@ def warm_folders(block: dict, cache: str, scale: str) -> list:
     return out
 
 
-def run_folders(records: str, workdir: str) -> list:
-    """[(warm start, label, folder)] of the block's finished runs (one per record in `records`, in
-    warm start, RL seed, arm order): each run's final policy, `<workdir>/<key>/export`."""
-    import re
-
-    from experiments.study import shop_local
-    from experiments.study.records import SUFFIX, read_record
-
-    pat = re.compile(rf"^(\w+)\.w(\d+)s(\d+){re.escape(SUFFIX)}$")
-    found = []
-    for name in os.listdir(records):
-        m = pat.match(name)
-        if m and m.group(1) in shop_local.ARM_NAMES:
-            found.append((int(m.group(2)), int(m.group(3)), shop_local.ARM_NAMES.index(m.group(1)), name))
-    out = []
-    for w, s, _, name in sorted(found):
-        rec = read_record(os.path.join(records, name))
-        steps = max((int(r["step"]) for r in rec["rows"]), default=0)
-        arm = name.split(".")[0]
-        out.append((f"warm{w}", f"{arm} w{w}s{s} after RL ({steps} steps)",
-                    os.path.join(workdir, rec["key"], "export")))
-    return out
+def run_folders(block, workdir: str) -> list:
+    """[(warm start, label, folder)] of the block's finished runs (`shop_local.load_block`'s runs,
+    in warm start, RL seed, arm order): each run's final policy, `<workdir>/<key>/export`."""
+    return [(f"warm{r.seeds.warm}",
+             f"{r.arm} {r.seeds.label} after RL "
+             f"({max((int(x['step']) for x in r.record['rows']), default=0)} steps)",
+             os.path.join(workdir, r.record["key"], "export")) for r in block.runs]
 
 
 def _identity(folder: str) -> str:
@@ -197,14 +182,13 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     scale = "quick" if a.quick else "full"
     folder = a.records or shop_local.records_folder(scale, "local")
-    path = os.path.join(folder, "block.json")
-    if not os.path.exists(path):
-        raise SystemExit(f"{path}: no block here (run shop_local.py first)")
-    with open(path) as f:
-        block = json.load(f)
+    try:
+        block = shop_local.load_block(folder)
+    except FileNotFoundError as e:
+        raise SystemExit(str(e))
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     rows = []
-    for w, stage, wf in warm_folders(block, a.cache, scale) + run_folders(folder, a.workdir):
+    for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):
         got = nll_by_kind(wf, tasks) if _present(wf) else None
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   if got else f"{wf} is not in the cache"), flush=True)
