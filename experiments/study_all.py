@@ -289,7 +289,8 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
         premise = ("untested (no payment with the cart complete)" if not prem or any(
             not np.isfinite(p["difference"]) for p in prem) else
             "holds on every warm start" if all(p["agree"] for p in prem) else "FAILS on a warm start")
-        per = ", ".join(f"{g:.0f}/{q:.0f} ({kind})" for g, q, kind in ep["per_run"]) or "none"
+        per = ", ".join(f"{shop_local.fmt_num(g, 0, '—')}/{shop_local.fmt_num(q, 0, '—')} ({kind})"
+                        for g, q, kind in ep["per_run"]) or "none"
         failing = shop_local.failing_warm_starts(n["settings"]["difficulty"], n["premise"])
         what = ("pipeline check (quick scale), not a reading" if st["scale"] == "quick"
                 else f"reading at scale `{st['scale']}`" if n["compute"]["runs"] else

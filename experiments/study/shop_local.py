@@ -509,8 +509,10 @@ def load_block(folder: str) -> Block:
     return Block(settings=meta["settings"], premise=meta["premise"], runs=tuple(runs))
 
 
-def _num(v: float, digits: int = 3) -> str:
-    return "n/a" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
+def fmt_num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
+    """`v` to `digits` decimals, or `missing` where it is None or not finite (a run that never
+    reached its level has no turns to it)."""
+    return missing if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
 
 
 def block_report(block: Block) -> tuple[str, dict]:
@@ -532,10 +534,10 @@ def block_report(block: Block) -> tuple[str, dict]:
     for w, p in sorted(block.premise.items()):
         r, n = p["pay_right"], p["payments"]
         why = warm_start_check(st["difficulty"], premise_result(p))
-        prem_rows.append([w, _num(p.get("sft_nll", float("nan"))),
-                          f"{_num(r['reads_first'])} (n={n['reads_first']})",
-                          f"{_num(r['interleaved'])} (n={n['interleaved']})",
-                          _num(p["difference"]),
+        prem_rows.append([w, fmt_num(p.get("sft_nll", float("nan"))),
+                          f"{fmt_num(r['reads_first'])} (n={n['reads_first']})",
+                          f"{fmt_num(r['interleaved'])} (n={n['interleaved']})",
+                          fmt_num(p["difference"]),
                           "agree" if p["agree"] else "DISAGREE" if math.isfinite(p["difference"])
                           else "untested (a layout was never paid with the cart complete)",
                           "passes" if not why else f"fails: {why}"])
@@ -543,8 +545,8 @@ def block_report(block: Block) -> tuple[str, dict]:
                         "warm-start check (at the study scale its runs start only if it passes)"], prem_rows))
     round_rows = [[w, r["recipe"], r["round"],
                    f"{r['sft_steps']}" + (f" (+ {r['curriculum_steps']} one-basket)" if r["curriculum_steps"] else ""),
-                   _num(r["sft_nll"]),
-                   f"{r['payments']['reads_first']}, {r['payments']['interleaved']}", _num(r["difference"]),
+                   fmt_num(r["sft_nll"]),
+                   f"{r['payments']['reads_first']}, {r['payments']['interleaved']}", fmt_num(r["difference"]),
                    warm_start_check(st["difficulty"], premise_result(r)) or "passes",
                    f"{r['wall_s'] / 60:.0f}"]
                   for w, p in sorted(block.premise.items()) for r in p.get("rounds", [])]
@@ -584,14 +586,14 @@ def block_report(block: Block) -> tuple[str, dict]:
         run_num[key] = {"final_success": final, "plateau": plat, "training_turns": turns,
                         "training_tokens": tokens, "evaluations": int(len(c["step"])),
                         "one_time_turns": once.turns, "eval_seed": br.record.get("config", {}).get("eval.seed")}
-        run_rows.append([br.arm, br.seeds.label, run_num[key]["eval_seed"], _num(final), _num(plat),
+        run_rows.append([br.arm, br.seeds.label, run_num[key]["eval_seed"], fmt_num(final), fmt_num(plat),
                          f"{turns:.0f}", f"{tokens:.0f}", len(c["step"]), f"{once.turns:.0f}"])
     lines += ["## Runs (training cost: the one-time cost left out)",
               table(["arm", "run", "eval.seed", "final success", "plateau (last 3)", "training turns",
                      "training tokens", "evaluations", "one-time turns"], run_rows)]
     # the primary endpoint
     ep = primary_endpoint(*block.paired("grpo", "pivotrl"))
-    per = ", ".join(f"{g:.0f}/{p:.0f} ({kind}; ℓ {_num(lv)}, learned: {who})"
+    per = ", ".join(f"{fmt_num(g, 0, '—')}/{fmt_num(p, 0, '—')} ({kind}; ℓ {fmt_num(lv)}, learned: {who})"
                     for (g, p, kind), (lv, who) in zip(ep.per_run, ep.levels))
     lines += ["## Primary endpoint",
               f"GRPO ÷ PivotRL training turns to ℓ = {st['level']} × the lower plateau (an arm learned "

@@ -239,6 +239,24 @@ def test_an_incomplete_local_block_shows_its_reading_so_far_with_no_verdict_or_t
     assert "HOLDS" not in cells[6] and "FAILS" not in cells[6]
 
 
+def test_a_pair_where_neither_arm_learned_shows_no_turns_rather_than_nan(tmp_path):
+    """Both arms flat at 0: the pair is "unknown", and the block's report and README row print
+    its turns to ℓ as "—", not as nan."""
+    from experiments import study_all
+    from experiments.study import records as rec_io
+    from experiments.study import shop_local
+
+    folder = _local_block(str(tmp_path), [])
+    for arm in ("grpo", "pivotrl"):
+        rec_io.write_record(shop_local.record_path(folder, arm, shop_local.BlockSeeds(0, 0)),
+                            _run([0.0] * 5, [0, 100, 200, 300, 400], f"{arm}-flat"))
+    text, _ = shop_local.block_report(shop_local.load_block(folder))
+    row = [r for r in study_all.local_block_text(str(tmp_path)).splitlines() if "_full_" in r]
+    assert "—/— (unknown; ℓ n/a, learned: neither)" in text
+    assert len(row) == 1 and "| —/— (unknown) |" in row[0]
+    assert "nan" not in text.lower() and "nan" not in row[0].lower()
+
+
 def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):
     """With only the quick pipeline checks committed, each row says it has not run at the study
     scale, names what is committed and the command, and shows no number."""
