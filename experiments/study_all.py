@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import gzip
 import json
+import math
 import os
 import re
 import subprocess
@@ -185,7 +187,38 @@ def replaced_compute(current, history) -> dict:
             "cpu_h": sum(r.get("cpu_s", 0.0) for r in gone.values()) / 3600}
 
 
-def committed_compute(results: str, *, history: bool = True) -> dict:
+def records_compute(records: str) -> dict:
+    """Compute behind the per-run records under `records` (`<folder>/*.jsonl.gz`, each run once
+    by its key and measured seconds) and the SFT warm starts their blocks record (`block.json`:
+    every round of every warm start). By folder and in all; the records as they stand (a record
+    rewritten in place counts its last run)."""
+    from experiments.study import records as rec_io
+
+    folders, runs, warm = {}, {}, {"warm_starts": 0, "wall_h": 0.0, "cpu_h": 0.0}
+    for folder in sorted(glob.glob(os.path.join(records, "*"))):
+        mine = {}
+        for p in sorted(glob.glob(os.path.join(folder, "*" + rec_io.SUFFIX))):
+            with gzip.open(p, "rt") as f:
+                head = json.loads(f.readline())
+            mine[(head.get("key", p), head.get("wall_s", 0.0), head.get("cpu_s", 0.0))] = head
+        block = os.path.join(folder, "block.json")
+        if os.path.exists(block):
+            with open(block) as f:
+                for w in json.load(f).get("premise", {}).values():
+                    if math.isfinite(w.get("wall_s", float("nan"))):
+                        warm["warm_starts"] += 1
+                        warm["wall_h"] += w["wall_s"] / 3600
+                        warm["cpu_h"] += w.get("cpu_s", 0.0) / 3600
+        if mine:
+            folders[os.path.basename(folder)] = {
+                "runs": len(mine), "wall_h": sum(k[1] for k in mine) / 3600,
+                "cpu_h": sum(k[2] for k in mine) / 3600}
+            runs.update(mine)
+    return {"folders": folders, "runs": len(runs), "wall_h": sum(k[1] for k in runs) / 3600,
+            "cpu_h": sum(k[2] for k in runs) / 3600, "warm": warm}
+
+
+def committed_compute(results: str, *, history: bool = True, records: Optional[str] = None) -> dict:
     """Compute behind every result file under `results` (the folder and its subfolders).
 
     Study files (`study_*.json` with runs) go through `distinct_compute` together, so a run that
@@ -194,7 +227,8 @@ def committed_compute(results: str, *, history: bool = True) -> dict:
     record the wall seconds of their runs only. With `history`, the git history of the result
     files adds the runs their earlier versions record and the current ones do not (`replaced`;
     None without a repository). Warm starts: those the files (and their earlier versions)
-    record, each once (`warm`)."""
+    record, each once (`warm`). With `records`, the per-run records there too (`records_compute`;
+    None without)."""
     folders = [results] + sorted(p for p in glob.glob(os.path.join(results, "*"))
                                  if os.path.isdir(p) and not os.path.basename(p).startswith("."))
     per_folder, everything, seen_older, testbeds = {}, [], set(), []
@@ -230,7 +264,8 @@ def committed_compute(results: str, *, history: bool = True) -> dict:
     past = committed_versions(results) if history else None
     return {"folders": per_folder, "study": distinct_compute(everything), "earlier": earlier,
             "replaced": None if past is None else replaced_compute(everything, past),
-            "warm": distinct_warm(everything, past or (), testbeds)}
+            "warm": distinct_warm(everything, past or (), testbeds),
+            "records": None if records is None else records_compute(records)}
 
 
 def compute_block(total: dict) -> str:
@@ -255,12 +290,26 @@ def compute_block(total: dict) -> str:
                     f"or another file records them). " if warm["unrecorded"] else ". "))
     wall = study["wall_h"] + replaced["wall_h"] + warm["wall_h"] + earlier["wall_h"]
     cpu = study["cpu_h"] + replaced["cpu_h"] + warm["cpu_h"]
+    recs, records_line = total.get("records"), ""
+    if recs is not None:
+        by = "; ".join(f"`study/records/{name}/` {c['runs']} runs, {c['wall_h']:.2f} wall-hours, "
+                       f"{c['cpu_h']:.2f} CPU-hours" for name, c in recs["folders"].items())
+        rw = recs["warm"]
+        records_line = (f"The per-run records (`study/records/`: the local checkout blocks and the "
+                        f"wall-clock arms, as committed now): {recs['runs']} runs, {recs['wall_h']:.2f} "
+                        f"wall-hours, {recs['cpu_h']:.2f} CPU-hours (by folder: {by or 'none'}); the "
+                        f"local blocks' SFT warm starts (every round): {rw['warm_starts']}, "
+                        f"{rw['wall_h']:.2f} wall-hours, {rw['cpu_h']:.2f} CPU-hours (the wall-clock "
+                        f"arms' warm starts are not recorded there). ")
+        wall += recs["wall_h"] + rw["wall_h"]
+        cpu += recs["cpu_h"] + rw["cpu_h"]
     return (
-        f"Total compute of the committed results, summed from the result files: the study "
+        "Total compute of the committed results, summed from the result files"
+        + (" and the per-run records" if recs is not None else "") + ": the study "
         f"{study['runs']} runs, {study['wall_h']:.2f} wall-hours, {study['cpu_h']:.2f} CPU-hours "
         + ("(a run shared by files that record per-run compute counted once; files older than those "
            "records add their own totals). " if study["overlap_unknown"] else "(each run counted once). ")
-        + f"By folder: {folders}. " + replaced_line + warm_line
+        + f"By folder: {folders}. " + replaced_line + warm_line + records_line
         + f"The earlier ablation scripts: {earlier['runs']} runs in "
         f"{report.count(earlier['files'], 'result file')}, "
         f"{earlier['wall_h']:.2f} wall-hours (they record wall seconds only). In all {wall:.2f} "
@@ -271,6 +320,20 @@ STUDY_RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "study"
 WALLCLOCK_JSON = os.path.join(report.RESULTS, "wallclock", "wallclock.json")
 
 
+def _local_runs_table(runs: dict) -> str:
+    """A local block's runs (`shop_local.run_numbers` by "<arm>/<run>"), one row each."""
+    from experiments.study import shop_local
+
+    f = shop_local.fmt_num
+    rows = [f"| {key.split('/')[0]} | {key.split('/')[1]} | {f(r['start_success'])} → "
+            f"{f(r['final_success'])} ({f(r['plateau'])}) | {r['steps']} | {f(r['training_turns'], 0)} | "
+            f"{f(r['one_time_turns'], 0)} | {f(r['reward_first'])} → {f(r['reward_last'])} | "
+            f"{f(r['wall_h'], 2)} |" for key, r in runs.items()]
+    return ("| arm | run | success: step 0 → final (plateau) | steps | training turns | one-time "
+            "turns | training reward, first → last tenth of steps | wall-hours |\n"
+            "|---|---|---|---:|---:|---:|---|---:|\n" + "\n".join(rows))
+
+
 def local_block_text(records_root: str = STUDY_RECORDS) -> str:
     """The README's local-block table: one row per committed local checkout block
     (`<records_root>/shop_local_<scale>_<difficulty>/`, read through `shop_local.load_block` and
@@ -279,11 +342,14 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
     block is a pipeline check, not a reading)."""
     from experiments.study import shop_local, stats
 
-    rows = []
+    rows, run_tables = [], []
     names = sorted(n for n in os.listdir(records_root) if n.startswith("shop_local_")) \
         if os.path.isdir(records_root) else []
     for name in names:
         _, n = shop_local.block_report(shop_local.load_block(os.path.join(records_root, name)))
+        if n["runs"] and n["settings"]["scale"] != "quick":
+            run_tables.append(f"Runs of `study/records/{name}/` (training cost, the probe left out):\n\n"
+                              + _local_runs_table(n["runs"]))
         st, ep = n["settings"], n["primary_endpoint"]
         prem = [p for p in n["premise"].values()]
         premise = ("untested (no payment with the cart complete)" if not prem or any(
@@ -305,7 +371,8 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
     head = ("| records | difficulty | runs | premise (payment success by layout) | GRPO ÷ PivotRL "
             "training turns to ℓ [95% t-CI] | GRPO/PivotRL turns per run | wall-hours | what it is |\n"
             "|---|---|---:|---|---|---|---:|---|")
-    return (head + "\n" + "\n".join(rows) + "\n\nEach block's full report (one-time costs, every "
+    return (head + "\n" + "\n".join(rows) + "".join("\n\n" + t for t in run_tables)
+            + "\n\nEach block's full report (one-time costs, every "
             "run, exploratory differences): `results/shop_local/shop_local_<scale>_<difficulty>.md`, "
             "regenerated from the records by `python experiments/study/shop_local.py "
             "[--quick] --from-records`.")
@@ -399,7 +466,7 @@ def write_results_blocks(results: str = report.RESULTS, records: str = STUDY_REC
     report.replace_readme_block("local block", local_block_text(records))
     report.replace_readme_block("modelled wall-clock", wallclock_text(
         os.path.join(results, "wallclock", "wallclock.json")))
-    report.replace_readme_block("compute total", compute_block(committed_compute(results)))
+    report.replace_readme_block("compute total", compute_block(committed_compute(results, records=records)))
 
 
 def refresh_summary_table(block: str, readings: list, readme: str = "") -> None:

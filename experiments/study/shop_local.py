@@ -515,6 +515,36 @@ def fmt_num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
     return missing if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
 
 
+RUN_COLUMNS = ["arm", "run", "eval.seed", "success at step 0", "final success", "plateau (last 3)",
+               "steps", "training turns", "training tokens", "evaluations", "one-time turns",
+               "training reward, first → last tenth of steps", "wall-hours"]
+
+
+def run_numbers(record: dict) -> dict:
+    """One run's readings on training cost (the one-time cost left out): success at step 0, at
+    the end and its plateau; steps, training turns and tokens, evaluations; the one-time turns;
+    the mean training reward (`reward/mean`: the fraction of successful episodes for GRPO, the
+    pivot turns' reward for PivotRL) over the first and the last tenth of its steps; wall-hours."""
+    from experiments.study import stats
+
+    c = stats.curve(record, one_time="exclude")
+    last = lambda k: float(c[k][-1]) if len(c[k]) else float("nan")  # noqa: E731
+    rewards = [float(r["reward/mean"]) for r in sorted(record["rows"], key=lambda r: r["step"])
+               if "reward/mean" in r]
+    tenth = max(1, len(rewards) // 10)
+    mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
+    return {"start_success": float(c["success"][0]) if len(c["success"]) and c["step"][0] == 0
+            else float("nan"),
+            "final_success": last("success"),
+            "plateau": stats.plateau(c) if len(c["success"]) else float("nan"),
+            "steps": max((int(r["step"]) for r in record["rows"]), default=0),
+            "training_turns": last("turns"), "training_tokens": last("tokens"),
+            "evaluations": int(len(c["step"])), "one_time_turns": stats.one_time_cost(record).turns,
+            "reward_first": mean(rewards[:tenth]), "reward_last": mean(rewards[-tenth:]),
+            "wall_h": float(record.get("wall_s", float("nan"))) / 3600,
+            "eval_seed": record.get("config", {}).get("eval.seed")}
+
+
 def block_report(block: Block) -> tuple[str, dict]:
     """(markdown, numbers) of the block, a function of `block` alone: the premise checks, one
     line per PivotRL arm with its one-time cost (pivot profiling: tokens, turns, wall-clock),
@@ -576,21 +606,15 @@ def block_report(block: Block) -> tuple[str, dict]:
     # every run on training cost
     run_rows, run_num = [], {}
     for br in block.runs:
-        c = stats.curve(br.record, one_time="exclude")
-        once = stats.one_time_cost(br.record)
-        final = float(c["success"][-1]) if len(c["success"]) else float("nan")
-        plat = stats.plateau(c) if len(c["success"]) else float("nan")
-        turns = float(c["turns"][-1]) if len(c["turns"]) else float("nan")
-        tokens = float(c["tokens"][-1]) if len(c["tokens"]) else float("nan")
-        key = f"{br.arm}/{br.seeds.label}"
-        run_num[key] = {"final_success": final, "plateau": plat, "training_turns": turns,
-                        "training_tokens": tokens, "evaluations": int(len(c["step"])),
-                        "one_time_turns": once.turns, "eval_seed": br.record.get("config", {}).get("eval.seed")}
-        run_rows.append([br.arm, br.seeds.label, run_num[key]["eval_seed"], fmt_num(final), fmt_num(plat),
-                         f"{turns:.0f}", f"{tokens:.0f}", len(c["step"]), f"{once.turns:.0f}"])
+        run_num[f"{br.arm}/{br.seeds.label}"] = r = run_numbers(br.record)
+        run_rows.append([br.arm, br.seeds.label, r["eval_seed"], fmt_num(r["start_success"]),
+                         fmt_num(r["final_success"]), fmt_num(r["plateau"]), r["steps"],
+                         fmt_num(r["training_turns"], 0), fmt_num(r["training_tokens"], 0),
+                         r["evaluations"], fmt_num(r["one_time_turns"], 0),
+                         f"{fmt_num(r['reward_first'])} → {fmt_num(r['reward_last'])}",
+                         fmt_num(r["wall_h"], 2)])
     lines += ["## Runs (training cost: the one-time cost left out)",
-              table(["arm", "run", "eval.seed", "final success", "plateau (last 3)", "training turns",
-                     "training tokens", "evaluations", "one-time turns"], run_rows)]
+              table(RUN_COLUMNS, run_rows)]
     # the primary endpoint
     ep = primary_endpoint(*block.paired("grpo", "pivotrl"))
     per = ", ".join(f"{fmt_num(g, 0, '—')}/{fmt_num(p, 0, '—')} ({kind}; ℓ {fmt_num(lv)}, learned: {who})"

@@ -251,10 +251,16 @@ def test_a_pair_where_neither_arm_learned_shows_no_turns_rather_than_nan(tmp_pat
         rec_io.write_record(shop_local.record_path(folder, arm, shop_local.BlockSeeds(0, 0)),
                             _run([0.0] * 5, [0, 100, 200, 300, 400], f"{arm}-flat"))
     text, _ = shop_local.block_report(shop_local.load_block(folder))
-    row = [r for r in study_all.local_block_text(str(tmp_path)).splitlines() if "_full_" in r]
+    row = [r for r in study_all.local_block_text(str(tmp_path)).splitlines()
+           if r.startswith("| `study/records/shop_local_full_")]
     assert "—/— (unknown; ℓ n/a, learned: neither)" in text
     assert len(row) == 1 and "| —/— (unknown) |" in row[0]
     assert "nan" not in text.lower() and "nan" not in row[0].lower()
+    # a full-scale block also lists its runs under the table, one row each
+    runs = [r for r in study_all.local_block_text(str(tmp_path)).splitlines()
+            if r.startswith(("| grpo |", "| pivotrl |"))]
+    assert runs == ["| grpo | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | n/a → n/a | n/a |",
+                    "| pivotrl | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | n/a → n/a | n/a |"]
 
 
 def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):

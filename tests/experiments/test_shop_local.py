@@ -227,7 +227,22 @@ def test_report_prints_the_probe_as_a_one_time_cost_outside_the_training_turns(t
     assert [round(p) for _, p, _ in per_run] == [80, 80]
     assert numbers["runs"]["pivotrl/w0s0"]["training_turns"] == 400
     assert numbers["runs"]["pivotrl/w0s0"]["one_time_turns"] == 500
-    assert "| pivotrl | w0s0 | 0 | 0.850 |" in md
+    assert "| pivotrl | w0s0 | 0 | 0.000 | 0.850 | 0.883 | 4 | 400 | 4000 | 5 | 500 |" in md
+
+
+def test_run_numbers_read_start_steps_reward_tenths_and_wall_hours():
+    """A run's row: success at step 0, its last step, the mean training reward over its first and
+    last tenth of steps (a tenth of 20 rows is 2), and its wall-hours."""
+    rec = _block_rec([0, 100, 200, 300, 400], [0.1, 0.2, 0.3, 0.4, 0.5])
+    rec["rows"] = rec["rows"] + [{"step": 4 + i, "reward/mean": float(i), "cost/turns": 400.0}
+                                 for i in range(1, 21)]
+    rec["wall_s"] = 5400.0
+    r = shop_local.run_numbers(rec)
+    assert r["start_success"] == 0.1 and r["final_success"] == 0.5 and r["steps"] == 24
+    assert r["reward_first"] == 1.5 and r["reward_last"] == 19.5 and r["wall_h"] == 1.5
+    # a run with no step-0 evaluation has no start
+    rec["rows"] = [x for x in rec["rows"] if x["step"] != 0]
+    assert math.isnan(shop_local.run_numbers(rec)["start_success"])
 
 
 def test_report_regenerates_from_the_compressed_records(tmp_path):

@@ -295,6 +295,36 @@ def test_committed_compute_adds_what_earlier_versions_of_result_files_recorded(t
     assert study_all.committed_versions(str(tmp_path / "nowhere")) is None
 
 
+def test_committed_compute_adds_the_per_run_records_and_the_blocks_warm_starts(tmp_path):
+    """The per-run records count once each, by folder, with every warm start a block records (a
+    warm start never trained, NaN seconds, adds nothing); the block names them and "In all" adds
+    them to the result files' total."""
+    from experiments.study import records as rec_io
+    from experiments.study import shop_local
+
+    results, records = tmp_path / "results", tmp_path / "records"
+    results.mkdir()
+    rec = lambda key, s: {"key": key, "label": key, "wall_s": s, "cpu_s": 2 * s,  # noqa: E731
+                          "rows": [{"step": 0}]}
+    rec_io.write_record(str(records / "wallclock_x" / "grpo_sync.s0.jsonl.gz"), rec("a", 3600.0))
+    rec_io.write_record(str(records / "wallclock_x" / "sao.s0.jsonl.gz"), rec("b", 1800.0))
+    rec_io.write_record(str(records / "shop_local_full_local" / "grpo.w0s0.jsonl.gz"), rec("c", 7200.0))
+    warm = {"wall_s": 900.0, "cpu_s": 1800.0}
+    shop_local.write_block_meta(str(records / "shop_local_full_local"), {"scale": "full"},
+                                {"warm0": warm, "warm1": {"wall_s": float("nan"), "cpu_s": 0.0}})
+    got = study_all.committed_compute(str(results), history=False, records=str(records))["records"]
+    assert got["runs"] == 3 and got["wall_h"] == 3.5 and got["cpu_h"] == 7.0
+    assert got["folders"]["wallclock_x"] == {"runs": 2, "wall_h": 1.5, "cpu_h": 3.0}
+    assert got["warm"] == {"warm_starts": 1, "wall_h": 0.25, "cpu_h": 0.5}
+    block = study_all.compute_block(study_all.committed_compute(str(results), history=False,
+                                                                records=str(records)))
+    assert "the per-run records" in block and "3 runs, 3.50 wall-hours, 7.00 CPU-hours" in block
+    assert "`study/records/wallclock_x/` 2 runs, 1.50 wall-hours" in block
+    assert "In all 3.75 wall-hours" in block and "(7.50 CPU-hours" in block
+    assert "per-run records" not in study_all.compute_block(
+        study_all.committed_compute(str(results), history=False))
+
+
 def test_pivot_reading_names_arms_that_peaked_above_their_final_success():
     from experiments import study_pivot
 
