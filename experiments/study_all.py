@@ -327,11 +327,12 @@ def _local_runs_table(runs: dict) -> str:
     f = shop_local.fmt_num
     rows = [f"| {key.split('/')[0]} | {key.split('/')[1]} | {f(r['start_success'])} → "
             f"{f(r['final_success'])} ({f(r['plateau'])}) | {r['steps']} | {f(r['training_turns'], 0)} | "
-            f"{f(r['one_time_turns'], 0)} | {f(r['reward_first'])} → {f(r['reward_last'])} | "
+            f"{f(r['one_time_turns'], 0)} | {shop_local.pivots_text(r)} | "
+            f"{f(r['reward_first'])} → {f(r['reward_last'])} | "
             f"{f(r['wall_h'], 2)} |" for key, r in runs.items()]
     return ("| arm | run | success: step 0 → final (plateau) | steps | training turns | one-time "
-            "turns | training reward, first → last tenth of steps | wall-hours |\n"
-            "|---|---|---|---:|---:|---:|---|---:|\n" + "\n".join(rows))
+            "turns | pivots kept / probed | training reward, first → last tenth of steps | "
+            "wall-hours |\n|---|---|---|---:|---:|---:|---|---|---:|\n" + "\n".join(rows))
 
 
 def local_block_text(records_root: str = STUDY_RECORDS) -> str:

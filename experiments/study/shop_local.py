@@ -517,14 +517,17 @@ def fmt_num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
 
 RUN_COLUMNS = ["arm", "run", "eval.seed", "success at step 0", "final success", "plateau (last 3)",
                "steps", "training turns", "training tokens", "evaluations", "one-time turns",
-               "training reward, first → last tenth of steps", "wall-hours"]
+               "pivots kept / probed at step 0", "training reward, first → last tenth of steps",
+               "wall-hours"]
 
 
 def run_numbers(record: dict) -> dict:
     """One run's readings on training cost (the one-time cost left out): success at step 0, at
     the end and its plateau; steps, training turns and tokens, evaluations; the one-time turns;
     the mean training reward (`reward/mean`: the fraction of successful episodes for GRPO, the
-    pivot turns' reward for PivotRL) over the first and the last tenth of its steps; wall-hours."""
+    pivot turns' reward for PivotRL) over the first and the last tenth of its steps; wall-hours;
+    for a PivotRL arm the pivots its step-0 selection kept of the turns it probed (NaN for GRPO):
+    its training samples are drawn from those pivots alone."""
     from experiments.study import stats
 
     c = stats.curve(record, one_time="exclude")
@@ -532,6 +535,7 @@ def run_numbers(record: dict) -> dict:
     rewards = [float(r["reward/mean"]) for r in sorted(record["rows"], key=lambda r: r["step"])
                if "reward/mean" in r]
     tenth = max(1, len(rewards) // 10)
+    first = min(record["rows"], key=lambda r: r["step"]) if record["rows"] else {}
     mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
     return {"start_success": float(c["success"][0]) if len(c["success"]) and c["step"][0] == 0
             else float("nan"),
@@ -542,7 +546,16 @@ def run_numbers(record: dict) -> dict:
             "evaluations": int(len(c["step"])), "one_time_turns": stats.one_time_cost(record).turns,
             "reward_first": mean(rewards[:tenth]), "reward_last": mean(rewards[-tenth:]),
             "wall_h": float(record.get("wall_s", float("nan"))) / 3600,
+            "pivots_kept": float(first.get("pivot/kept", float("nan"))),
+            "pivots_probed": float(first.get("pivot/candidates", float("nan"))),
             "eval_seed": record.get("config", {}).get("eval.seed")}
+
+
+def pivots_text(run: dict) -> str:
+    """"kept / probed" of a `run_numbers` row, "—" for a run that selected no pivots."""
+    if not math.isfinite(run["pivots_kept"]):
+        return "—"
+    return f"{fmt_num(run['pivots_kept'], 0)} / {fmt_num(run['pivots_probed'], 0, '?')}"
 
 
 def block_report(block: Block) -> tuple[str, dict]:
@@ -610,7 +623,7 @@ def block_report(block: Block) -> tuple[str, dict]:
         run_rows.append([br.arm, br.seeds.label, r["eval_seed"], fmt_num(r["start_success"]),
                          fmt_num(r["final_success"]), fmt_num(r["plateau"]), r["steps"],
                          fmt_num(r["training_turns"], 0), fmt_num(r["training_tokens"], 0),
-                         r["evaluations"], fmt_num(r["one_time_turns"], 0),
+                         r["evaluations"], fmt_num(r["one_time_turns"], 0), pivots_text(r),
                          f"{fmt_num(r['reward_first'])} → {fmt_num(r['reward_last'])}",
                          fmt_num(r["wall_h"], 2)])
     lines += ["## Runs (training cost: the one-time cost left out)",

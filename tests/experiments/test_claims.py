@@ -259,8 +259,8 @@ def test_a_pair_where_neither_arm_learned_shows_no_turns_rather_than_nan(tmp_pat
     # a full-scale block also lists its runs under the table, one row each
     runs = [r for r in study_all.local_block_text(str(tmp_path)).splitlines()
             if r.startswith(("| grpo |", "| pivotrl |"))]
-    assert runs == ["| grpo | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | n/a → n/a | n/a |",
-                    "| pivotrl | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | n/a → n/a | n/a |"]
+    assert runs == ["| grpo | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | — | n/a → n/a | n/a |",
+                    "| pivotrl | w0s0 | 0.000 → 0.000 (0.000) | 4 | 400 | 0 | — | n/a → n/a | n/a |"]
 
 
 def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):

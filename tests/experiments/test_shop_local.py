@@ -240,6 +240,9 @@ def test_run_numbers_read_start_steps_reward_tenths_and_wall_hours():
     r = shop_local.run_numbers(rec)
     assert r["start_success"] == 0.1 and r["final_success"] == 0.5 and r["steps"] == 24
     assert r["reward_first"] == 1.5 and r["reward_last"] == 19.5 and r["wall_h"] == 1.5
+    assert shop_local.pivots_text(r) == "—"  # no pivot selection: a GRPO run
+    rec["rows"][0].update({"pivot/kept": 3.0, "pivot/candidates": 10.0})
+    assert shop_local.pivots_text(shop_local.run_numbers(rec)) == "3 / 10"
     # a run with no step-0 evaluation has no start
     rec["rows"] = [x for x in rec["rows"] if x["step"] != 0]
     assert math.isnan(shop_local.run_numbers(rec)["start_success"])
