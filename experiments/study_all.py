@@ -341,7 +341,7 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
     `block_report`, as its own report is): runs, the premise on each warm start, the primary
     endpoint (GRPO ÷ PivotRL training turns to the level) and what the row is (a quick-scale
     block is a pipeline check, not a reading)."""
-    from experiments.study import shop_local, stats
+    from experiments.study import shop_local
 
     rows, run_tables = [], []
     names = sorted(n for n in os.listdir(records_root) if n.startswith("shop_local_")) \
@@ -365,7 +365,7 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
         if failing and st["scale"] != "quick":
             what += f"; the warm-start check fails on {', '.join(failing)}: their runs do not start"
         rows.append(f"| `study/records/{name}/` | `{st['difficulty']}` | {n['compute']['runs']} | "
-                    f"{premise} | {stats.fmt_ci(ep['ratio'], ep['lo'], ep['hi'], unit='×')} | "
+                    f"{premise} | {shop_local.endpoint_text(ep['ratio'], ep['lo'], ep['hi'], ep['pairs'], ep['kind'])} | "
                     f"{per} | {n['compute']['wall_h']:.2f} | {what} |")
     if not rows:
         return "No local block has committed records yet."

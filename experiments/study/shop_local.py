@@ -227,6 +227,9 @@ class Endpoint:
         "unknown" (a run that never reaches the level gives its last cost, a bound; a pair where
         neither arm learned is "unknown" with nan turns).
       levels: [(ℓ, which arms learned)] per run pair, in per_run's order.
+      pairs: how many run pairs give a ratio (the others are "unknown").
+      kind: the ratio's kind over those pairs (`stats.combined_kind`): "exact", or "at most" /
+        "at least" when it rests on censored runs.
     """
 
     ratio: float
@@ -234,6 +237,20 @@ class Endpoint:
     hi: float
     per_run: tuple
     levels: tuple = ()
+    pairs: int = 0
+    kind: str = "exact"
+
+
+def endpoint_text(ratio: float, lo: float, hi: float, pairs: int, kind: str) -> str:
+    """An `Endpoint`'s reading as text: "at most" / "at least" before a bound, the interval only
+    over two or more pairs (one pair's ratio has none), "n/a" with no pair."""
+    from experiments.study import stats
+
+    if not pairs or not math.isfinite(ratio):
+        return "n/a"
+    point = (stats.fmt_ci(ratio, lo, hi, unit="×") if pairs > 1
+             else f"{ratio:.3f}× (one pair: no interval)")
+    return f"{kind} {point}" if kind in (stats.AT_MOST, stats.AT_LEAST) else point
 
 
 def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
@@ -253,7 +270,9 @@ def primary_endpoint(grpo_records, pivot_records) -> Endpoint:
         (tg, rg), (tp, rp) = stats.cost_to(cg, level, x="turns"), stats.cost_to(cp, level, x="turns")
         per.append((tg, tp, stats.censored_ratio_kind(rg, rp)))
     ratio, lo, hi = stats.paired_ratio([a for a, _, _ in per], [b for _, b, _ in per])
-    return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per), levels=tuple(levels))
+    kinds = [k for a, b, k in per if k != stats.UNKNOWN and a > 0 and b > 0]
+    return Endpoint(ratio=ratio, lo=lo, hi=hi, per_run=tuple(per), levels=tuple(levels),
+                    pairs=len(kinds), kind=stats.combined_kind(kinds))
 
 
 # The warm-start check, declared before any run of the block: the premise check is read on the
@@ -636,8 +655,9 @@ def block_report(block: Block) -> tuple[str, dict]:
               f"GRPO ÷ PivotRL training turns to ℓ = {st['level']} × the lower plateau (an arm learned "
               f"when its plateau is ≥ {MIN_GAIN:g} above the start; if one did not, ℓ = {st['level']} × "
               f"the other's plateau and the ratio is a bound): "
-              f"{stats.fmt_ci(ep.ratio, ep.lo, ep.hi, unit='×')} (geometric mean, 95 % paired "
-              f"t-interval over {count(len(ep.per_run), 'paired run')}; GRPO/PivotRL turns per run: "
+              f"{endpoint_text(ep.ratio, ep.lo, ep.hi, ep.pairs, ep.kind)} (geometric mean, 95 % "
+              f"paired t-interval over the {count(ep.pairs, 'paired run')} with a ratio, of "
+              f"{len(ep.per_run)}; GRPO/PivotRL turns per run: "
               f"{per or 'none'})."]
     # exploratory
     pv = {r.seeds: run_num[f"pivotrl/{r.seeds.label}"]["final_success"] for r in block.runs if r.arm == "pivotrl"}

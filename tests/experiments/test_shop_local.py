@@ -125,6 +125,23 @@ def test_an_arm_that_does_not_learn_gives_a_bound_at_the_other_arms_level():
     assert shop_local.primary_endpoint([up], [up]).levels[0][1] == "neither"
 
 
+def test_endpoint_text_marks_a_bound_and_gives_one_pair_no_interval():
+    """One pair whose PivotRL run never reached ℓ: "at most" its ratio, with no interval (not a
+    degenerate [x, x]); two exact pairs: the geometric mean with its t-interval; no pair: n/a."""
+    g = _rec([0, 200, 400, 600, 800], [0.0, 0.3, 0.8, 0.8, 0.8])
+    flat = _rec([0, 100, 200, 300, 400], [0.0, 0.0, 0.02, 0.0, 0.01])
+    p = _rec([0, 100, 200, 300, 400], [0.0, 0.9, 0.9, 0.9, 0.9])
+    ep = shop_local.primary_endpoint([g, flat], [flat, flat])  # the second pair: neither learned
+    assert (ep.pairs, ep.kind) == (1, "at most")
+    text = shop_local.endpoint_text(ep.ratio, ep.lo, ep.hi, ep.pairs, ep.kind)
+    assert text == f"at most {ep.ratio:.3f}× (one pair: no interval)" and "[" not in text
+    ep = shop_local.primary_endpoint([g, g], [p, p])
+    assert (ep.pairs, ep.kind) == (2, "exact")
+    assert shop_local.endpoint_text(ep.ratio, ep.lo, ep.hi, ep.pairs, ep.kind) == "4.600× [4.600, 4.600]"
+    ep = shop_local.primary_endpoint([flat], [flat])
+    assert shop_local.endpoint_text(ep.ratio, ep.lo, ep.hi, ep.pairs, ep.kind) == "n/a"
+
+
 def test_block_pairs_the_endpoints_runs_by_seeds_not_by_position():
     # GRPO's run of seeds (0, 0) is missing: its PivotRL twin is left out, and (0, 1) pairs with (0, 1)
     g = _rec([0, 200, 400, 600, 800], [0.0, 0.3, 0.8, 0.8, 0.8])
