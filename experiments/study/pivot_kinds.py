@@ -1,0 +1,131 @@
+"""Which turns the local block's PivotRL runs train on: their pivots by kind of action.
+
+    python experiments/study/pivot_kinds.py            # the full block's PivotRL runs
+    python experiments/study/pivot_kinds.py --quick    # the quick block's
+
+A PivotRL arm probes every turn of its pool's demonstrations (`pivot.m` samples each, judged by
+the turn verifier) and trains only on the turns it keeps (`pivot.selection`: mixed outcomes,
+mean below `pivot.lambda_diff`). Each run's selection is in its work folder
+(`<workdir>/<run key>/pivots.json`, written by the loop; a run that re-profiles keeps its last). This report reads it and names each
+probed turn by the demonstration's action there (`get`, `add` or `pay`; a turn taken from the
+policy's own rollouts is "rollout"): per kind, how many turns were candidates, how many kept,
+and the probe's mean success. Runs whose work folder is gone are named, not recomputed.
+Writes results/shop_local/pivots_<scale>_local.md/.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+KINDS = ("get", "add", "pay", "rollout")
+
+
+def demo_action_kinds(candidates: list, difficulty: str, demo_style: str) -> list[str]:
+    """The kind (`KINDS`) of each probed turn: the keyword of the demonstration's action at its
+    turn index, "rollout" for a turn from the policy's rollouts. A candidate's task is
+    regenerated from its id (`shop-<split>-<difficulty>-<seed>-<index>`, `rlvr.tasks.shop.generate`)."""
+    from rlvr.tasks.shop import demonstrations, generate
+
+    wanted = collections.defaultdict(int)  # (split, seed) -> tasks needed
+    for c in candidates:
+        if c["source"] == "demo":
+            head, seed, index = c["task_id"].rsplit("-", 2)
+            split = head.split("-")[1]
+            wanted[(split, int(seed))] = max(wanted[(split, int(seed))], int(index) + 1)
+    tasks = {t.task_id: t for (split, seed), n in wanted.items()
+             for t in generate(n, split=split, seed=seed, difficulty=difficulty)}
+    demos, out = {}, []
+    for c in candidates:
+        if c["source"] != "demo":
+            out.append("rollout")
+            continue
+        if c["task_id"] not in tasks:
+            raise ValueError(f"pivot candidate {c['key']!r}: task {c['task_id']!r} is not one that "
+                             f"shop.generate(difficulty={difficulty!r}) makes")
+        if c["task_id"] not in demos:
+            demos[c["task_id"]] = demonstrations(tasks[c["task_id"]], style=demo_style)
+        out.append(demos[c["task_id"]][c["turn_index"]].action.split(" ", 1)[0].strip())
+    return out
+
+
+def by_kind(candidates: list, kinds: list) -> dict:
+    """{kind: {"candidates", "kept", "probe_success"}} over the candidates (`kinds` as
+    `demo_action_kinds` gives them); probe_success is NaN for a selection that probes nothing
+    (`pivot.selection="all"` keeps every turn)."""
+    out = {}
+    for k in sorted(set(kinds), key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS)):
+        mine = [c for c, kc in zip(candidates, kinds) if kc == k]
+        probed = [float(c["mean"]) for c in mine if "mean" in c]
+        out[k] = {"candidates": len(mine), "kept": sum(bool(c["kept"]) for c in mine),
+                  "probe_success": sum(probed) / len(probed) if probed else float("nan")}
+    return out
+
+
+def report(rows: list, scale: str) -> str:
+    from experiments.study.report import table
+    from experiments.study.shop_local import fmt_num
+
+    lines = [f"# Which turns the local block's PivotRL runs train on (scale `{scale}`)",
+             "Each run's candidate turns by the demonstration's action there: candidates, turns kept "
+             "as pivots (the only turns the run trains on), and the probe's mean success. Regenerate: "
+             "`python experiments/study/pivot_kinds.py" + (" --quick" if scale == "quick" else "") + "`.", ""]
+    body = []
+    for arm, label, got in rows:
+        if got is None:
+            body.append([arm, label, "work folder not found", "", "", ""])
+            continue
+        for k, v in got.items():
+            body.append([arm, label, k, v["candidates"], v["kept"],
+                         fmt_num(v["probe_success"], missing="not probed")])
+    lines.append(table(["arm", "run", "action", "candidate turns", "kept as pivots", "probe success"],
+                       body))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from experiments.study import shop_local
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
+    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
+                    help="the runs' work folders (shop_local.py's --workdir)")
+    ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
+    a = ap.parse_args(argv)
+    scale = "quick" if a.quick else "full"
+    try:
+        block = shop_local.load_block(a.records or shop_local.records_folder(scale, "local"))
+    except FileNotFoundError as e:
+        raise SystemExit(str(e))
+    rows = []
+    for r in block.runs:
+        if r.arm == "grpo":
+            continue
+        path = os.path.join(a.workdir, r.record["key"], "pivots.json")
+        if not os.path.exists(path):
+            rows.append((r.arm, r.seeds.label, None))
+            continue
+        with open(path) as f:
+            candidates = json.load(f)["candidates"]
+        kw = r.record["config"]["task.kwargs"]
+        rows.append((r.arm, r.seeds.label,
+                     by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, f"pivots_{scale}_local")
+    with open(stem + ".md", "w") as f:
+        f.write(report(rows, scale))
+    with open(stem + ".json", "w") as f:
+        json.dump([{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows], f, indent=1)
+        f.write("\n")
+    print(open(stem + ".md").read())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

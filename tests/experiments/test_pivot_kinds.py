@@ -1,0 +1,47 @@
+"""The local block's pivots by kind of action (experiments/study/pivot_kinds.py)."""
+
+import math
+
+import pytest
+
+from experiments.study import pivot_kinds
+from rlvr.tasks.shop import demonstrations, generate
+
+
+def _candidates():
+    tasks = generate(3, split="train", seed=11, difficulty="local3")
+    out = []
+    for t in tasks[1:]:  # the pool need not start at index 0
+        for i, turn in enumerate(demonstrations(t, style="diverse")):
+            out.append({"key": f"{t.task_id}/demo/{i}", "task_id": t.task_id, "turn_index": i,
+                        "source": "demo", "mean": 1.0 if turn.action.startswith("pay") else 0.5,
+                        "kept": turn.action.startswith("pay")})
+    out.append({"key": "r/0", "task_id": tasks[0].task_id, "turn_index": 0, "source": "rollout",
+                "mean": 0.25, "kept": True})
+    return tasks, out
+
+
+def test_each_candidate_is_named_by_the_demonstrations_action_at_its_turn():
+    tasks, cands = _candidates()
+    kinds = pivot_kinds.demo_action_kinds(cands, "local3", "diverse")
+    want = [t.action.split(" ")[0] for task in tasks[1:] for t in demonstrations(task, style="diverse")]
+    assert kinds == want + ["rollout"]
+    got = pivot_kinds.by_kind(cands, kinds)
+    assert list(got) == ["get", "add", "pay", "rollout"]
+    assert got["pay"] == {"candidates": 6, "kept": 6, "probe_success": 1.0}  # 3 baskets × 2 tasks
+    assert got["get"]["kept"] == 0 and got["get"]["probe_success"] == 0.5
+    assert got["rollout"] == {"candidates": 1, "kept": 1, "probe_success": 0.25}
+
+
+def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is_refused(tmp_path):
+    _, cands = _candidates()
+    unprobed = [{k: v for k, v in c.items() if k != "mean"} for c in cands]
+    kinds = pivot_kinds.demo_action_kinds(unprobed, "local3", "diverse")
+    assert math.isnan(pivot_kinds.by_kind(unprobed, kinds)["pay"]["probe_success"])
+    text = pivot_kinds.report([("pivot_all_equal", "w0s0", pivot_kinds.by_kind(unprobed, kinds)),
+                               ("pivotrl", "w0s1", None)], "full")
+    assert "| pivot_all_equal | w0s0 | pay | 6 | 6 | not probed |" in text
+    assert "| pivotrl | w0s1 | work folder not found |" in text
+    # a task id the generator does not make (another difficulty) is named, not guessed
+    with pytest.raises(ValueError, match="is not one that"):
+        pivot_kinds.demo_action_kinds(cands[:1], "standard", "diverse")
