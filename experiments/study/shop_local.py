@@ -550,24 +550,30 @@ def run_numbers(record: dict) -> dict:
     from experiments.study import stats
 
     c = stats.curve(record, one_time="exclude")
-    last = lambda k: float(c[k][-1]) if len(c[k]) else float("nan")  # noqa: E731
-    rewards = [float(r["reward/mean"]) for r in sorted(record["rows"], key=lambda r: r["step"])
-               if "reward/mean" in r]
+    rows = sorted(record["rows"], key=lambda r: r["step"])
+    rewards = [float(r["reward/mean"]) for r in rows if "reward/mean" in r]
     tenth = max(1, len(rewards) // 10)
-    first = min(record["rows"], key=lambda r: r["step"]) if record["rows"] else {}
-    mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
+    first = rows[0] if rows else {}
     return {"start_success": float(c["success"][0]) if len(c["success"]) and c["step"][0] == 0
             else float("nan"),
-            "final_success": last("success"),
+            "final_success": _last(c["success"]),
             "plateau": stats.plateau(c) if len(c["success"]) else float("nan"),
-            "steps": max((int(r["step"]) for r in record["rows"]), default=0),
-            "training_turns": last("turns"), "training_tokens": last("tokens"),
+            "steps": int(rows[-1]["step"]) if rows else 0,
+            "training_turns": _last(c["turns"]), "training_tokens": _last(c["tokens"]),
             "evaluations": int(len(c["step"])), "one_time_turns": stats.one_time_cost(record).turns,
-            "reward_first": mean(rewards[:tenth]), "reward_last": mean(rewards[-tenth:]),
+            "reward_first": _mean(rewards[:tenth]), "reward_last": _mean(rewards[-tenth:]),
             "wall_h": float(record.get("wall_s", float("nan"))) / 3600,
             "pivots_kept": float(first.get("pivot/kept", float("nan"))),
             "pivots_probed": float(first.get("pivot/candidates", float("nan"))),
             "eval_seed": record.get("config", {}).get("eval.seed")}
+
+
+def _last(xs) -> float:
+    return float(xs[-1]) if len(xs) else float("nan")
+
+
+def _mean(xs) -> float:
+    return float(np.mean(xs)) if len(xs) else float("nan")
 
 
 def pivots_text(run: dict) -> str:
