@@ -24,7 +24,6 @@ results/shop_local/copying_<scale>_local.md/.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -172,20 +171,10 @@ def main(argv=None) -> int:
     from experiments.study import shop_local
     from rlvr.tasks.shop import generate
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = shop_local.reader_arguments(__doc__.splitlines()[0])
     ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
-    ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
-    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
-                    help="the runs' work folders (shop_local.py's --workdir)")
-    ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
     a = ap.parse_args(argv)
-    scale = "quick" if a.quick else "full"
-    folder = a.records or shop_local.records_folder(scale, "local")
-    try:
-        block = shop_local.load_block(folder)
-    except FileNotFoundError as e:
-        raise SystemExit(str(e))
+    scale, block = shop_local.read_block_of(a)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     rows = []
     for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):

@@ -15,7 +15,6 @@ Writes results/shop_local/pivots_<scale>_local.md/.json.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -91,18 +90,8 @@ def report(rows: list, scale: str) -> str:
 def main(argv=None) -> int:
     from experiments.study import shop_local
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
-    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
-                    help="the runs' work folders (shop_local.py's --workdir)")
-    ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
-    a = ap.parse_args(argv)
-    scale = "quick" if a.quick else "full"
-    try:
-        block = shop_local.load_block(a.records or shop_local.records_folder(scale, "local"))
-    except FileNotFoundError as e:
-        raise SystemExit(str(e))
+    a = shop_local.reader_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    scale, block = shop_local.read_block_of(a)
     rows = []
     for r in block.runs:
         if r.arm == "grpo":

@@ -474,6 +474,27 @@ def records_folder(scale: str, difficulty: str) -> str:
                         f"shop_local_{scale}_{difficulty}")
 
 
+def reader_arguments(description: str) -> argparse.ArgumentParser:
+    """The command line of a script that reads a local block's records and its runs' work folders
+    (`copying.py`, `pivot_kinds.py`): --quick, --records, --workdir, --out."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
+    ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
+                    help="the runs' work folders (shop_local.py's --workdir)")
+    ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
+    return ap
+
+
+def read_block_of(args) -> tuple[str, "Block"]:
+    """(scale, block) named by `reader_arguments`' parsed `args`; exits naming a missing folder."""
+    scale = "quick" if args.quick else "full"
+    try:
+        return scale, load_block(args.records or records_folder(scale, "local"))
+    except FileNotFoundError as e:
+        raise SystemExit(str(e))
+
+
 def record_path(folder: str, arm: str, seeds: BlockSeeds) -> str:
     from experiments.study.records import SUFFIX
 
