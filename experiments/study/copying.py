@@ -18,7 +18,8 @@ each warm start's curriculum stage, and the final policy of each run whose recor
 (exported by the training loop to `<workdir>/<run key>/export`): the payment amount's NLL before
 and after RL shows whether an arm learned the decisive turn, which episode success (all three
 payments right) shows only once it is mostly right. Folders missing from the cache are named,
-not recomputed (`shop_local.py` computes them). Writes
+not recomputed (`shop_local.py` computes them); with none found (a fresh clone) nothing is written.
+Writes
 results/shop_local/copying_<scale>_local.md/.json.
 """
 
@@ -182,6 +183,9 @@ def main(argv=None) -> int:
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   if got else f"{wf} is not in the cache"), flush=True)
         rows.append((w, stage, wf, got))
+    if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
+        raise SystemExit(f"none of the block's {len(rows)} policies is in --cache {a.cache} or "
+                         f"--workdir {a.workdir}: nothing written")
     os.makedirs(a.out, exist_ok=True)
     stem = os.path.join(a.out, f"copying_{scale}_local")
     with open(stem + ".md", "w") as f:

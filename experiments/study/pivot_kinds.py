@@ -9,7 +9,8 @@ mean below `pivot.lambda_diff`). Each run's selection is in its work folder
 (`<workdir>/<run key>/pivots.json`, written by the loop; a run that re-profiles keeps its last). This report reads it and names each
 probed turn by the demonstration's action there (`get`, `add` or `pay`; a turn taken from the
 policy's own rollouts is "rollout"): per kind, how many turns were candidates, how many kept,
-and the probe's mean success. Runs whose work folder is gone are named, not recomputed.
+and the probe's mean success. Runs whose work folder is gone are named, not recomputed; with none found
+(a fresh clone) nothing is written.
 Writes results/shop_local/pivots_<scale>_local.md/.json.
 """
 
@@ -105,6 +106,9 @@ def main(argv=None) -> int:
         kw = r.record["config"]["task.kwargs"]
         rows.append((r.arm, r.seeds.label,
                      by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
+    if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
+        raise SystemExit(f"none of the block's {len(rows)} PivotRL runs has its work folder in "
+                         f"--workdir {a.workdir}: nothing written")
     os.makedirs(a.out, exist_ok=True)
     stem = os.path.join(a.out, f"pivots_{scale}_local")
     with open(stem + ".md", "w") as f:

@@ -97,3 +97,19 @@ def test_report_adds_each_finished_runs_final_policy_and_names_missing_ones(tmp_
     assert got[1]["nll_by_kind"]["payment amount"]["nll"] > 1.0  # a random init
     md = (tmp_path / "out" / "copying_quick_local.md").read_text()
     assert "| warm0 | grpo w0s1 after RL (7 steps) | not in the cache |" in md
+
+
+def test_with_no_policy_found_nothing_is_written(tmp_path):
+    """A fresh clone has neither the study cache nor the runs' exports: the script exits naming
+    them and leaves the committed report as it is."""
+    from experiments.study.records import write_record
+
+    folder = tmp_path / "records"
+    shop_local.write_block_meta(str(folder), {"scale": "full", "difficulty": "local"}, {})
+    write_record(shop_local.record_path(str(folder), "grpo", shop_local.BlockSeeds(0, 0)),
+                 {"key": "k0", "config": {}, "rows": [{"step": 0}]})
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match="none of the block's 1 policies"):
+        copying.main(["--records", str(folder), "--cache", str(tmp_path / "cache"),
+                      "--workdir", str(tmp_path / "work"), "--out", str(out)])
+    assert not out.exists()

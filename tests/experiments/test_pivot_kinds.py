@@ -45,3 +45,19 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
     # a task id the generator does not make (another difficulty) is named, not guessed
     with pytest.raises(ValueError, match="is not one that"):
         pivot_kinds.demo_action_kinds(cands[:1], "standard", "diverse")
+
+
+def test_with_no_work_folder_found_nothing_is_written(tmp_path):
+    """A fresh clone has no work folders: the script exits naming the folder and leaves the
+    committed report as it is."""
+    from experiments.study import shop_local
+    from experiments.study.records import write_record
+
+    folder = tmp_path / "records"
+    shop_local.write_block_meta(str(folder), {"scale": "full", "difficulty": "local"}, {})
+    write_record(shop_local.record_path(str(folder), "pivotrl", shop_local.BlockSeeds(0, 0)),
+                 {"key": "k0", "config": {}, "rows": [{"step": 0}]})
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match="none of the block's 1 PivotRL runs"):
+        pivot_kinds.main(["--records", str(folder), "--workdir", str(tmp_path / "work"), "--out", str(out)])
+    assert not out.exists()
