@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import gzip
 import json
-import math
 import os
 import re
 import subprocess
@@ -193,27 +191,22 @@ def records_compute(records: str) -> dict:
     every round of every warm start). By folder and in all; the records as they stand (a record
     rewritten in place counts its last run)."""
     from experiments.study import records as rec_io
+    from experiments.study import shop_local
 
-    folders, runs, warm = {}, {}, {"warm_starts": 0, "wall_h": 0.0, "cpu_h": 0.0}
+    folders, runs, warms = {}, {}, []
     for folder in sorted(glob.glob(os.path.join(records, "*"))):
         mine = {}
         for p in sorted(glob.glob(os.path.join(folder, "*" + rec_io.SUFFIX))):
-            with gzip.open(p, "rt") as f:
-                head = json.loads(f.readline())
+            head = rec_io.read_header(p)
             mine[(head.get("key", p), head.get("wall_s", 0.0), head.get("cpu_s", 0.0))] = head
-        block = os.path.join(folder, "block.json")
-        if os.path.exists(block):
-            with open(block) as f:
-                for w in json.load(f).get("premise", {}).values():
-                    if math.isfinite(w.get("wall_s", float("nan"))):
-                        warm["warm_starts"] += 1
-                        warm["wall_h"] += w["wall_s"] / 3600
-                        warm["cpu_h"] += w.get("cpu_s", 0.0) / 3600
+        if os.path.exists(os.path.join(folder, "block.json")):
+            warms.append(shop_local.warm_compute(shop_local.read_block_meta(folder)["premise"]))
         if mine:
             folders[os.path.basename(folder)] = {
                 "runs": len(mine), "wall_h": sum(k[1] for k in mine) / 3600,
                 "cpu_h": sum(k[2] for k in mine) / 3600}
             runs.update(mine)
+    warm = {k: sum(w[k] for w in warms) for k in ("warm_starts", "wall_h", "cpu_h")}
     return {"folders": folders, "runs": len(runs), "wall_h": sum(k[1] for k in runs) / 3600,
             "cpu_h": sum(k[2] for k in runs) / 3600, "warm": warm}
 

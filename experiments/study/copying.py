@@ -25,7 +25,6 @@ results/shop_local/copying_<scale>_local.md/.json.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -186,15 +185,11 @@ def main(argv=None) -> int:
     if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
         raise SystemExit(f"none of the block's {len(rows)} policies is in --cache {a.cache} or "
                          f"--workdir {a.workdir}: nothing written")
-    os.makedirs(a.out, exist_ok=True)
-    stem = os.path.join(a.out, f"copying_{scale}_local")
-    with open(stem + ".md", "w") as f:
-        f.write(report(rows, scale))
-    with open(stem + ".json", "w") as f:
-        json.dump([{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
-                   for w, s, wf, g in rows], f, indent=1)
-        f.write("\n")
-    print(open(stem + ".md").read())
+    md = report(rows, scale)
+    shop_local.write_md_json(a.out, f"copying_{scale}_local", md,
+                             [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
+                              for w, s, wf, g in rows])
+    print(md)
     return 0
 
 

@@ -109,14 +109,10 @@ def main(argv=None) -> int:
     if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
         raise SystemExit(f"none of the block's {len(rows)} PivotRL runs has its work folder in "
                          f"--workdir {a.workdir}: nothing written")
-    os.makedirs(a.out, exist_ok=True)
-    stem = os.path.join(a.out, f"pivots_{scale}_local")
-    with open(stem + ".md", "w") as f:
-        f.write(report(rows, scale))
-    with open(stem + ".json", "w") as f:
-        json.dump([{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows], f, indent=1)
-        f.write("\n")
-    print(open(stem + ".md").read())
+    md = report(rows, scale)
+    shop_local.write_md_json(a.out, f"pivots_{scale}_local", md,
+                             [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])
+    print(md)
     return 0
 
 

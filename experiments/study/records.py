@@ -86,6 +86,16 @@ def read_record(path: str) -> dict:
     return {**lines[0], "rows": lines[1:]}
 
 
+def read_header(path: str) -> dict:
+    """The header of the record stored at `path` (its first line: key, wall / CPU seconds, …),
+    without reading its rows."""
+    with gzip.open(path, "rt") as f:
+        line = f.readline()
+    if not line.strip():
+        raise ValueError(f"{path}: empty record file")
+    return json.loads(line)
+
+
 def stored(rec: dict) -> dict:
     """`rec` as reading its stored file gives it back (without writing a file)."""
     text = gzip.decompress(encode(rec)).decode()

@@ -528,17 +528,30 @@ def update_block_premise(folder: str, settings: dict, warm: str, entry: dict) ->
     return prem
 
 
+def read_block_meta(folder: str) -> dict:
+    """block.json of the block in `folder` (its settings and premise entries)."""
+    meta_path = os.path.join(folder, "block.json")
+    if not os.path.exists(meta_path):
+        raise FileNotFoundError(f"{meta_path}: no block here (run shop_local.py first)")
+    with open(meta_path) as f:
+        return json.load(f)
+
+
+def warm_compute(premise: dict) -> dict:
+    """{warm_starts, wall_h, cpu_h} of the warm starts a block's premise entries record (each
+    entry sums its SFT rounds; a warm start never trained has no finite seconds and counts not)."""
+    warm = [p for p in premise.values() if math.isfinite(p.get("wall_s", float("nan")))]
+    return {"warm_starts": len(warm), "wall_h": sum(p["wall_s"] for p in warm) / 3600,
+            "cpu_h": sum(p.get("cpu_s", 0.0) for p in warm) / 3600}
+
+
 def load_block(folder: str) -> Block:
     """The block stored in `folder` (block.json and one `<arm>.w<W>s<S>.jsonl.gz` per run)."""
     import re
 
     from experiments.study.records import SUFFIX, read_record
 
-    meta_path = os.path.join(folder, "block.json")
-    if not os.path.exists(meta_path):
-        raise FileNotFoundError(f"{meta_path}: no block here (run shop_local.py first)")
-    with open(meta_path) as f:
-        meta = json.load(f)
+    meta = read_block_meta(folder)
     runs = []
     for name in os.listdir(folder):
         m = re.fullmatch(r"([a-z_]+)\.w(\d+)s(\d+)" + re.escape(SUFFIX), name)
@@ -708,10 +721,10 @@ def block_report(block: Block) -> tuple[str, dict]:
               f"{count(len(block.runs), 'run')}: {wall / 3600:.2f} wall-hours, {cpu / 3600:.2f} "
               f"CPU-hours in runs (premise checks not included); runs' code version: "
               f"{', '.join(f'`{v}`' for v in versions) or 'none'}."]
-    warm = [p for p in block.premise.values() if math.isfinite(p.get("wall_s", float("nan")))]
-    if warm:
-        lines[-1] += (f" SFT warm starts: {len(warm)}, {sum(p['wall_s'] for p in warm) / 3600:.2f} "
-                      f"wall-hours, {sum(p['cpu_s'] for p in warm) / 3600:.2f} CPU-hours.")
+    warm = warm_compute(block.premise)
+    if warm["warm_starts"]:
+        lines[-1] += (f" SFT warm starts: {warm['warm_starts']}, {warm['wall_h']:.2f} wall-hours, "
+                      f"{warm['cpu_h']:.2f} CPU-hours.")
     numbers = {"settings": st, "premise": block.premise, "one_time_cost": once_num, "runs": run_num,
                "primary_endpoint": dataclasses.asdict(ep), "exploratory": exp_num,
                "compute": {"runs": len(block.runs), "wall_h": wall / 3600, "cpu_h": cpu / 3600},
@@ -727,8 +740,14 @@ def stats_tol(block: Block) -> str:
 def write_report(block: Block, out: str) -> tuple[str, str]:
     """Writes the block's report as shop_local_<scale>_<difficulty>.md / .json under `out`."""
     md, numbers = block_report(block)
+    return write_md_json(out, f"shop_local_{block.settings['scale']}_{block.settings['difficulty']}",
+                         md, numbers)
+
+
+def write_md_json(out: str, name: str, md: str, numbers) -> tuple[str, str]:
+    """Writes a report's text and its numbers as `<out>/<name>.md` / `.json` (sorted keys)."""
     os.makedirs(out, exist_ok=True)
-    stem = os.path.join(out, f"shop_local_{block.settings['scale']}_{block.settings['difficulty']}")
+    stem = os.path.join(out, name)
     with open(stem + ".md", "w") as f:
         f.write(md)
     with open(stem + ".json", "w") as f:

@@ -292,6 +292,20 @@ def test_stored_record_keeps_curves_and_drops_the_rest():
     assert stats.one_time_cost(back) == stats.one_time_cost(rec)
 
 
+def test_read_header_is_the_stored_record_without_its_rows(tmp_path):
+    import gzip
+
+    from experiments.study import records
+
+    path = str(tmp_path / "r.jsonl.gz")
+    records.write_record(path, _block_rec([0, 100], [0.0, 0.5]))
+    whole = records.read_record(path)
+    assert records.read_header(path) == {k: v for k, v in whole.items() if k != "rows"}
+    (tmp_path / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    with pytest.raises(ValueError, match="empty record file"):
+        records.read_header(str(tmp_path / "empty.jsonl.gz"))
+
+
 def test_committed_quick_report_regenerates_from_the_committed_records():
     """experiments/results/shop_local/shop_local_quick_local.md (the --quick pipeline check) is
     what the report makes of the committed records under experiments/study/records/."""
