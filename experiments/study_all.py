@@ -355,6 +355,8 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
         what = ("pipeline check (quick scale), not a reading" if st["scale"] == "quick"
                 else f"reading at scale `{st['scale']}`" if n["compute"]["runs"] else
                 f"no runs yet at scale `{st['scale']}`")
+        if shop_local.lr_departures(st):
+            what += f"; exploratory: {shop_local.departures_text(shop_local.lr_departures(st))}"
         if failing and st["scale"] != "quick":
             what += f"; the warm-start check fails on {', '.join(failing)}: their runs do not start"
         rows.append(f"| `study/records/{name}/` | `{st['difficulty']}` | {n['compute']['runs']} | "

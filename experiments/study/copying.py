@@ -186,7 +186,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"none of the block's {len(rows)} policies is in --cache {a.cache} or "
                          f"--workdir {a.workdir}: nothing written")
     md = report(rows, scale)
-    shop_local.write_md_json(a.out, f"copying_{scale}_local", md,
+    shop_local.write_md_json(a.out, shop_local.diagnostic_name("copying", scale, block), md,
                              [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
                               for w, s, wf, g in rows])
     print(md)

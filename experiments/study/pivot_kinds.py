@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"none of the block's {len(rows)} PivotRL runs has its work folder in "
                          f"--workdir {a.workdir}: nothing written")
     md = report(rows, scale)
-    shop_local.write_md_json(a.out, f"pivots_{scale}_local", md,
+    shop_local.write_md_json(a.out, shop_local.diagnostic_name("pivots", scale, block), md,
                              [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])
     print(md)
     return 0

@@ -5,6 +5,9 @@
     python experiments/study/shop_local.py --difficulty standard   # the control
     python experiments/study/shop_local.py --warm-seeds 0 --rl-seeds 0 --arms grpo,pivotrl
                                                               # one sitting of the full block
+    python experiments/study/shop_local.py --pivotrl-lr 1e-5 --warm-seeds 1 --rl-seeds 0
+                                                              # an exploratory block at another
+                                                              # PivotRL learning rate
 
 Testbed: `rlvr.tasks.shop` difficulty "local3" (three baskets per episode, ~27 turns; each
 basket's decisive payment is computable from the observation right before it); control:
@@ -15,7 +18,11 @@ warm-start check (`warm_start_check`, declared before any run) decides whether i
 least MIN_PAYMENTS payments with the cart complete in each layout, and on the testbed the premise
 holding. Warm starts are SFT in rounds, checked after each (`warm_round_folder`); on the testbed
 the first round continues a one-basket curriculum stage (`curriculum_folder`). A block runs in
-sittings (`--warm-seeds`, `--rl-seeds`, `--arms`).
+sittings (`--warm-seeds`, `--rl-seeds`, `--arms`). Learning rates are declared
+(`DECLARED_LEARNING_RATES`: GRPO 1e-4, PivotRL 3e-5, the long512 block's choices); a block at
+another PivotRL rate (`--pivotrl-lr`) is exploratory, with its own records folder and report
+(`block_name`); its GRPO runs have the declared block's configs, so a cache that holds them
+reads them back instead of running them again.
 
 Arms (`ARM_NAMES`), each built on `experiments.study.arms`:
   grpo              GRPO on full trajectories;
@@ -456,6 +463,12 @@ class Block:
     premise: dict
     runs: tuple
 
+    @property
+    def name(self) -> str:
+        """`block_name` of its settings: shop_local_<scale>_<difficulty>[_<method>_lr<rate>...]."""
+        st = self.settings
+        return block_name(st["scale"], st["difficulty"], st.get("learning_rates"))
+
     def records(self, arm: str) -> list:
         return [r.record for r in self.runs if r.arm == arm]
 
@@ -468,10 +481,39 @@ class Block:
         return [a[s] for s in both], [b[s] for s in both]
 
 
-def records_folder(scale: str, difficulty: str) -> str:
-    """experiments/study/records/shop_local_<scale>_<difficulty>: the block's committed records."""
+# the full-scale block's declared learning rates: the long512 block's choices
+DECLARED_LEARNING_RATES = {"grpo": 1e-4, "pivotrl": 3e-5}
+
+
+def declared_learning_rates(scale: str, difficulty: str = "local") -> dict:
+    """{method: learning rate} the block at `scale` declares (quick: the first of each grid)."""
+    if scale != "quick":
+        return dict(DECLARED_LEARNING_RATES)
+    grid = local_scale(scale, difficulty)["lr_grid"]
+    return {m: grid[m][0] for m in DECLARED_LEARNING_RATES}
+
+
+def lr_departures(settings: dict) -> dict:
+    """{method: (learning rate, declared)} where a block's settings depart from the declared
+    learning rates ({} for the declared block; another is an exploratory block)."""
+    declared = declared_learning_rates(settings["scale"], settings["difficulty"])
+    return {m: (lr, declared[m]) for m, lr in sorted(settings.get("learning_rates", {}).items())
+            if m in declared and lr != declared[m]}
+
+
+def block_name(scale: str, difficulty: str, learning_rates: dict | None = None) -> str:
+    """shop_local_<scale>_<difficulty> for the declared block; a block at other learning rates
+    (exploratory) adds `_<method>_lr<rate>` for each rate that departs."""
+    settings = {"scale": scale, "difficulty": difficulty,
+                "learning_rates": learning_rates or declared_learning_rates(scale, difficulty)}
+    return f"shop_local_{scale}_{difficulty}" + "".join(
+        f"_{m}_lr{lr:g}" for m, (lr, _) in lr_departures(settings).items())
+
+
+def records_folder(scale: str, difficulty: str, learning_rates: dict | None = None) -> str:
+    """experiments/study/records/<block_name>: the block's committed records."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "records",
-                        f"shop_local_{scale}_{difficulty}")
+                        block_name(scale, difficulty, learning_rates))
 
 
 def reader_arguments(description: str) -> argparse.ArgumentParser:
@@ -493,6 +535,13 @@ def read_block_of(args) -> tuple[str, "Block"]:
         return scale, load_block(args.records or records_folder(scale, "local"))
     except FileNotFoundError as e:
         raise SystemExit(str(e))
+
+
+def diagnostic_name(prefix: str, scale: str, block: "Block") -> str:
+    """<prefix>_<scale>_local[_<method>_lr<rate>...]: the report name of a diagnostic read from
+    the local block at `scale` (a block at other learning rates gets its own)."""
+    name = block_name(scale, "local", block.settings.get("learning_rates"))
+    return prefix + "_" + name.removeprefix("shop_local_")
 
 
 def record_path(folder: str, arm: str, seeds: BlockSeeds) -> str:
@@ -626,7 +675,9 @@ def block_report(block: Block) -> tuple[str, dict]:
     from experiments.study.report import count, table
 
     st = block.settings
-    lines = [f"# Local checkout block: difficulty `{st['difficulty']}`, scale `{st['scale']}`",
+    departs = lr_departures(st)
+    lines = [f"# Local checkout block: difficulty `{st['difficulty']}`, scale `{st['scale']}`"
+             + (f" (exploratory: {departures_text(departs)})" if departs else ""),
              f"Learning rates: {', '.join(f'{k} {v:g}' for k, v in sorted(st['learning_rates'].items()))}. "
              f"Runs: {len(block.runs)}" + (f" ({', '.join(sorted({r.seeds.label for r in block.runs}))})"
                                            if block.runs else "") + ".",
@@ -691,7 +742,8 @@ def block_report(block: Block) -> tuple[str, dict]:
     ep = primary_endpoint(*block.paired("grpo", "pivotrl"))
     per = ", ".join(f"{fmt_num(g, 0, '—')}/{fmt_num(p, 0, '—')} ({kind}; ℓ {fmt_num(lv)}, learned: {who})"
                     for (g, p, kind), (lv, who) in zip(ep.per_run, ep.levels))
-    lines += ["## Primary endpoint",
+    lines += ["## Primary endpoint" if not departs else
+              "## Endpoint (exploratory: the primary endpoint is read on the declared block)",
               f"GRPO ÷ PivotRL training turns to ℓ = {st['level']} × the lower plateau (an arm learned "
               f"when its plateau is ≥ {MIN_GAIN:g} above the start; if one did not, ℓ = {st['level']} × "
               f"the other's plateau and the ratio is a bound): "
@@ -732,16 +784,20 @@ def block_report(block: Block) -> tuple[str, dict]:
     return "\n\n".join(lines) + "\n", numbers
 
 
+def departures_text(departs: dict) -> str:
+    """"pivotrl learning rate 1e-05 (declared 3e-05)" for `lr_departures`' result."""
+    return ", ".join(f"{m} learning rate {lr:g} (declared {d:g})" for m, (lr, d) in departs.items())
+
+
 def stats_tol(block: Block) -> str:
     tols = sorted({p["tolerance"] for p in block.premise.values()})
     return ", ".join(f"{t:g}" for t in tols) or "n/a"
 
 
 def write_report(block: Block, out: str) -> tuple[str, str]:
-    """Writes the block's report as shop_local_<scale>_<difficulty>.md / .json under `out`."""
+    """Writes the block's report as <block.name>.md / .json under `out`."""
     md, numbers = block_report(block)
-    return write_md_json(out, f"shop_local_{block.settings['scale']}_{block.settings['difficulty']}",
-                         md, numbers)
+    return write_md_json(out, block.name, md, numbers)
 
 
 def write_md_json(out: str, name: str, md: str, numbers) -> tuple[str, str]:
@@ -823,9 +879,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rl-seeds", default="",
                     help="comma-separated RL seeds to run this sitting (default: all the scale's)")
     ap.add_argument("--arms", default="", help=f"comma-separated arms of {ARM_NAMES} (default: all)")
+    ap.add_argument("--pivotrl-lr", type=float, default=None,
+                    help="the PivotRL family's learning rate (default: the block's declared one); "
+                    "another makes an exploratory block with its own records folder and report")
     a = ap.parse_args(argv)
     scale = "quick" if a.quick else "full"
-    folder = a.records or records_folder(scale, a.difficulty)
+    lrs = declared_learning_rates(scale, a.difficulty)
+    if a.pivotrl_lr is not None:
+        if not (math.isfinite(a.pivotrl_lr) and 0 < a.pivotrl_lr < 1):
+            raise SystemExit(f"--pivotrl-lr must be a learning rate in (0, 1), got {a.pivotrl_lr}")
+        lrs["pivotrl"] = a.pivotrl_lr
+    folder = a.records or records_folder(scale, a.difficulty, lrs)
     if a.from_records:
         md, _ = write_report(load_block(folder), a.out)
         print(open(md).read(), flush=True)
@@ -835,8 +899,6 @@ def main(argv=None) -> int:
         sitting = Sitting.parse(sc, a.warm_seeds, a.rl_seeds, a.arms)
     except ValueError as e:
         raise SystemExit(str(e))
-    lrs = {m: sc["lr_grid"][m][0] if a.quick else 1e-4 for m in ("grpo",)}
-    lrs["pivotrl"] = sc["lr_grid"]["pivotrl"][0] if a.quick else 3e-5
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
     prem = block_premise(folder, settings)
     refused = []

@@ -6,6 +6,7 @@ import pytest
 
 from experiments.study import pivot_kinds
 from rlvr.tasks.shop import demonstrations, generate
+from tests.experiments.blocks import one_run_block
 
 
 def _candidates():
@@ -50,14 +51,8 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
 def test_with_no_work_folder_found_nothing_is_written(tmp_path):
     """A fresh clone has no work folders: the script exits naming the folder and leaves the
     committed report as it is."""
-    from experiments.study import shop_local
-    from experiments.study.records import write_record
-
-    folder = tmp_path / "records"
-    shop_local.write_block_meta(str(folder), {"scale": "full", "difficulty": "local"}, {})
-    write_record(shop_local.record_path(str(folder), "pivotrl", shop_local.BlockSeeds(0, 0)),
-                 {"key": "k0", "config": {}, "rows": [{"step": 0}]})
+    folder = one_run_block(str(tmp_path / "records"), "pivotrl")
     out = tmp_path / "out"
     with pytest.raises(SystemExit, match="none of the block's 1 PivotRL runs"):
-        pivot_kinds.main(["--records", str(folder), "--workdir", str(tmp_path / "work"), "--out", str(out)])
+        pivot_kinds.main(["--records", folder, "--workdir", str(tmp_path / "work"), "--out", str(out)])
     assert not out.exists()

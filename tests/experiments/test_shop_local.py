@@ -1,7 +1,9 @@
 """The local checkout block: a config selecting the local variant trains one step; the block's
 arms differ from their bases in what their names say; the primary endpoint reads training turns."""
 
+import json
 import math
+import os
 
 import pytest
 
@@ -220,7 +222,7 @@ def _write_block(folder):
     prem = {"pay_right": {"reads_first": 1.0, "interleaved": 0.98}, "payments": {"reads_first": 50,
             "interleaved": 40}, "difference": 0.02, "tolerance": 0.05, "agree": True}
     shop_local.write_block_meta(str(folder), {"scale": "quick", "difficulty": "local",
-                                              "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-5},
+                                              "learning_rates": shop_local.declared_learning_rates("quick"),
                                               "level": 0.9}, {"warm0": prem})
     for rl in (0, 1):
         bs = shop_local.BlockSeeds(0, rl)
@@ -341,7 +343,51 @@ def test_a_later_sitting_keeps_the_premise_checks_and_refuses_other_settings(tmp
     assert set(shop_local.block_premise(str(tmp_path), settings)) == {"warm0"}
     assert shop_local.block_premise(str(tmp_path / "none"), settings) == {}
     with pytest.raises(SystemExit, match="learning_rates"):
-        shop_local.block_premise(str(tmp_path), {**settings, "learning_rates": {"grpo": 1e-4, "pivotrl": 1e-4}})
+        shop_local.block_premise(str(tmp_path), {**settings, "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-6}})
+
+
+def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_folder_and_report(
+        tmp_path, monkeypatch):
+    from experiments.study import premise, runner
+
+    declared = shop_local.declared_learning_rates("full")
+    assert shop_local.block_name("full", "local") == "shop_local_full_local"
+    assert shop_local.block_name("full", "local", {**declared, "pivotrl": 3e-5}) == "shop_local_full_local"
+    assert shop_local.records_folder("full", "local", {**declared, "pivotrl": 1e-5}).endswith(
+        "/records/shop_local_full_local_pivotrl_lr1e-05")
+    for bad in ("0", "nan", "-1e-5", "2"):
+        with pytest.raises(SystemExit, match="--pivotrl-lr must be a learning rate in"):
+            shop_local.main([f"--pivotrl-lr={bad}", "--from-records"])
+    # a sitting at another PivotRL rate: its runs get that rate, the declared block is untouched
+    got = []
+    (tmp_path / "warm").mkdir()
+    (tmp_path / "warm" / "warm.json").write_text(json.dumps({"sft_nll": 0.5, "wall_s": 60.0, "cpu_s": 90.0}))
+    monkeypatch.setattr(shop_local, "warm_round_folder", lambda *a, **k: str(tmp_path / "warm"))
+    monkeypatch.setattr(shop_local, "curriculum_folder", lambda *a, **k: str(tmp_path / "warm"))
+    monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: _premise(0.9, 0.88))
+    monkeypatch.setattr(runner, "run_config", lambda c, **k: got.append(
+        (k["label"], c.optimizer.learning_rate)) or _block_rec([0, 100], [0.1, 0.2]))
+    monkeypatch.setattr(shop_local, "records_folder", lambda scale, difficulty, lrs=None: str(
+        tmp_path / "records" / shop_local.block_name(scale, difficulty, lrs)))
+    shop_local.main(["--warm-seeds", "1", "--rl-seeds", "0", "--arms", "grpo,pivotrl", "--pivotrl-lr",
+                     "1e-5", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
+                     "--workdir", str(tmp_path / "work")])
+    assert got == [("local/grpo/w1s0", 1e-4), ("local/pivotrl/w1s0", 1e-5)]
+    assert os.listdir(tmp_path / "records") == ["shop_local_full_local_pivotrl_lr1e-05"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["shop_local_full_local_pivotrl_lr1e-05.json",
+                                                     "shop_local_full_local_pivotrl_lr1e-05.md"]
+    md = (tmp_path / "out" / "shop_local_full_local_pivotrl_lr1e-05.md").read_text()
+    assert md.splitlines()[0] == ("# Local checkout block: difficulty `local`, scale `full` (exploratory: "
+                                  "pivotrl learning rate 1e-05 (declared 3e-05))")
+    assert "## Endpoint (exploratory: the primary endpoint is read on the declared block)" in md
+    assert "## Primary endpoint" not in md
+    # and so do its diagnostics (copying.py, pivot_kinds.py)
+    block = shop_local.load_block(str(tmp_path / "records" / "shop_local_full_local_pivotrl_lr1e-05"))
+    assert shop_local.diagnostic_name("pivots", "full", block) == "pivots_full_local_pivotrl_lr1e-05"
+    # the declared block's report keeps its name and heading
+    _write_block(tmp_path / "declared")
+    md, _ = shop_local.write_report(shop_local.load_block(str(tmp_path / "declared")), str(tmp_path / "out2"))
+    assert md.endswith("/shop_local_quick_local.md") and "## Primary endpoint" in open(md).read()
 
 
 def _premise(reads_first, interleaved, n_rf=40, n_il=40):
