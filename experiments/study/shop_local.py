@@ -891,7 +891,11 @@ def main(argv=None) -> int:
         lrs["pivotrl"] = a.pivotrl_lr
     folder = a.records or records_folder(scale, a.difficulty, lrs)
     if a.from_records:
-        md, _ = write_report(load_block(folder), a.out)
+        try:
+            block = load_block(folder)
+        except FileNotFoundError as e:
+            raise SystemExit(str(e))
+        md, _ = write_report(block, a.out)
         print(open(md).read(), flush=True)
         return 0
     sc = local_scale(scale, a.difficulty)

@@ -369,6 +369,8 @@ def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_fold
         (k["label"], c.optimizer.learning_rate)) or _block_rec([0, 100], [0.1, 0.2]))
     monkeypatch.setattr(shop_local, "records_folder", lambda scale, difficulty, lrs=None: str(
         tmp_path / "records" / shop_local.block_name(scale, difficulty, lrs)))
+    with pytest.raises(SystemExit, match="shop_local_full_local_pivotrl_lr1e-05/block.json: no block here"):
+        shop_local.main(["--pivotrl-lr", "1e-5", "--from-records", "--out", str(tmp_path / "none")])
     shop_local.main(["--warm-seeds", "1", "--rl-seeds", "0", "--arms", "grpo,pivotrl", "--pivotrl-lr",
                      "1e-5", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
                      "--workdir", str(tmp_path / "work")])
