@@ -150,7 +150,7 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     import jax
 
     from experiments.study import arms, runner
-    from rlvr.rollout.sampler import per_sample_keys
+    from experiments.study.common import sample_evaluation
     from rlvr.train.config import validate_config
     from rlvr.train.setup import build_run
     from rlvr.version import code_version
@@ -173,10 +173,7 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     r = build_run(c, wd)
     try:
         params = r.init_params
-        ev = r.evaluator
-        rows = [t for t in ev.tasks for _ in range(ev.n)]
-        episodes, _, _ = ev.engine.sample_episodes(params, rows, per_sample_keys(ev.key, len(rows)),
-                                                   ev.sampling)
+        episodes, rows = sample_evaluation(r, params)
         out = episode_breakdown(episodes, rows, r.kit)
         out["demo_payment"] = demo_payment(r, params, m, jax.random.PRNGKey(3000 + seed))
     finally:

@@ -48,6 +48,19 @@ def arm_curve(rec: dict) -> dict:
     return stats.curve(rec, async_lag=lag)
 
 
+def sample_evaluation(r, params) -> tuple[list, list]:
+    """(episodes, task rows) of policy `params` on a built run `r`'s held-out evaluation: the
+    evaluator's tasks, each repeated for its samples, with its sampling keys and settings, so the
+    episodes are the ones the run's evaluations score."""
+    from rlvr.rollout.sampler import per_sample_keys
+
+    ev = r.evaluator
+    rows = [t for t in ev.tasks for _ in range(ev.n)]
+    episodes, _, _ = ev.engine.sample_episodes(params, rows, per_sample_keys(ev.key, len(rows)),
+                                               ev.sampling)
+    return episodes, rows
+
+
 def sample_demo_turns(r, params, m: int, key, *, select=None):
     """The policy `params` sampled m times at each demonstration prefix of run `r`'s task pool
     (PivotRL's candidate states) that `select(candidate)` keeps (all when None), judged by the

@@ -171,9 +171,7 @@ def main(argv=None) -> int:
     from experiments.study import shop_local
     from rlvr.tasks.shop import generate
 
-    ap = shop_local.reader_arguments(__doc__.splitlines()[0])
-    ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
-    a = ap.parse_args(argv)
+    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
     scale, block = shop_local.read_block_of(a)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     rows = []
@@ -182,9 +180,8 @@ def main(argv=None) -> int:
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   if got else f"{wf} is not in the cache"), flush=True)
         rows.append((w, stage, wf, got))
-    if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
-        raise SystemExit(f"none of the block's {len(rows)} policies is in --cache {a.cache} or "
-                         f"--workdir {a.workdir}: nothing written")
+    shop_local.exit_when_none_found([got is not None for *_, got in rows],
+                                    f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale)
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("copying", scale, block), md,
                              [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}

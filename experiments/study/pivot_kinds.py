@@ -106,9 +106,8 @@ def main(argv=None) -> int:
         kw = r.record["config"]["task.kwargs"]
         rows.append((r.arm, r.seeds.label,
                      by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
-    if rows and all(got is None for *_, got in rows):  # e.g. a fresh clone: keep the committed report
-        raise SystemExit(f"none of the block's {len(rows)} PivotRL runs has its work folder in "
-                         f"--workdir {a.workdir}: nothing written")
+    shop_local.exit_when_none_found([got is not None for *_, got in rows],
+                                    f"PivotRL runs has its work folder in --workdir {a.workdir}")
     md = report(rows, scale)
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("pivots", scale, block), md,
                              [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])

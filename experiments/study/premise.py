@@ -149,15 +149,12 @@ def policy_payments(episodes) -> tuple[list, list]:
 def warm_start_premise(config, workdir: str, tolerance: float = TOLERANCE) -> PremiseResult:
     """The premise check on the policy a run config starts from (its warm start), sampled on the
     run's held-out evaluation (the evaluator's tasks, repeats and sampling keys)."""
-    from rlvr.rollout.sampler import per_sample_keys
+    from experiments.study.common import sample_evaluation
     from rlvr.train.setup import build_run
 
     r = build_run(config, workdir)
     try:
-        ev = r.evaluator
-        rows = [t for t in ev.tasks for _ in range(ev.n)]
-        episodes, _, _ = ev.engine.sample_episodes(r.init_params, rows,
-                                                   per_sample_keys(ev.key, len(rows)), ev.sampling)
+        episodes, _ = sample_evaluation(r, r.init_params)
         return premise_check(*policy_payments(episodes), tolerance)
     finally:
         r.close()

@@ -516,16 +516,27 @@ def records_folder(scale: str, difficulty: str, learning_rates: dict | None = No
                         block_name(scale, difficulty, learning_rates))
 
 
-def reader_arguments(description: str) -> argparse.ArgumentParser:
+def reader_arguments(description: str, *, cache: bool = False) -> argparse.ArgumentParser:
     """The command line of a script that reads a local block's records and its runs' work folders
-    (`copying.py`, `pivot_kinds.py`): --quick, --records, --workdir, --out."""
+    (`copying.py`, `pivot_kinds.py`, `local_failures.py`): --quick, --records, --workdir, --out,
+    and with `cache` the study cache's --cache."""
     ap = argparse.ArgumentParser(description=description)
+    if cache:
+        ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
     ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
                     help="the runs' work folders (shop_local.py's --workdir)")
     ap.add_argument("--out", default=os.path.join("experiments", "results", "shop_local"))
     return ap
+
+
+def exit_when_none_found(found: list, what: str) -> None:
+    """Exits, writing nothing, when `found` (one flag per item the script reads) has items and
+    none was found: e.g. on a fresh clone, where the committed report must stay as it is. `what`
+    completes "none of the block's <n> ..."."""
+    if found and not any(found):
+        raise SystemExit(f"none of the block's {len(found)} {what}: nothing written")
 
 
 def read_block_of(args) -> tuple[str, "Block"]:

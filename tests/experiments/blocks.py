@@ -11,3 +11,16 @@ def one_run_block(folder: str, arm: str) -> str:
     write_record(shop_local.record_path(folder, arm, shop_local.BlockSeeds(0, 0)),
                  {"key": "k0", "config": {}, "rows": [{"step": 0}]})
     return folder
+
+
+def assert_nothing_written(main, tmp_path, arm: str, match: str, *, cache: bool = True) -> None:
+    """A report script's `main`, run as on a fresh clone (a one-run block of `arm`, no study cache,
+    no work folders), exits with a message matching `match` and writes no report."""
+    import pytest
+
+    out = tmp_path / "out"
+    argv = ["--records", one_run_block(str(tmp_path / "records"), arm), "--workdir",
+            str(tmp_path / "work"), "--out", str(out)]
+    with pytest.raises(SystemExit, match=match):
+        main(argv + (["--cache", str(tmp_path / "cache")] if cache else []))
+    assert not out.exists()

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from experiments.study import copying, shop_local
-from tests.experiments.blocks import one_run_block
+from tests.experiments.blocks import assert_nothing_written
 
 
 def test_token_kinds_of_each_action():
@@ -103,9 +103,4 @@ def test_report_adds_each_finished_runs_final_policy_and_names_missing_ones(tmp_
 def test_with_no_policy_found_nothing_is_written(tmp_path):
     """A fresh clone has neither the study cache nor the runs' exports: the script exits naming
     them and leaves the committed report as it is."""
-    folder = one_run_block(str(tmp_path / "records"), "grpo")
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit, match="none of the block's 1 policies"):
-        copying.main(["--records", folder, "--cache", str(tmp_path / "cache"),
-                      "--workdir", str(tmp_path / "work"), "--out", str(out)])
-    assert not out.exists()
+    assert_nothing_written(copying.main, tmp_path, "grpo", "none of the block's 1 policies is in --cache")

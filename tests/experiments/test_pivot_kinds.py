@@ -6,7 +6,7 @@ import pytest
 
 from experiments.study import pivot_kinds
 from rlvr.tasks.shop import demonstrations, generate
-from tests.experiments.blocks import one_run_block
+from tests.experiments.blocks import assert_nothing_written
 
 
 def _candidates():
@@ -51,8 +51,5 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
 def test_with_no_work_folder_found_nothing_is_written(tmp_path):
     """A fresh clone has no work folders: the script exits naming the folder and leaves the
     committed report as it is."""
-    folder = one_run_block(str(tmp_path / "records"), "pivotrl")
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit, match="none of the block's 1 PivotRL runs"):
-        pivot_kinds.main(["--records", folder, "--workdir", str(tmp_path / "work"), "--out", str(out)])
-    assert not out.exists()
+    assert_nothing_written(pivot_kinds.main, tmp_path, "pivotrl",
+                           "none of the block's 1 PivotRL runs has its work folder", cache=False)

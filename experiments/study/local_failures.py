@@ -1,0 +1,226 @@
+"""Where the local block's policies fail: one outcome per basket of every held-out episode.
+
+    python experiments/study/local_failures.py             # the full block's runs
+    python experiments/study/local_failures.py --quick     # the quick block's
+
+For each (warm start, RL seed) of the block with a finished run, the warm start (the policy at
+step 0, the run's `model.init_from`) and each run's final policy (`<workdir>/<run key>/export`)
+are sampled on that seed's held-out evaluation (`common.sample_evaluation`: the evaluator's
+tasks and sampling keys, so the final policy's episodes are the ones the run's last evaluation
+scored). Each basket of each episode gets one outcome (`basket_outcomes`, replaying the
+episode's event log from the task's initial state): paid right; the cart right and a wrong
+amount paid (the decisive turn failed); a wrong item in the cart when paid (an add copied the
+wrong order line); a line missing or a wrong quantity; not paid when the episode ended; or not
+reached (it ended in an earlier basket). Per episode also: success (the outcome verifier, as the
+evaluation judges it), wrong adds (minefield events), invalid actions, turns, and how it ended
+(`ENDS`: the last basket paid, or the rollout's stop reason: the policy's end of sequence, the
+sequence length, the turn limit). Breakdowns are cached under `<cache>/local_failures/` by code version,
+the run config and the policy's weights. Policies not in the cache or work folders are named,
+not recomputed; with none found (a fresh clone) nothing is written. Writes
+results/shop_local/failures_<scale>_local.md/.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from typing import Mapping, Sequence
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+OUTCOMES = ("paid right", "cart right, wrong amount", "wrong item in the cart",
+            "line missing or wrong quantity", "not paid when the episode ended", "not reached")
+# how an episode ended: the environment's last payment, else the rollout's stop reason
+ENDS = {"paid": "paid the last basket", "eos": "the policy stopped (end of sequence)",
+        "max_length": "sequence length reached", "max_turns": "turn limit", "timeout": "timeout",
+        "env_error": "environment error"}
+BREAKDOWN_VERSION = "local_failures/3"
+
+
+def basket_outcomes(initial: Mapping, events: Sequence[Mapping]) -> list[str]:
+    """One `OUTCOMES` entry per basket of an episode that started in checkout state `initial`
+    (a task's `environment_snapshot["state"]`; one basket when it has no "baskets" field) and
+    logged `events` (its final state's "events"). A payment is judged on the state right before
+    it: right when the cart holds exactly the basket's order and the amount is its total (the
+    environment's own rule for a right payment)."""
+    from rlvr.envs.shop import apply_event
+
+    n = len(initial.get("baskets", [None]))
+    out, s = [], dict(initial)
+    for e in events:
+        if e.get("tool") == "pay":
+            cart, order = {k: int(q) for k, q in s["cart"].items()}, {k: int(q) for k, q in s["order"]}
+            if cart == order:
+                out.append(OUTCOMES[0] if e.get("value") == s["total"] else OUTCOMES[1])
+            elif set(cart) - set(order):
+                out.append(OUTCOMES[2])
+            else:
+                out.append(OUTCOMES[3])
+        s = apply_event(s, e)
+    if len(out) < n:
+        out.append(OUTCOMES[4])
+    return out + [OUTCOMES[5]] * (n - len(out))
+
+
+def episode_facts(task, final: Mapping, verdict, stop_reason: str) -> dict:
+    """One judged episode: success (`verdict`, the outcome verifier's), basket outcomes, wrong
+    adds, invalid actions, turns and how it ended (an `ENDS` key; `stop_reason` is the
+    rollout's)."""
+    from rlvr.verifiers.shop import is_minefield
+
+    events = final["events"]
+    return {"success": verdict.decision == "pass",
+            "baskets": basket_outcomes(task.environment_snapshot["state"], events),
+            "wrong_adds": sum(is_minefield(e) for e in events),
+            "invalid": sum(e.get("tool") == "invalid" for e in events),
+            "turns": int(final["turn"]),
+            # the environment ends an episode on the last payment or at its turn limit (the
+            # rollout then says "eos" too); otherwise the rollout's reason stands
+            "end": {"eos": "paid", "max_turns": "max_turns"}.get(final.get("stop_reason"), stop_reason)}
+
+
+def summarize(facts: list) -> dict:
+    """Shares and means over `episode_facts` of one policy: success, each basket's outcome
+    shares, wrong adds / invalid actions / turns per episode, the share of each way it ended."""
+    n = max(len(facts), 1)
+    baskets = max((len(f["baskets"]) for f in facts), default=0)
+    return {"episodes": len(facts), "success": sum(f["success"] for f in facts) / n,
+            "by_basket": [{o: sum(f["baskets"][b] == o for f in facts) / n for o in OUTCOMES}
+                          for b in range(baskets)],
+            "wrong_adds": float(np.mean([f["wrong_adds"] for f in facts])) if facts else 0.0,
+            "invalid": float(np.mean([f["invalid"] for f in facts])) if facts else 0.0,
+            "turns": float(np.mean([f["turns"] for f in facts])) if facts else 0.0,
+            "ends": {k: sum(f["end"] == k for f in facts) / n for k in ENDS}}
+
+
+def decisive_share(shares: Mapping) -> float | None:
+    """P(paid right | cart right when paying) from one basket's outcome shares (None when no
+    payment was made with the cart right)."""
+    cart_right = shares[OUTCOMES[0]] + shares[OUTCOMES[1]]
+    return shares[OUTCOMES[0]] / cart_right if cart_right else None
+
+
+def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
+    """`summarize` of the policy in `folder` sampled on `config`'s held-out evaluation, cached
+    under `<cache>/local_failures/` by code version, the portable config and the weights."""
+    import json
+
+    from experiments.study import arms, runner
+    from experiments.study.common import sample_evaluation
+    from rlvr.train.setup import build_run
+    from rlvr.verifiers.shop import ShopOutcomeVerifier
+    from rlvr.version import code_version
+
+    c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
+    c.checkpoint.export = False
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        weights = hashlib.sha256(f.read()).hexdigest()
+    key = runner.content_key([BREAKDOWN_VERSION, code_version(), runner.portable_config(c, cache), weights])
+    path = os.path.join(cache, "local_failures", f"{key}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    wd = os.path.join(workdir, f"local_failures_{key}")
+    r = build_run(c, wd)
+    try:
+        episodes, rows = sample_evaluation(r, r.init_params)
+        outcome = ShopOutcomeVerifier()
+        facts = []
+        for e, task in zip(episodes, rows):
+            final = e.env.state()
+            facts.append(episode_facts(task, final, outcome.verify(task, r.kit.episode_output(e.env)),
+                                       e.stop_reason))
+    finally:
+        r.close()
+        shutil.rmtree(wd, ignore_errors=True)
+    out = summarize(facts)
+    runner.write_json(path, out)
+    return out
+
+
+def policies(block, cache: str, workdir: str) -> list:
+    """[(seeds label, policy label, arm whose config samples it, folder, last evaluation's
+    success or None)] of the block: per (warm start, RL seed) with a run, its warm start, then
+    each run's final policy."""
+    out, seen = [], set()
+    for r in block.runs:
+        if r.seeds not in seen:
+            seen.add(r.seeds)
+            start = r.record["config"].get("model.init_from", "")
+            warm = os.path.join(cache, "warm", os.path.basename(start))
+            out.append((r.seeds, "warm start (step 0)", r.arm, warm, None))
+        rows = [x for x in r.record["rows"] if "eval/success" in x]
+        steps = max((int(x["step"]) for x in r.record["rows"]), default=0)
+        out.append((r.seeds, f"{r.arm} after RL ({steps} steps)", r.arm,
+                    os.path.join(workdir, r.record["key"], "export"),
+                    float(rows[-1]["eval/success"]) if rows else None))
+    return out
+
+
+def report(rows: list, scale: str) -> str:
+    from experiments.study.report import table
+    from experiments.study.shop_local import fmt_num
+
+    lines = [f"# Where the local block's policies fail (scale `{scale}`)",
+             "Each (warm start, RL seed)'s held-out evaluation, sampled again with the warm start and "
+             "with each run's final policy (the episodes the run's evaluations score). Success is the "
+             "outcome verifier's (every basket paid right, no wrong add); \"last evaluation\" is the "
+             "success the run's record logged at its last evaluation, the same episodes. Regenerate: "
+             "`python experiments/study/local_failures.py" + (" --quick" if scale == "quick" else "") + "`.",
+             "", "## Per episode"]
+    body = []
+    for seeds, label, _, _, last, got in rows:
+        if got is None:
+            body.append([seeds.label, label, "not in the cache", "", "", "", "", "", ""])
+            continue
+        body.append([seeds.label, label, got["episodes"], fmt_num(got["success"]), fmt_num(last, missing="—"),
+                     f"{got['wrong_adds']:.2f}", f"{got['invalid']:.2f}", f"{got['turns']:.1f}",
+                     ", ".join(f"{ENDS[k]} {v:.3f}" for k, v in got["ends"].items() if v)])
+    lines.append(table(["run", "policy", "episodes", "success", "last evaluation", "wrong adds per episode",
+                        "invalid actions per episode", "turns", "how episodes ended"], body))
+    lines += ["", "## Per basket: share of episodes with each outcome",
+              "The last column is the decisive turn alone: of the payments made with the cart "
+              "right, the share paid the right amount."]
+    body = []
+    for seeds, label, _, _, _, got in rows:
+        for b, shares in enumerate(got["by_basket"] if got else []):
+            body.append([seeds.label, label, b + 1] + [fmt_num(shares[o]) for o in OUTCOMES]
+                        + [fmt_num(decisive_share(shares), missing="—")])
+    lines.append(table(["run", "policy", "basket", *OUTCOMES, "paid right when the cart was right"], body))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from experiments.study import shop_local
+
+    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
+    scale, block = shop_local.read_block_of(a)
+    sc = shop_local.local_scale(scale, "local")
+    lrs = block.settings.get("learning_rates") or shop_local.declared_learning_rates(scale)
+    rows = []
+    for seeds, label, arm, folder, last in policies(block, a.cache, a.workdir):
+        present = os.path.exists(os.path.join(folder, "model.safetensors"))
+        got = None
+        if present:
+            method = "grpo" if arm == "grpo" else "pivotrl"
+            c = shop_local.arm_config(arm, seeds.seed, sc, warm=folder, lr=lrs[method])
+            got = policy_breakdown(c, folder, a.cache, a.workdir)
+        print(f"{seeds.label} {label}: " + (f"success {got['success']:.3f}" if got else
+                                            f"{folder} is not in the cache"), flush=True)
+        rows.append((seeds, label, arm, folder, last, got))
+    shop_local.exit_when_none_found([got is not None for *_, got in rows],
+                                    f"policies is in --cache {a.cache} or --workdir {a.workdir}")
+    md = report(rows, scale)
+    shop_local.write_md_json(a.out, shop_local.diagnostic_name("failures", scale, block), md,
+                             [{"run": s.label, "policy": label, "last_evaluation": last, "breakdown": got}
+                              for s, label, _, _, last, got in rows])
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
