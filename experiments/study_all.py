@@ -328,6 +328,16 @@ def _local_runs_table(runs: dict) -> str:
             "wall-hours |\n|---|---|---|---:|---:|---:|---|---|---:|\n" + "\n".join(rows))
 
 
+def _shared_runs(folder: str, other: str) -> int:
+    """How many of the run records in `folder` have a run key that a record in `other` has."""
+    from experiments.study import records as rec_io
+
+    def keys(f):
+        return {rec_io.read_header(p).get("key") for p in glob.glob(os.path.join(f, "*" + rec_io.SUFFIX))}
+
+    return len(keys(folder) & keys(other)) if os.path.isdir(other) else 0
+
+
 def local_block_text(records_root: str = STUDY_RECORDS) -> str:
     """The README's local-block table: one row per committed local checkout block
     (`<records_root>/shop_local_<scale>_<difficulty>/`, read through `shop_local.load_block` and
@@ -357,6 +367,11 @@ def local_block_text(records_root: str = STUDY_RECORDS) -> str:
                 f"no runs yet at scale `{st['scale']}`")
         if shop_local.lr_departures(st):
             what += f"; exploratory: {shop_local.departures_text(shop_local.lr_departures(st))}"
+            declared = os.path.join(records_root, shop_local.block_name(st["scale"], st["difficulty"]))
+            shared = _shared_runs(os.path.join(records_root, name), declared)
+            if shared:
+                what += (f"; {shared} of its runs are the declared block's (the same config, read "
+                         f"back from the cache; their wall-hours are counted in both rows)")
         if failing and st["scale"] != "quick":
             what += f"; the warm-start check fails on {', '.join(failing)}: their runs do not start"
         rows.append(f"| `study/records/{name}/` | `{st['difficulty']}` | {n['compute']['runs']} | "

@@ -4,6 +4,7 @@ arms ran, and the committed README block matches the committed result files."""
 import json
 import math
 import os
+import shutil
 
 import pytest
 
@@ -119,7 +120,6 @@ def test_committed_readme_block_matches_the_committed_result_files():
 
 def test_committed_primary_endpoints_and_summary_tables_match_the_result_files(tmp_path):
     """The README's opening table and every folder's summary table are what --from-results writes."""
-    import shutil
 
     from experiments import study_all
 
@@ -239,6 +239,32 @@ def test_an_incomplete_local_block_shows_its_reading_so_far_with_no_verdict_or_t
     assert "HOLDS" not in cells[6] and "FAILS" not in cells[6]
 
 
+def test_a_block_at_another_learning_rate_is_an_exploratory_row_and_never_claim_one(tmp_path):
+    """A block at another PivotRL learning rate gets its own README row, labelled exploratory,
+    naming the runs it shares with the declared block; claim 1 reads the declared block only."""
+    from experiments import study_all
+    from experiments.study import records as rec_io
+    from experiments.study import shop_local
+
+    declared = _local_block(str(tmp_path), [100])
+    before = claims.local_endpoint(str(tmp_path))
+    folder = str(tmp_path / "shop_local_full_local_pivotrl_lr1e-05")
+    shop_local.write_block_meta(folder, {"scale": "full", "difficulty": "local", "level": 0.9,
+                                         "learning_rates": {"grpo": 1e-4, "pivotrl": 1e-5}}, {})
+    bs = shop_local.BlockSeeds(0, 0)
+    shutil.copy(shop_local.record_path(declared, "grpo", bs), shop_local.record_path(folder, "grpo", bs))
+    rec_io.write_record(shop_local.record_path(folder, "pivotrl", bs),
+                        _run([0.0, 1.0, 1.0, 1.0, 1.0], [0, 10, 20, 30, 40], "p-lr"))
+    rows = {r.split(" | ")[0]: r for r in study_all.local_block_text(str(tmp_path)).splitlines()
+            if r.startswith("| `study/records/")}
+    assert rows["| `study/records/shop_local_full_local_pivotrl_lr1e-05/`"].endswith(
+        "exploratory: pivotrl learning rate 1e-05 (declared 3e-05); 1 of its runs are the declared "
+        "block's (the same config, read back from the cache; their wall-hours are counted in both rows) |")
+    assert "exploratory" not in rows["| `study/records/shop_local_full_local/`"]
+    after = claims.local_endpoint(str(tmp_path))
+    assert after.reading == before.reading and after.reading is not None
+
+
 def test_a_pair_where_neither_arm_learned_shows_no_turns_rather_than_nan(tmp_path):
     """Both arms flat at 0: the pair is "unknown", and the block's report and README row print
     its turns to ℓ as "—", not as nan."""
@@ -267,7 +293,6 @@ def test_quick_records_only_give_not_yet_run_rows_without_a_number(tmp_path):
     """With only the quick pipeline checks committed, each row says it has not run at the study
     scale, names what is committed and the command, and shows no number."""
     import re
-    import shutil
 
     from experiments import study_all
 
@@ -438,7 +463,6 @@ def test_arms_without_a_common_seed_give_not_yet_run_rows_naming_what_ran(tmp_pa
 def test_a_full_block_whose_warm_starts_fail_their_check_says_so_and_shows_no_number(tmp_path):
     """The committed full-scale block with no runs: claim 1's row and the README's local-block row
     name the warm start whose check failed, with no reading."""
-    import shutil
 
     from experiments import study_all
     from experiments.study import shop_local
