@@ -61,10 +61,11 @@ def sample_evaluation(r, params) -> tuple[list, list]:
     return episodes, rows
 
 
-def sample_demo_turns(r, params, m: int, key, *, select=None):
-    """The policy `params` sampled m times at each demonstration prefix of run `r`'s task pool
-    (PivotRL's candidate states) that `select(candidate)` keeps (all when None), judged by the
-    run's turn reward (functional) and by exact match against the demonstration's action.
+def sample_demo_turns(r, params, m: int, key, *, select=None, tasks=None):
+    """The policy `params` sampled m times at each demonstration prefix of `tasks` (default run
+    `r`'s task pool: PivotRL's candidate states) that `select(candidate)` keeps (all when None),
+    judged by the run's turn reward (functional) and by exact match against the demonstration's
+    action.
 
     Returns (candidates, functional rewards [n, m], exact-match acceptances [n, m] as bools),
     row i holding candidate i's m samples.
@@ -74,10 +75,13 @@ def sample_demo_turns(r, params, m: int, key, *, select=None):
     from rlvr.train.pivots import demo_candidates
     from rlvr.verifiers.shop import ShopExactMatchVerifier
 
-    cands = [c for c in demo_candidates(r.collector.pool, tokenizer=r.tokenizer,
+    pool = r.collector.pool if tasks is None else tasks
+    cands = [c for c in demo_candidates(pool, tokenizer=r.tokenizer,
                                         demonstrations=r.kit.demonstration,
                                         render_episode=r.kit.render_episode)
              if select is None or select(c)]
+    if not cands:
+        return cands, np.zeros((0, m)), np.zeros((0, m), bool)
     got = r.collector.engine.run(params, [list(c.prefix_tokens) for c in cands for _ in range(m)],
                                  [c.turn_task for c in cands for _ in range(m)], key,
                                  r.collector.sampling, -1, 1)

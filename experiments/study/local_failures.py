@@ -15,13 +15,23 @@ reached (it ended in an earlier basket). Per episode also: success (the outcome 
 evaluation judges it), wrong adds (minefield events), invalid actions, turns, and how it ended
 (`ENDS`: the last basket paid, or the rollout's stop reason: the policy's end of sequence, the
 sequence length, the turn limit). Breakdowns are cached under `<cache>/local_failures/` by code version,
-the run config and the policy's weights. Policies not in the cache or work folders are named,
-not recomputed; with none found (a fresh clone) nothing is written. Writes
+the run config and the policy's weights.
+
+The decisive turn on demonstration states (`demo_state_success`): the same policies sampled
+`DEMO_M` times at the demonstration states of two sets, each judged by the functional turn
+verifier: the seed's PivotRL run's kept pivots (from its `pivots.json`: the states it trains on)
+and the payment states of `DEMO_HELD_OUT_TASKS` held-out tasks (the evaluation's first). Whether PivotRL's training on its pivots carries over to
+payments it never trained on reads from the warm start → final change on each set, sampled with
+one key per seed.
+
+Policies not in the cache or work folders are named, not recomputed; with none found (a fresh
+clone) nothing is written. Writes
 results/shop_local/failures_<scale>_local.md/.json.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -39,6 +49,10 @@ ENDS = {"paid": "paid the last basket", "eos": "the policy stopped (end of seque
         "max_length": "sequence length reached", "max_turns": "turn limit", "timeout": "timeout",
         "env_error": "environment error"}
 BREAKDOWN_VERSION = "local_failures/3"
+DEMO_VERSION = "local_failures/demo_states/2"
+DEMO_M = 4
+DEMO_HELD_OUT_TASKS = 64
+STATE_SETS = ("kept pivots", "held-out payments")
 
 
 def basket_outcomes(initial: Mapping, events: Sequence[Mapping]) -> list[str]:
@@ -142,26 +156,104 @@ def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
     return out
 
 
+def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir: str,
+                       m: int = DEMO_M) -> dict:
+    """{set: {"success": mean functional turn reward, "states": n}} for each of `STATE_SETS`:
+    the policy in `folder` sampled m times at each demonstration state whose candidate key is in
+    `kept` (of `config`'s task pool) and at the payment states of the first
+    `DEMO_HELD_OUT_TASKS` held-out tasks; the key is the config seed's, the
+    same for every policy of a seed. Cached under `<cache>/local_failures/`."""
+    import json
+
+    import jax
+
+    from experiments.study import arms, runner
+    from experiments.study.common import sample_demo_turns
+    from rlvr.train.setup import build_run
+    from rlvr.verifiers.shop import turn_kind
+    from rlvr.version import code_version
+
+    c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
+    c.checkpoint.export = False
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        weights = hashlib.sha256(f.read()).hexdigest()
+    key = runner.content_key([DEMO_VERSION, code_version(), runner.portable_config(c, cache), weights,
+                              sorted(kept), m])
+    path = os.path.join(cache, "local_failures", f"{key}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    pay = lambda cand: turn_kind(cand.reference_action) == "pay"  # noqa: E731
+    selections = ((lambda cand: cand.key in kept, None), (pay, "held-out"))
+    wd = os.path.join(workdir, f"local_failures_{key}")
+    r = build_run(c, wd)
+    out = {}
+    try:
+        for name, (select, tasks) in zip(STATE_SETS, selections):
+            tasks = list(r.evaluator.tasks)[:DEMO_HELD_OUT_TASKS] if tasks else None
+            cands, rewards, _ = sample_demo_turns(r, r.init_params, m, jax.random.PRNGKey(4000 + c.seed),
+                                                  select=select, tasks=tasks)
+            out[name] = {"success": float(rewards.mean()) if cands else None, "states": len(cands)}
+    finally:
+        r.close()
+        shutil.rmtree(wd, ignore_errors=True)
+    runner.write_json(path, out)
+    return out
+
+
+def kept_pivots(block, workdir: str) -> dict:
+    """{BlockSeeds: frozenset of kept candidate keys} from each PivotRL run's `pivots.json` in its
+    work folder (a seed whose file is missing has none)."""
+    import json
+
+    out = {}
+    for r in block.runs:
+        path = os.path.join(workdir, r.record["key"], "pivots.json")
+        if r.arm == "pivotrl" and os.path.exists(path):
+            with open(path) as f:
+                out[r.seeds] = frozenset(c["key"] for c in json.load(f)["candidates"] if c["kept"])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """One policy of the block the report reads.
+
+    Attributes:
+      seeds: the (warm start, RL seed) `shop_local.BlockSeeds` whose held-out set samples it.
+      label: "warm start (step 0)" or "<arm> after RL (<steps> steps)".
+      arm: the arm whose config samples its evaluation (the warm start: its seed's first run's).
+      folder: its Hugging Face folder (the warm start in the cache, a run's `<key>/export`).
+      last_evaluation: the success its run's record logged last (None for a warm start).
+    """
+
+    seeds: object
+    label: str
+    arm: str
+    folder: str
+    last_evaluation: float | None
+
+
 def policies(block, cache: str, workdir: str) -> list:
-    """[(seeds label, policy label, arm whose config samples it, folder, last evaluation's
-    success or None)] of the block: per (warm start, RL seed) with a run, its warm start, then
+    """Every `Policy` of the block: per (warm start, RL seed) with a run, its warm start, then
     each run's final policy."""
     out, seen = [], set()
     for r in block.runs:
         if r.seeds not in seen:
             seen.add(r.seeds)
             start = r.record["config"].get("model.init_from", "")
-            warm = os.path.join(cache, "warm", os.path.basename(start))
-            out.append((r.seeds, "warm start (step 0)", r.arm, warm, None))
+            out.append(Policy(r.seeds, "warm start (step 0)", r.arm,
+                              os.path.join(cache, "warm", os.path.basename(start)), None))
         rows = [x for x in r.record["rows"] if "eval/success" in x]
         steps = max((int(x["step"]) for x in r.record["rows"]), default=0)
-        out.append((r.seeds, f"{r.arm} after RL ({steps} steps)", r.arm,
-                    os.path.join(workdir, r.record["key"], "export"),
-                    float(rows[-1]["eval/success"]) if rows else None))
+        out.append(Policy(r.seeds, f"{r.arm} after RL ({steps} steps)", r.arm,
+                          os.path.join(workdir, r.record["key"], "export"),
+                          float(rows[-1]["eval/success"]) if rows else None))
     return out
 
 
 def report(rows: list, scale: str) -> str:
+    """The report's markdown from [(Policy, breakdown or None, demonstration states or None)]."""
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
 
@@ -173,12 +265,13 @@ def report(rows: list, scale: str) -> str:
              "`python experiments/study/local_failures.py" + (" --quick" if scale == "quick" else "") + "`.",
              "", "## Per episode"]
     body = []
-    for seeds, label, _, _, last, got in rows:
+    for p, got, _ in rows:
         if got is None:
-            body.append([seeds.label, label, "not in the cache", "", "", "", "", "", ""])
+            body.append([p.seeds.label, p.label, "not in the cache", "", "", "", "", "", ""])
             continue
-        body.append([seeds.label, label, got["episodes"], fmt_num(got["success"]), fmt_num(last, missing="—"),
-                     f"{got['wrong_adds']:.2f}", f"{got['invalid']:.2f}", f"{got['turns']:.1f}",
+        body.append([p.seeds.label, p.label, got["episodes"], fmt_num(got["success"]),
+                     fmt_num(p.last_evaluation, missing="—"), f"{got['wrong_adds']:.2f}",
+                     f"{got['invalid']:.2f}", f"{got['turns']:.1f}",
                      ", ".join(f"{ENDS[k]} {v:.3f}" for k, v in got["ends"].items() if v)])
     lines.append(table(["run", "policy", "episodes", "success", "last evaluation", "wrong adds per episode",
                         "invalid actions per episode", "turns", "how episodes ended"], body))
@@ -186,11 +279,21 @@ def report(rows: list, scale: str) -> str:
               "The last column is the decisive turn alone: of the payments made with the cart "
               "right, the share paid the right amount."]
     body = []
-    for seeds, label, _, _, _, got in rows:
+    for p, got, _ in rows:
         for b, shares in enumerate(got["by_basket"] if got else []):
-            body.append([seeds.label, label, b + 1] + [fmt_num(shares[o]) for o in OUTCOMES]
+            body.append([p.seeds.label, p.label, b + 1] + [fmt_num(shares[o]) for o in OUTCOMES]
                         + [fmt_num(decisive_share(shares), missing="—")])
     lines.append(table(["run", "policy", "basket", *OUTCOMES, "paid right when the cart was right"], body))
+    lines += ["", "## The decisive turn on demonstration states",
+              f"Functional success of {DEMO_M} samples at each state (states in brackets): the seed's "
+              "PivotRL run's kept pivots (the states it trains on; any action kind) and the payment "
+              f"states of {DEMO_HELD_OUT_TASKS} held-out tasks. "
+              "One sampling key per seed, so a seed's policies are compared on the same draws."]
+    body = [[p.seeds.label, p.label] + [
+        "not in the cache" if demo is None else
+        f"{fmt_num(demo[k]['success'], missing='—')} ({demo[k]['states']})" for k in STATE_SETS]
+        for p, _, demo in rows]
+    lines.append(table(["run", "policy", *STATE_SETS], body))
     return "\n".join(lines) + "\n"
 
 
@@ -201,23 +304,28 @@ def main(argv=None) -> int:
     scale, block = shop_local.read_block_of(a)
     sc = shop_local.local_scale(scale, "local")
     lrs = block.settings.get("learning_rates") or shop_local.declared_learning_rates(scale)
+    kept = kept_pivots(block, a.workdir)
     rows = []
-    for seeds, label, arm, folder, last in policies(block, a.cache, a.workdir):
-        present = os.path.exists(os.path.join(folder, "model.safetensors"))
-        got = None
-        if present:
-            method = "grpo" if arm == "grpo" else "pivotrl"
-            c = shop_local.arm_config(arm, seeds.seed, sc, warm=folder, lr=lrs[method])
-            got = policy_breakdown(c, folder, a.cache, a.workdir)
-        print(f"{seeds.label} {label}: " + (f"success {got['success']:.3f}" if got else
-                                            f"{folder} is not in the cache"), flush=True)
-        rows.append((seeds, label, arm, folder, last, got))
-    shop_local.exit_when_none_found([got is not None for *_, got in rows],
+    for p in policies(block, a.cache, a.workdir):
+        got = demo = None
+        if os.path.exists(os.path.join(p.folder, "model.safetensors")):
+            method = "grpo" if p.arm == "grpo" else "pivotrl"
+            c = shop_local.arm_config(p.arm, p.seeds.seed, sc, warm=p.folder, lr=lrs[method])
+            got = policy_breakdown(c, p.folder, a.cache, a.workdir)
+            # every policy of a seed on the PivotRL run's pool and pivots
+            pc = shop_local.arm_config("pivotrl", p.seeds.seed, sc, warm=p.folder, lr=lrs["pivotrl"])
+            demo = demo_state_success(pc, p.folder, kept.get(p.seeds, frozenset()), a.cache, a.workdir)
+        print(f"{p.seeds.label} {p.label}: " + (
+            f"success {got['success']:.3f}; " + ", ".join(
+                f"{k} {v['success'] if v['success'] is None else round(v['success'], 3)}"
+                for k, v in demo.items()) if got else f"{p.folder} is not in the cache"), flush=True)
+        rows.append((p, got, demo))
+    shop_local.exit_when_none_found([got is not None for _, got, _ in rows],
                                     f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale)
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("failures", scale, block), md,
-                             [{"run": s.label, "policy": label, "last_evaluation": last, "breakdown": got}
-                              for s, label, _, _, last, got in rows])
+                             [{"run": p.seeds.label, "policy": p.label, "last_evaluation": p.last_evaluation,
+                               "breakdown": got, "demo_states": demo} for p, got, demo in rows])
     print(md)
     return 0
 

@@ -10,7 +10,7 @@ import pytest
 from experiments.study import local_failures as lf
 from rlvr.envs.shop import ShopEnv, oracle_action
 from rlvr.tasks.shop import generate
-from tests.experiments.blocks import assert_nothing_written
+from tests.experiments.blocks import assert_nothing_written, one_run_block
 
 
 def play(task, choose, limit=200):
@@ -91,6 +91,20 @@ def test_an_episode_ends_by_its_last_payment_or_the_turn_limit_else_by_the_rollo
     assert lf.decisive_share({**s["by_basket"][0], "cart right, wrong amount": 1 / 3}) == pytest.approx(0.5)
 
 
+def test_kept_pivots_are_read_from_each_pivotrl_runs_selection(tmp_path):
+    from experiments.study import shop_local
+
+    folder = tmp_path / "rec"
+    one_run_block(str(folder), "pivotrl")
+    (tmp_path / "work" / "k0").mkdir(parents=True)
+    (tmp_path / "work" / "k0" / "pivots.json").write_text(json.dumps({"candidates": [
+        {"key": "t/demo/3/abc", "kept": True}, {"key": "t/demo/4/abd", "kept": False}]}))
+    block = shop_local.load_block(str(folder))
+    assert lf.kept_pivots(block, str(tmp_path / "work")) == {
+        shop_local.BlockSeeds(0, 0): frozenset({"t/demo/3/abc"})}
+    assert lf.kept_pivots(block, str(tmp_path / "elsewhere")) == {}
+
+
 def test_with_no_policy_found_nothing_is_written(tmp_path):
     """A fresh clone has neither the study cache nor the runs' exports: the script exits naming
     them (the warm start and the final policy) and leaves the committed report as it is."""
@@ -130,8 +144,15 @@ def test_report_samples_each_seeds_warm_start_and_final_policies_and_caches_them
     for shares in b["by_basket"]:
         assert sum(shares.values()) == pytest.approx(1.0)
     assert sum(b["ends"].values()) == pytest.approx(1.0)
+    # the demonstration states: the PivotRL run's pivots.json is not in its work folder, so it
+    # kept none; the held-out payment states are the evaluation's tasks', three baskets each
+    demo = got[0]["demo_states"]
+    assert demo["kept pivots"] == {"success": None, "states": 0}
+    assert demo["held-out payments"]["states"] == 3 * min(sc["eval_tasks"], lf.DEMO_HELD_OUT_TASKS)
+    assert got[1]["demo_states"] is None
     md = (tmp_path / "out" / "failures_quick_local.md").read_text()
     assert "| w0s0 | grpo after RL (7 steps) | not in the cache |" in md
+    assert "| w0s0 | warm start (step 0) | — (0) |" in md
     # a second reading comes from the cache: nothing is sampled again
     monkeypatch.setattr(setup, "build_run", lambda *a, **k: pytest.fail("sampled again"))
     assert lf.main(argv) == 0
