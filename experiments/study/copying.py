@@ -147,15 +147,14 @@ def _present(folder: str) -> bool:
     return any(os.path.exists(os.path.join(folder, f)) for f in ("warm.json", "rlvr_export.json"))
 
 
-def report(rows: list, scale: str) -> str:
+def report(rows: list, scale: str, command: str) -> str:
     from experiments.study.report import table
 
     lines = [f"# What the local block's policies copy (scale `{scale}`)",
              f"Mean NLL per action token by kind on the demonstrations of {EVAL_TASKS} held-out "
              f"3-basket tasks (split \"eval\", seed {EVAL_SEED}); in brackets the fraction of those "
              "tokens given under half probability. A guess among the shop's 8 items is ln 8 ≈ 2.08 "
-             "nats per item letter. Regenerate: `python experiments/study/copying.py"
-             + (" --quick" if scale == "quick" else "") + "`.", ""]
+             f"nats per item letter. Regenerate: `{command}`.", ""]
     body = []
     for w, stage, folder, got in rows:
         if got is None:
@@ -182,7 +181,7 @@ def main(argv=None) -> int:
         rows.append((w, stage, wf, got))
     shop_local.exit_when_none_found([got is not None for *_, got in rows],
                                     f"policies is in --cache {a.cache} or --workdir {a.workdir}")
-    md = report(rows, scale)
+    md = report(rows, scale, shop_local.reader_command("copying.py", scale, block))
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("copying", scale, block), md,
                              [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
                               for w, s, wf, g in rows])

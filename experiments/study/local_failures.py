@@ -252,7 +252,7 @@ def policies(block, cache: str, workdir: str) -> list:
     return out
 
 
-def report(rows: list, scale: str) -> str:
+def report(rows: list, scale: str, command: str) -> str:
     """The report's markdown from [(Policy, breakdown or None, demonstration states or None)]."""
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
@@ -262,7 +262,7 @@ def report(rows: list, scale: str) -> str:
              "with each run's final policy (the episodes the run's evaluations score). Success is the "
              "outcome verifier's (every basket paid right, no wrong add); \"last evaluation\" is the "
              "success the run's record logged at its last evaluation, the same episodes. Regenerate: "
-             "`python experiments/study/local_failures.py" + (" --quick" if scale == "quick" else "") + "`.",
+             f"`{command}`.",
              "", "## Per episode"]
     body = []
     for p, got, _ in rows:
@@ -322,7 +322,7 @@ def main(argv=None) -> int:
         rows.append((p, got, demo))
     shop_local.exit_when_none_found([got is not None for _, got, _ in rows],
                                     f"policies is in --cache {a.cache} or --workdir {a.workdir}")
-    md = report(rows, scale)
+    md = report(rows, scale, shop_local.reader_command("local_failures.py", scale, block))
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("failures", scale, block), md,
                              [{"run": p.seeds.label, "policy": p.label, "last_evaluation": p.last_evaluation,
                                "breakdown": got, "demo_states": demo} for p, got, demo in rows])

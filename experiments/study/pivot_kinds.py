@@ -67,14 +67,14 @@ def by_kind(candidates: list, kinds: list) -> dict:
     return out
 
 
-def report(rows: list, scale: str) -> str:
+def report(rows: list, scale: str, command: str) -> str:
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
 
     lines = [f"# Which turns the local block's PivotRL runs train on (scale `{scale}`)",
              "Each run's candidate turns by the demonstration's action there: candidates, turns kept "
              "as pivots (the only turns the run trains on), and the probe's mean success. Regenerate: "
-             "`python experiments/study/pivot_kinds.py" + (" --quick" if scale == "quick" else "") + "`.", ""]
+             f"`{command}`.", ""]
     body = []
     for arm, label, got in rows:
         if got is None:
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                      by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
     shop_local.exit_when_none_found([got is not None for *_, got in rows],
                                     f"PivotRL runs has its work folder in --workdir {a.workdir}")
-    md = report(rows, scale)
+    md = report(rows, scale, shop_local.reader_command("pivot_kinds.py", scale, block))
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("pivots", scale, block), md,
                              [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])
     print(md)

@@ -555,6 +555,15 @@ def diagnostic_name(prefix: str, scale: str, block: "Block") -> str:
     return prefix + "_" + name.removeprefix("shop_local_")
 
 
+def reader_command(script: str, scale: str, block: "Block") -> str:
+    """The command line that regenerates diagnostic `script` (a file of experiments/study/) of
+    `block`: --quick at the quick scale, --records where the block is not the scale's declared
+    one (besides the study cache and work folders the script reads)."""
+    name = block_name(scale, "local", block.settings.get("learning_rates"))
+    return (f"python experiments/study/{script}" + (" --quick" if scale == "quick" else "")
+            + (f" --records experiments/study/records/{name}" if name != block_name(scale, "local") else ""))
+
+
 def record_path(folder: str, arm: str, seeds: BlockSeeds) -> str:
     from experiments.study.records import SUFFIX
 

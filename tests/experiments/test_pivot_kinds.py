@@ -40,7 +40,8 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
     kinds = pivot_kinds.demo_action_kinds(unprobed, "local3", "diverse")
     assert math.isnan(pivot_kinds.by_kind(unprobed, kinds)["pay"]["probe_success"])
     text = pivot_kinds.report([("pivot_all_equal", "w0s0", pivot_kinds.by_kind(unprobed, kinds)),
-                               ("pivotrl", "w0s1", None)], "full")
+                               ("pivotrl", "w0s1", None)], "full",
+                              "python experiments/study/pivot_kinds.py")
     assert "| pivot_all_equal | w0s0 | pay | 6 | 6 | not probed |" in text
     assert "| pivotrl | w0s1 | work folder not found |" in text
     # a task id the generator does not make (another difficulty) is named, not guessed

@@ -1,6 +1,7 @@
 """The local checkout block: a config selecting the local variant trains one step; the block's
 arms differ from their bases in what their names say; the primary endpoint reads training turns."""
 
+import dataclasses
 import json
 import math
 import os
@@ -386,6 +387,13 @@ def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_fold
     # and so do its diagnostics (copying.py, pivot_kinds.py)
     block = shop_local.load_block(str(tmp_path / "records" / "shop_local_full_local_pivotrl_lr1e-05"))
     assert shop_local.diagnostic_name("pivots", "full", block) == "pivots_full_local_pivotrl_lr1e-05"
+    assert shop_local.reader_command("copying.py", "full", block) == (
+        "python experiments/study/copying.py --records "
+        "experiments/study/records/shop_local_full_local_pivotrl_lr1e-05")
+    declared = shop_local.load_block(str(tmp_path / "records" / "shop_local_full_local_pivotrl_lr1e-05"))
+    declared = dataclasses.replace(declared, settings={**declared.settings, "learning_rates": {
+        "grpo": 1e-4, "pivotrl": 3e-5}})
+    assert shop_local.reader_command("copying.py", "full", declared) == "python experiments/study/copying.py"
     # the declared block's report keeps its name and heading
     _write_block(tmp_path / "declared")
     md, _ = shop_local.write_report(shop_local.load_block(str(tmp_path / "declared")), str(tmp_path / "out2"))
