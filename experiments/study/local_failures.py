@@ -118,22 +118,21 @@ def decisive_share(shares: Mapping) -> float | None:
     return shares[OUTCOMES[0]] / cart_right if cart_right else None
 
 
-def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
-    """`summarize` of the policy in `folder` sampled on `config`'s held-out evaluation, cached
-    under `<cache>/local_failures/` by code version, the portable config and the weights."""
+def _cached(config, folder: str, cache: str, workdir: str, version: str, extra: list, compute) -> dict:
+    """`compute(run)` on a run built from `config` started from the policy in `folder`, cached
+    under `<cache>/local_failures/` by `version`, code version, the portable config, the weights
+    and `extra`; the run is closed and its work folder removed afterwards."""
     import json
 
     from experiments.study import arms, runner
-    from experiments.study.common import sample_evaluation
     from rlvr.train.setup import build_run
-    from rlvr.verifiers.shop import ShopOutcomeVerifier
     from rlvr.version import code_version
 
     c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
     c.checkpoint.export = False
     with open(os.path.join(folder, "model.safetensors"), "rb") as f:
         weights = hashlib.sha256(f.read()).hexdigest()
-    key = runner.content_key([BREAKDOWN_VERSION, code_version(), runner.portable_config(c, cache), weights])
+    key = runner.content_key([version, code_version(), runner.portable_config(c, cache), weights, *extra])
     path = os.path.join(cache, "local_failures", f"{key}.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -141,19 +140,27 @@ def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
     wd = os.path.join(workdir, f"local_failures_{key}")
     r = build_run(c, wd)
     try:
-        episodes, rows = sample_evaluation(r, r.init_params)
-        outcome = ShopOutcomeVerifier()
-        facts = []
-        for e, task in zip(episodes, rows):
-            final = e.env.state()
-            facts.append(episode_facts(task, final, outcome.verify(task, r.kit.episode_output(e.env)),
-                                       e.stop_reason))
+        out = compute(r)
     finally:
         r.close()
         shutil.rmtree(wd, ignore_errors=True)
-    out = summarize(facts)
     runner.write_json(path, out)
     return out
+
+
+def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
+    """`summarize` of the policy in `folder` sampled on `config`'s held-out evaluation, cached
+    under `<cache>/local_failures/` by code version, the portable config and the weights."""
+    from experiments.study.common import sample_evaluation
+    from rlvr.verifiers.shop import ShopOutcomeVerifier
+
+    def compute(r):
+        episodes, rows = sample_evaluation(r, r.init_params)
+        outcome = ShopOutcomeVerifier()
+        return summarize([episode_facts(task, e.env.state(), outcome.verify(task, r.kit.episode_output(e.env)),
+                                        e.stop_reason) for e, task in zip(episodes, rows)])
+
+    return _cached(config, folder, cache, workdir, BREAKDOWN_VERSION, [], compute)
 
 
 def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir: str,
@@ -163,42 +170,24 @@ def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir
     `kept` (of `config`'s task pool) and at the payment states of the first
     `DEMO_HELD_OUT_TASKS` held-out tasks; the key is the config seed's, the
     same for every policy of a seed. Cached under `<cache>/local_failures/`."""
-    import json
-
     import jax
 
-    from experiments.study import arms, runner
     from experiments.study.common import sample_demo_turns
-    from rlvr.train.setup import build_run
     from rlvr.verifiers.shop import turn_kind
-    from rlvr.version import code_version
 
-    c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
-    c.checkpoint.export = False
-    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
-        weights = hashlib.sha256(f.read()).hexdigest()
-    key = runner.content_key([DEMO_VERSION, code_version(), runner.portable_config(c, cache), weights,
-                              sorted(kept), m])
-    path = os.path.join(cache, "local_failures", f"{key}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
     pay = lambda cand: turn_kind(cand.reference_action) == "pay"  # noqa: E731
     selections = ((lambda cand: cand.key in kept, None), (pay, "held-out"))
-    wd = os.path.join(workdir, f"local_failures_{key}")
-    r = build_run(c, wd)
-    out = {}
-    try:
+
+    def compute(r):
+        out = {}
         for name, (select, tasks) in zip(STATE_SETS, selections):
             tasks = list(r.evaluator.tasks)[:DEMO_HELD_OUT_TASKS] if tasks else None
-            cands, rewards, _ = sample_demo_turns(r, r.init_params, m, jax.random.PRNGKey(4000 + c.seed),
+            cands, rewards, _ = sample_demo_turns(r, r.init_params, m, jax.random.PRNGKey(4000 + config.seed),
                                                   select=select, tasks=tasks)
             out[name] = {"success": float(rewards.mean()) if cands else None, "states": len(cands)}
-    finally:
-        r.close()
-        shutil.rmtree(wd, ignore_errors=True)
-    runner.write_json(path, out)
-    return out
+        return out
+
+    return _cached(config, folder, cache, workdir, DEMO_VERSION, [sorted(kept), m], compute)
 
 
 def kept_pivots(block, workdir: str) -> dict:
