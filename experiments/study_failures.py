@@ -21,7 +21,6 @@ Writes study_failures.md/.json/.png.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 
@@ -144,43 +143,21 @@ def policy_stats(ctx, seed: int, folder: str, m: int) -> tuple[dict, bool]:
     """Breakdown of the policy in `folder` on the seed's held-out evaluation, cached under
     `<cache>/failures/` by code version, the evaluation's config, the weights' hash and m;
     returns (breakdown, whether it came from the cache)."""
-    import hashlib
-    import json
-
     import jax
 
-    from experiments.study import arms, runner
-    from experiments.study.common import sample_evaluation
-    from rlvr.train.config import validate_config
-    from rlvr.train.setup import build_run
-    from rlvr.version import code_version
+    from experiments.study import arms
+    from experiments.study.common import cached_on_policy, sample_evaluation
 
-    c = runner.with_batch_bucket(arms.with_warm(arms.base_config("pivotrl", seed, ctx.sc), folder), 32)
-    c.checkpoint.export = False
-    validate_config(c)
-    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
-        weights = hashlib.sha256(f.read()).hexdigest()
-    # paths inside the cache relative to it (a moved cache still hits); the absolute-path key
-    # finds breakdowns written before keys were portable
-    key, legacy = (runner.content_key([BREAKDOWN_VERSION, code_version(), cfg, weights, m])
-                   for cfg in (runner.portable_config(c, ctx.cache), runner.config_dict(c)))
-    found = runner.find_record(os.path.join(ctx.cache, "failures"), key, legacy)
-    if found:
-        with open(found) as f:
-            return json.load(f), True
-    path = os.path.join(ctx.cache, "failures", f"{key}.json")
-    wd = os.path.join(ctx.workdir, f"failures_{key}")
-    r = build_run(c, wd)
-    try:
+    def compute(r):
         params = r.init_params
         episodes, rows = sample_evaluation(r, params)
         out = episode_breakdown(episodes, rows, r.kit)
         out["demo_payment"] = demo_payment(r, params, m, jax.random.PRNGKey(3000 + seed))
-    finally:
-        r.close()
-        shutil.rmtree(wd, ignore_errors=True)
-    runner.write_json(path, out)
-    return out, False
+        return out
+
+    return cached_on_policy(arms.base_config("pivotrl", seed, ctx.sc), folder, cache=ctx.cache,
+                            workdir=ctx.workdir, name="failures", version=BREAKDOWN_VERSION,
+                            compute=compute, extra=(m,), legacy=True)
 
 
 def main(argv=None):

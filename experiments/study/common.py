@@ -61,6 +61,46 @@ def sample_evaluation(r, params) -> tuple[list, list]:
     return episodes, rows
 
 
+def cached_on_policy(config, folder: str, *, cache: str, workdir: str, name: str, version: str,
+                     compute, extra: tuple = (), legacy: bool = False) -> tuple[dict, bool]:
+    """`compute(run)` on a run built from `config` started from the policy in `folder` (batch
+    bucket 32, no export), cached as `<cache>/<name>/<key>.json`, the key over `version`, the
+    code version, the portable config (paths inside the cache relative to it, so a moved cache
+    still hits), the weights' hash and `extra`. `legacy`: a result filed under the absolute-path
+    key (written before keys were portable) is found too. The run is closed and its work folder
+    `<workdir>/<name>_<key>` removed afterwards. Returns (result, whether it came from the cache).
+    """
+    import hashlib
+    import json
+    import shutil
+
+    from rlvr.train.config import validate_config
+    from rlvr.train.setup import build_run
+    from rlvr.version import code_version
+
+    c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
+    c.checkpoint.export = False
+    validate_config(c)
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        weights = hashlib.sha256(f.read()).hexdigest()
+    key, old = (runner.content_key([version, code_version(), cfg, weights, *extra])
+                for cfg in (runner.portable_config(c, cache),
+                            runner.config_dict(c) if legacy else runner.portable_config(c, cache)))
+    found = runner.find_record(os.path.join(cache, name), key, old)
+    if found:
+        with open(found) as f:
+            return json.load(f), True
+    wd = os.path.join(workdir, f"{name}_{key}")
+    r = build_run(c, wd)
+    try:
+        out = compute(r)
+    finally:
+        r.close()
+        shutil.rmtree(wd, ignore_errors=True)
+    runner.write_json(os.path.join(cache, name, f"{key}.json"), out)
+    return out, False
+
+
 def sample_demo_turns(r, params, m: int, key, *, select=None, tasks=None):
     """The policy `params` sampled m times at each demonstration prefix of `tasks` (default run
     `r`'s task pool: PivotRL's candidate states) that `select(candidate)` keeps (all when None),

@@ -32,9 +32,7 @@ results/shop_local/failures_<scale>_local.md/.json.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import shutil
 import sys
 from typing import Mapping, Sequence
 
@@ -118,40 +116,10 @@ def decisive_share(shares: Mapping) -> float | None:
     return shares[OUTCOMES[0]] / cart_right if cart_right else None
 
 
-def _cached(config, folder: str, cache: str, workdir: str, version: str, extra: list, compute) -> dict:
-    """`compute(run)` on a run built from `config` started from the policy in `folder`, cached
-    under `<cache>/local_failures/` by `version`, code version, the portable config, the weights
-    and `extra`; the run is closed and its work folder removed afterwards."""
-    import json
-
-    from experiments.study import arms, runner
-    from rlvr.train.setup import build_run
-    from rlvr.version import code_version
-
-    c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
-    c.checkpoint.export = False
-    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
-        weights = hashlib.sha256(f.read()).hexdigest()
-    key = runner.content_key([version, code_version(), runner.portable_config(c, cache), weights, *extra])
-    path = os.path.join(cache, "local_failures", f"{key}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    wd = os.path.join(workdir, f"local_failures_{key}")
-    r = build_run(c, wd)
-    try:
-        out = compute(r)
-    finally:
-        r.close()
-        shutil.rmtree(wd, ignore_errors=True)
-    runner.write_json(path, out)
-    return out
-
-
 def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
     """`summarize` of the policy in `folder` sampled on `config`'s held-out evaluation, cached
     under `<cache>/local_failures/` by code version, the portable config and the weights."""
-    from experiments.study.common import sample_evaluation
+    from experiments.study.common import cached_on_policy, sample_evaluation
     from rlvr.verifiers.shop import ShopOutcomeVerifier
 
     def compute(r):
@@ -160,7 +128,8 @@ def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
         return summarize([episode_facts(task, e.env.state(), outcome.verify(task, r.kit.episode_output(e.env)),
                                         e.stop_reason) for e, task in zip(episodes, rows)])
 
-    return _cached(config, folder, cache, workdir, BREAKDOWN_VERSION, [], compute)
+    return cached_on_policy(config, folder, cache=cache, workdir=workdir, name="local_failures",
+                            version=BREAKDOWN_VERSION, compute=compute)[0]
 
 
 def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir: str,
@@ -172,7 +141,7 @@ def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir
     same for every policy of a seed. Cached under `<cache>/local_failures/`."""
     import jax
 
-    from experiments.study.common import sample_demo_turns
+    from experiments.study.common import cached_on_policy, sample_demo_turns
     from rlvr.verifiers.shop import turn_kind
 
     pay = lambda cand: turn_kind(cand.reference_action) == "pay"  # noqa: E731
@@ -187,7 +156,8 @@ def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir
             out[name] = {"success": float(rewards.mean()) if cands else None, "states": len(cands)}
         return out
 
-    return _cached(config, folder, cache, workdir, DEMO_VERSION, [sorted(kept), m], compute)
+    return cached_on_policy(config, folder, cache=cache, workdir=workdir, name="local_failures",
+                            version=DEMO_VERSION, compute=compute, extra=(sorted(kept), m))[0]
 
 
 def kept_pivots(block, workdir: str) -> dict:
