@@ -315,15 +315,21 @@ class PivotCollector(Collector):
                                f"use pivot.selection='variance' / 'all'")
 
     def prepare(self, ref_params, restored: Optional[dict] = None) -> None:
-        """Builds the kept set with π_ref (`ref_params`), or restores it from `restored`."""
+        """Builds the kept set with π_ref (`ref_params`), or restores it from `restored` (a
+        `state_dict`). The probe's cost is pending until the first `collect` charges it; a
+        restored collector takes the pending cost from `restored`, so a run stopped before its
+        first step still charges the probe once, and a re-probe on restore (rollout candidates,
+        which only sampling rebuilds) charges nothing the uninterrupted run did not."""
         if restored and restored.get("kept") and self.s.candidates == "demo":
             by_key = {c.key: c for c in demo_candidates(
                 self.pool, tokenizer=self.tokenizer, demonstrations=self.kit.demonstration,
                 render_episode=self.kit.render_episode)}
             self.kept = [by_key[k] for k in restored["kept"]]
             self.pivot_stats = dict(restored.get("stats", {}))
-            return
-        self._select(ref_params, jax.random.PRNGKey(stream_seed(self.seed, "pivot-probe")), "start")
+        else:
+            self._select(ref_params, jax.random.PRNGKey(stream_seed(self.seed, "pivot-probe")), "start")
+        if restored:
+            self._pending = RolloutCost(**restored.get("pending", {}))
 
     # -- per step
     def collect(self, params, step, policy_version: int, num_groups: Optional[int] = None) -> Collected:
@@ -361,7 +367,8 @@ class PivotCollector(Collector):
         pass
 
     def state_dict(self) -> dict:
-        return {"kept": [c.key for c in self.kept], "stats": self.pivot_stats}
+        return {"kept": [c.key for c in self.kept], "stats": self.pivot_stats,
+                "pending": self._pending.to_dict()}
 
     def load_state_dict(self, d: dict) -> None:
         pass  # the kept set is restored by `prepare(ref_params, restored=d)`

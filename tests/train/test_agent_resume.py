@@ -2,6 +2,8 @@
 agent-GRPO run resumed from its checkpoint continues exactly where the uninterrupted run would
 be; docs/algorithms.md §6 hint mixing counts."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -35,6 +37,33 @@ def test_resume_continues_exactly(tmp_path, name):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-7)
     if name == "pivotrl":
         assert all(r["pivot/hinted_fraction"] == 0.5 for r in rows_a if r["step"] > 0)
+
+
+@pytest.mark.parametrize("candidates", ["demo", "demo+rollout"])
+def test_a_pivotrl_run_stopped_before_its_first_step_charges_the_probe_once(tmp_path, monkeypatch,
+                                                                           candidates):
+    """The probe's cost is charged at the first step; a run stopped at step 0 (its checkpoint
+    saved after the probe) and resumed charges it once, like the uninterrupted run, so its
+    counters and token budget are the same."""
+    from rlvr.train import pivots
+
+    probe = pivots.probe_pivots  # a random tiny policy fails every probe: keep every state
+    monkeypatch.setattr(pivots, "probe_pivots", lambda *a, **k: dataclasses.replace(
+        probe(*a, **k), keep=np.ones(len(a[0]), bool)))
+    cache = str(tmp_path / "warm")
+    over = dict(train__num_steps=2, eval__every=0, eval__num_tasks=0, pivot__selection="variance",
+                pivot__candidates=candidates)
+    run_tiny(tiny_agent_config("pivotrl", **over), tmp_path / "a", warm_cache=cache)
+    run_tiny(tiny_agent_config("pivotrl", **{**over, "train__num_steps": 0}), tmp_path / "b",
+             warm_cache=cache)
+    _, b = run_tiny(tiny_agent_config("pivotrl", **over), tmp_path / "b", warm_cache=cache)
+    rows_a, rows_b = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
+    assert [r["step"] for r in rows_b] == [0, 1, 2]
+    assert rows_a[0]["cost/turns"] > 0  # the probe sampled
+    for ra, rb in zip(rows_a, rows_b):
+        for k in ("cost/sampled_tokens", "cost/turns", "cost/prompt_tokens", "cost/prefill_tokens"):
+            assert rb[k] == ra[k], (ra["step"], k)
+    assert rows_a[1]["cost/turns"] > rows_a[0]["cost/turns"]  # the first step adds to the probe
 
 
 def test_hinted_rows_mixes_exact_count():
