@@ -61,6 +61,18 @@ def one_time_cost(rec: dict) -> OneTimeCost:
                        wall_s=float(rec.get("probe_wall_s", nan)))
 
 
+def carries_one_time_cost(rec: dict) -> bool:
+    """Whether the record's cumulative cost counters after step 0 include its one-time cost
+    (the step-0 row's). They do unless the run was resumed from its step-0 checkpoint by a loop
+    that dropped the probe's pending cost there: then the first later row's counter lies below
+    step 0's, which a cumulative counter cannot. `curve` adds the one-time cost back to such
+    a record's later rows."""
+    rows = sorted((r for r in rec["rows"] if "cost/sampled_tokens" in r), key=lambda r: r["step"])
+    first = [r for r in rows if r["step"] == 0]
+    later = [r for r in rows if r["step"] > 0]
+    return not (first and later and later[0]["cost/sampled_tokens"] < first[0]["cost/sampled_tokens"])
+
+
 def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
     """{step, success, ci, tokens, prompt_tokens, turns, wall_s, modelled_s} arrays at each
     evaluation of a run record (`runner.run_config`), in step order (the warm-start evaluation
@@ -71,7 +83,9 @@ def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
 
     one_time: "include" (the costs as the loop counts them, PivotRL's probe inside) or
     "exclude" (the run's `one_time_cost` taken off every cost: training cost only, the probe a
-    one-time selection reported on its own). Wall-clock never includes the probe."""
+    one-time selection reported on its own). Wall-clock never includes the probe. A record
+    whose later counters dropped the one-time cost (`carries_one_time_cost`) has it added back
+    first, so both readings mean the same for every record."""
     if one_time not in ("include", "exclude"):
         raise ValueError(f"one_time must be 'include' or 'exclude', got {one_time!r}")
     rows = sorted(rec["rows"], key=lambda r: r["step"])
@@ -106,8 +120,13 @@ def curve(rec: dict, *, async_lag: int = 0, one_time: str = "include") -> dict:
         out["modelled_s"].append(max((v for k, v in modelled.items() if k <= s), default=0.0)
                                  if modelled else nan)
     out = {k: np.asarray(v, float) for k, v in out.items()}
+    once = one_time_cost(rec)
+    if len(out["step"]) and not carries_one_time_cost(rec):
+        after = out["step"] > 0
+        out["tokens"] = out["tokens"] + after * once.tokens
+        out["prompt_tokens"] = out["prompt_tokens"] + after * once.prompt_tokens
+        out["turns"] = out["turns"] + after * once.turns
     if one_time == "exclude" and len(out["step"]):
-        once = one_time_cost(rec)
         out["tokens"] = out["tokens"] - once.tokens
         out["prompt_tokens"] = out["prompt_tokens"] - once.prompt_tokens
         out["turns"] = out["turns"] - once.turns

@@ -52,6 +52,29 @@ def test_curve_reads_rollout_turns_and_shift_moves_them():
     assert stats.cost_to(c, 0.2, "turns") == (pytest.approx(20.0), True)
 
 
+def test_a_record_whose_counters_dropped_the_probe_after_step_0_reads_as_one_that_kept_it():
+    def probe_rec(carried):
+        rows = [{"step": 0, "eval/success": 0.1, "cost/sampled_tokens": 900.0,
+                 "cost/prompt_tokens": 5000.0, "cost/turns": 100.0}]
+        for s in (1, 2):  # 10 tokens, 20 prompt tokens, 2 turns a step
+            base = (900.0, 5000.0, 100.0) if carried else (0.0, 0.0, 0.0)
+            rows.append({"step": s, "time/step_s": 1.0, "cost/sampled_tokens": base[0] + 10 * s,
+                         "cost/prompt_tokens": base[1] + 20 * s, "cost/turns": base[2] + 2 * s})
+        rows[-1]["eval/success"] = 0.3
+        return {"rows": rows}
+
+    kept, dropped = probe_rec(True), probe_rec(False)
+    assert stats.carries_one_time_cost(kept) and not stats.carries_one_time_cost(dropped)
+    assert stats.carries_one_time_cost({"rows": [{"step": 0, "cost/sampled_tokens": 0.0},
+                                                 {"step": 1, "cost/sampled_tokens": 5.0}]})
+    for one_time in ("include", "exclude"):
+        a, b = stats.curve(kept, one_time=one_time), stats.curve(dropped, one_time=one_time)
+        for k in ("tokens", "prompt_tokens", "turns"):
+            assert a[k].tolist() == b[k].tolist(), (one_time, k)
+    assert stats.curve(dropped, one_time="exclude")["turns"].tolist() == [0.0, 4.0]
+    assert stats.curve(dropped)["tokens"].tolist() == [900.0, 920.0]
+
+
 def test_async_correction_charges_steps_after_an_evaluation_the_median():
     # the step right after the evaluation at step 2 found its batch ready (0.1 s)
     steps = {1: 2.0, 2: 2.0, 3: 0.1, 4: 2.0, 5: 2.0}
