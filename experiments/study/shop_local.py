@@ -631,6 +631,25 @@ def load_block(folder: str) -> Block:
     return Block(settings=meta["settings"], premise=meta["premise"], runs=tuple(runs))
 
 
+def block_version_error(folder: str, version: str) -> str | None:
+    """Why a sitting under rlvr code `version` may not add runs to the block in `folder` (None
+    when it may): the block's records were computed with another code version. A block's runs
+    share one (its run keys, warm starts and caches include it), so a changed `rlvr/` starts a
+    block of its own rather than mixing into one."""
+    try:
+        block = load_block(folder)
+    except FileNotFoundError:
+        return None
+    versions = sorted({r.record.get("code_version", "?") for r in block.runs} - {version})
+    if not versions:
+        return None
+    return (f"{folder}: its runs were computed with rlvr code version {', '.join(versions)} and "
+            f"this checkout's is {version}; a block's runs share one code version. Continue it "
+            f"from a checkout whose rlvr/ has that version (`python -c 'from rlvr.version import "
+            f"code_version; print(code_version())'` prints a checkout's), or write a new block "
+            f"to another --records folder")
+
+
 def fmt_num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
     """`v` to `digits` decimals, or `missing` where it is None or not finite (a run that never
     reached its level has no turns to it)."""
@@ -923,6 +942,11 @@ def main(argv=None) -> int:
         sitting = Sitting.parse(sc, a.warm_seeds, a.rl_seeds, a.arms)
     except ValueError as e:
         raise SystemExit(str(e))
+    from rlvr.version import code_version
+
+    why = block_version_error(folder, code_version())
+    if why:
+        raise SystemExit(why)
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
     prem = block_premise(folder, settings)
     refused = []

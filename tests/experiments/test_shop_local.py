@@ -347,6 +347,23 @@ def test_a_later_sitting_keeps_the_premise_checks_and_refuses_other_settings(tmp
         shop_local.block_premise(str(tmp_path), {**settings, "learning_rates": {"grpo": 1e-4, "pivotrl": 3e-6}})
 
 
+def test_a_sitting_refuses_a_block_computed_with_another_code_version_and_its_report_still_reads(
+        tmp_path, monkeypatch):
+    from experiments.study import runner
+    from rlvr.version import code_version
+
+    _write_block(tmp_path / "records")  # its records say code version "abc"
+    monkeypatch.setattr(runner, "run_config", lambda *a, **k: pytest.fail("a run started"))
+    argv = ["--quick", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "out"),
+            "--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path / "work")]
+    with pytest.raises(SystemExit, match=f"code version abc and this checkout's is {code_version()}"):
+        shop_local.main(argv)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+    assert shop_local.block_version_error(str(tmp_path / "records"), "abc") is None
+    assert shop_local.block_version_error(str(tmp_path / "none"), "abc") is None  # a new block
+    assert shop_local.main(argv + ["--from-records"]) == 0
+
+
 def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_folder_and_report(
         tmp_path, monkeypatch):
     from experiments.study import premise, runner
@@ -456,8 +473,10 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: (
         _premise(0.9, 0.88) if c.model.init_from.endswith(f"warm_r{passing_round}")
         else _premise(float("nan"), float("nan"), 0, 0)))
-    monkeypatch.setattr(runner, "run_config", lambda c, **k: started.append(
-        (k["label"], c.model.init_from)) or _block_rec([0, 100], [0.1, 0.2]))
+    from rlvr.version import code_version
+
+    monkeypatch.setattr(runner, "run_config", lambda c, **k: started.append(  # this checkout's runs
+        (k["label"], c.model.init_from)) or {**_block_rec([0, 100], [0.1, 0.2]), "code_version": code_version()})
     argv = ["--warm-seeds", "0", "--rl-seeds", "0", "--arms", "grpo", "--records", str(tmp_path / "rec"),
             "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
             "--workdir", str(tmp_path / "work")]
