@@ -429,7 +429,8 @@ def local_endpoint(records: str = RECORDS) -> RegimeEndpoint:
     versions = sorted({r.record.get("code_version", "?") for r in block.runs})
     declared = len(shop_local.block_seeds(shop_local.local_scale(LOCAL_SCALE, block.settings["difficulty"])))
     incomplete = (f"block incomplete: {len(both)} of its {declared} declared (warm start, RL seed) "
-                  f"runs have both arms — `python experiments/study/shop_local.py` runs the rest"
+                  f"runs have both arms — `python experiments/study/shop_local.py` runs the rest "
+                  f"on rlvr code version {', '.join(versions)}, the block's"
                   if len(both) < declared else "")
     return RegimeEndpoint(LOCAL_CLAIM, regime, units,
                           reading(LOCAL_CLAIM, _shown(folder), per_seed, left_out, reached, versions),
