@@ -267,6 +267,8 @@ class PivotCollector(Collector):
         self.kept: list[PivotCandidate] = []
         self.pivot_stats: dict = {}
         self._pending = RolloutCost()
+        self._selected_at = 0  # the step whose selection made the kept set (0: the start's)
+        self._unrestored = 0  # a re-profile's step whose kept set a restore could not rebuild
 
     # -- kept set
     def _candidates(self, params, key) -> list[PivotCandidate]:
@@ -281,6 +283,7 @@ class PivotCollector(Collector):
         return [c for c in cands if len(c.prefix_tokens) <= limit]
 
     def _select(self, params, key, tag) -> None:
+        self._selected_at = 0 if tag == "start" else int(tag)
         kc, kp = jax.random.split(key)
         cands = self._candidates(params, kc)
         s = self.s
@@ -328,6 +331,9 @@ class PivotCollector(Collector):
             self.pivot_stats = dict(restored.get("stats", {}))
         else:
             self._select(ref_params, jax.random.PRNGKey(stream_seed(self.seed, "pivot-probe")), "start")
+            # rollout candidates come from sampling with the parameters of the step that
+            # re-profiled, which a checkpoint does not keep: only that step rebuilds them
+            self._unrestored = int((restored or {}).get("selected_at", 0))
         if restored:
             self._pending = RolloutCost(**restored.get("pending", {}))
 
@@ -338,6 +344,14 @@ class PivotCollector(Collector):
         if s.reprofile_every and isinstance(step, int) and step > 0 and step % s.reprofile_every == 0:
             self._select(params, jax.random.PRNGKey(stream_seed(self.seed, "pivot-reprofile", step)), step)
             extra = dict(self.pivot_stats)
+        elif self._unrestored:
+            raise RuntimeError(
+                f"PivotRL with pivot.candidates={s.candidates!r} cannot resume at step {step}: its "
+                f"kept set was re-profiled at step {self._unrestored} from rollouts only that "
+                f"step's parameters reproduce, and the checkpoint does not keep them; resume from "
+                f"a checkpoint at a multiple of pivot.reprofile_every ({s.reprofile_every}) or "
+                f"start the run over (checkpoint.overwrite=True)")
+        self._unrestored = 0
         n = num_groups or self.prompts_per_step
         rng = np.random.default_rng(stream_seed(self.seed, "pivot-draw", step))
         idx = rng.choice(len(self.kept), size=n, replace=len(self.kept) < n)
@@ -368,7 +382,7 @@ class PivotCollector(Collector):
 
     def state_dict(self) -> dict:
         return {"kept": [c.key for c in self.kept], "stats": self.pivot_stats,
-                "pending": self._pending.to_dict()}
+                "pending": self._pending.to_dict(), "selected_at": self._selected_at}
 
     def load_state_dict(self, d: dict) -> None:
         pass  # the kept set is restored by `prepare(ref_params, restored=d)`

@@ -66,6 +66,25 @@ def test_a_pivotrl_run_stopped_before_its_first_step_charges_the_probe_once(tmp_
     assert rows_a[1]["cost/turns"] > rows_a[0]["cost/turns"]  # the first step adds to the probe
 
 
+def test_a_rollout_candidates_run_resumes_only_where_its_kept_set_can_be_rebuilt(tmp_path):
+    """Rollout candidates come from sampling with the re-profiling step's parameters, which a
+    checkpoint does not keep: a resume after a re-profile is refused at its first step unless
+    that step re-profiles again; before the first re-profile it continues exactly."""
+    cache = str(tmp_path / "warm")
+    cfg = lambda n: tiny_agent_config("pivotrl", train__num_steps=n, eval__every=0,  # noqa: E731
+                                      eval__num_tasks=0, pivot__candidates="demo+rollout",
+                                      pivot__reprofile_every=2)
+    run_tiny(cfg(3), tmp_path / "a", warm_cache=cache)  # re-profiled at step 2
+    with pytest.raises(RuntimeError, match="cannot resume at step 3: its kept set was re-profiled at step 2"):
+        run_tiny(cfg(4), tmp_path / "a", warm_cache=cache)
+    run_tiny(cfg(2), tmp_path / "b", warm_cache=cache)  # steps 0, 1: the start's kept set
+    run_tiny(cfg(3), tmp_path / "b", warm_cache=cache)  # step 2 re-profiles
+    rows_a, rows_b = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
+    assert [r["step"] for r in rows_b] == [0, 1, 2, 3]
+    for k in ("policy/loss", "cost/sampled_tokens", "pivot/num_kept"):
+        np.testing.assert_allclose(rows_b[-1][k], rows_a[3][k], rtol=1e-5, err_msg=k)
+
+
 def test_hinted_rows_mixes_exact_count():
     rng = np.random.default_rng(0)
     for n, f in [(8, 0.5), (5, 0.4), (4, 0.0), (3, 1.0)]:
