@@ -83,9 +83,9 @@ def cached_on_policy(config, folder: str, *, cache: str, workdir: str, name: str
     validate_config(c)
     with open(os.path.join(folder, "model.safetensors"), "rb") as f:
         weights = hashlib.sha256(f.read()).hexdigest()
-    key, old = (runner.content_key([version, code_version(), cfg, weights, *extra])
-                for cfg in (runner.portable_config(c, cache),
-                            runner.config_dict(c) if legacy else runner.portable_config(c, cache)))
+    key_of = lambda cfg: runner.content_key([version, code_version(), cfg, weights, *extra])  # noqa: E731
+    key = key_of(runner.portable_config(c, cache))
+    old = key_of(runner.config_dict(c)) if legacy else key
     found = runner.find_record(os.path.join(cache, name), key, old)
     if found:
         with open(found) as f:
