@@ -201,8 +201,9 @@ def warm_info(folder: str) -> dict:
         return json.load(f)
 
 
-def time_evaluations(r) -> None:
-    """Adds `eval/wall_s` (the evaluation's duration) to every evaluation's metrics."""
+def time_evaluations(r, after: Callable[[], None] = lambda: None) -> None:
+    """Adds `eval/wall_s` (the evaluation's duration) to every evaluation's metrics, and calls
+    `after()` when each evaluation ends."""
     if r.evaluator is None:
         return
     inner = r.evaluator.evaluate
@@ -210,15 +211,17 @@ def time_evaluations(r) -> None:
     def timed(params):
         t0 = time.perf_counter()
         out = inner(params)
-        return {**out, "eval/wall_s": time.perf_counter() - t0}
+        wall = time.perf_counter() - t0
+        after()
+        return {**out, "eval/wall_s": wall}
 
     r.evaluator.evaluate = timed
 
 
-def time_probe(r, spent: dict) -> None:
+def time_probe(r, spent: dict, after: Callable[[], None] = lambda: None) -> None:
     """Times the collector's preparation before the first step (PivotRL's probe: a one-time
-    selection) into `spent["probe_wall_s"]`; a resumed run's preparation (restoring the kept
-    pivots) leaves the first invocation's measurement."""
+    selection) into `spent["probe_wall_s"]`, then calls `after()`; a resumed run's preparation
+    (restoring the kept pivots) leaves the first invocation's measurement."""
     inner = r.collector.prepare
 
     def timed(ref_params, restored=None):
@@ -226,6 +229,7 @@ def time_probe(r, spent: dict) -> None:
         out = inner(ref_params, restored=restored)
         if restored is None:
             spent["probe_wall_s"] = time.perf_counter() - t0
+            after()
         return out
 
     r.collector.prepare = timed
@@ -268,7 +272,8 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     """Runs (or resumes, or loads from the cache) one configured run; returns its record:
     key, label, code_version, config, rows (metrics.jsonl), result (the loop's result dict),
     wall_s / cpu_s (summed over invocations, an interrupted attempt that had to start over
-    included), restarts (how many times it started over: `must_start_over`), probe_wall_s (the preparation before the first
+    included; saved after the probe and after every evaluation too, so an invocation killed
+    without clean-up counts up to its last save), restarts (how many times it started over: `must_start_over`), probe_wall_s (the preparation before the first
     step, `time_probe`), load_avg (the machine's 1-minute load average when the last invocation
     started and ended), from_cache, model (exported folder or None)."""
     from rlvr.version import code_version
@@ -315,10 +320,19 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
         launch = starting_over(config)
         spent = {**spent, "restarts": spent.get("restarts", 0) + 1}
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
+
+    def so_far() -> dict:  # the spent totals with this invocation's time up to now
+        return {**spent, "wall_s": spent["wall_s"] + time.time() - t0,
+                "cpu_s": spent["cpu_s"] + time.process_time() - c0,
+                "invocations": spent["invocations"] + 1}
+
+    def save() -> None:  # after the probe and each evaluation: a hard kill loses only the time since
+        write_json(spent_path, so_far())
+
     r = build_run(launch, wd)
     try:
-        time_evaluations(r)
-        time_probe(r, spent)
+        time_evaluations(r, after=save)
+        time_probe(r, spent, after=save)
         result = train(r)
         if export:
             from rlvr.models.hf import save_pretrained
@@ -332,9 +346,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
             os.replace(tmp, model_dir)
     finally:
         r.close()
-        spent = {**spent, "wall_s": spent["wall_s"] + time.time() - t0,
-                 "cpu_s": spent["cpu_s"] + time.process_time() - c0,
-                 "invocations": spent["invocations"] + 1}
+        spent = so_far()
         write_json(spent_path, spent)
     rec = {"key": key, "label": label, "code_version": code_version(), "config": config_dict(config),
            "rows": read_metrics(wd), "result": result, **spent, "finished": time.time(),

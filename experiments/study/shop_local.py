@@ -757,10 +757,15 @@ def block_report(block: Block) -> tuple[str, dict]:
         costs = [stats.one_time_cost(r) for r in recs]
         if not costs or not any(c.tokens or c.turns for c in costs):
             continue
+        timed = [c.wall_s for c in costs if math.isfinite(c.wall_s)]
         mean = stats.OneTimeCost(*(float(np.mean([getattr(c, f) for c in costs]))
-                                   for f in ("tokens", "prompt_tokens", "turns", "wall_s")))
-        once_num[arm] = dataclasses.asdict(mean)
-        once_lines.append(f"- one-time cost, `{arm}` (mean over {count(len(costs), 'run')}): {mean.line()}")
+                                   for f in ("tokens", "prompt_tokens", "turns")),
+                                 wall_s=float(np.mean(timed)) if timed else float("nan"))
+        once_num[arm] = {**dataclasses.asdict(mean), "runs": len(costs), "wall_s_runs": len(timed)}
+        over = count(len(costs), "run")
+        if 0 < len(timed) < len(costs):  # a run whose probing invocation died before saving its time
+            over += f"; wall-clock over the {len(timed)} that recorded it"
+        once_lines.append(f"- one-time cost, `{arm}` (mean over {over}): {mean.line()}")
     lines.append("\n".join(once_lines) if once_lines else "No run spent anything before its first step.")
     if once_lines:
         lines.append("Wall-clock is the probe's duration in its run's process; the first PivotRL run of "

@@ -37,7 +37,8 @@ class OneTimeCost:
       tokens, prompt_tokens, turns: its rollout cost (the `cost/*` of the run's step-0 row, which
         the loop charges to the first step, so every later cumulative cost includes it).
       wall_s: its duration in seconds (`probe_wall_s` of the record, timed by `runner.run_config`;
-        NaN where the record predates it).
+        NaN where the record predates it, or where the invocation that probed was killed before
+        it saved its times).
     """
 
     tokens: float

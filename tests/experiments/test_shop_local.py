@@ -250,6 +250,24 @@ def test_report_prints_the_probe_as_a_one_time_cost_outside_the_training_turns(t
     assert "| pivotrl | w0s0 | 0 | 0.000 | 0.850 | 0.883 | 4 | 400 | 4000 | 5 | 500 |" in md
 
 
+def test_the_probe_wall_clock_is_the_mean_of_the_runs_that_recorded_it(tmp_path):
+    """A run whose probing invocation was killed before it saved its times has no probe wall-clock;
+    the mean is over the runs that have one and the line says so, instead of none at all."""
+    from experiments.study.records import read_record, write_record
+
+    _write_block(tmp_path)
+    path = shop_local.record_path(str(tmp_path), "pivotrl", shop_local.BlockSeeds(0, 1))
+    rec = read_record(path)
+    del rec["probe_wall_s"]
+    write_record(path, rec)
+    md, numbers = shop_local.block_report(shop_local.load_block(str(tmp_path)))
+    line = [x for x in md.splitlines() if x.startswith("- one-time cost, `pivotrl`")]
+    assert line == ["- one-time cost, `pivotrl` (mean over 2 runs; wall-clock over the 1 that recorded "
+                    "it): 3000 rollout tokens, 500 turns, 0 prompt tokens, 12.0 s wall-clock"]
+    assert numbers["one_time_cost"]["pivotrl"]["wall_s_runs"] == 1
+    assert numbers["one_time_cost"]["pivotrl"]["runs"] == 2
+
+
 def test_run_numbers_read_start_steps_reward_tenths_and_wall_hours():
     """A run's row: success at step 0, its last step, the mean training reward over its first and
     last tenth of steps (a tenth of 20 rows is 2), and its wall-hours."""

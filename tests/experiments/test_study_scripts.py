@@ -524,6 +524,48 @@ def test_a_cached_run_carries_the_callers_label(tmp_path):
     assert runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path))["label"] == "grpo/seed0"
 
 
+def test_a_run_saves_its_spent_time_after_the_probe_and_each_evaluation(tmp_path, monkeypatch):
+    """A run killed without clean-up (SIGKILL, a lost machine) keeps its invocation's time and
+    probe wall-clock up to its last evaluation: the study_spent file is written during the run,
+    not only when the invocation ends."""
+    import rlvr.train.loop as loop
+    import rlvr.train.setup as setup
+    from experiments.study import arms
+
+    class Part:
+        def prepare(self, ref_params, restored=None):
+            return None
+
+        def evaluate(self, params):
+            return {"eval/success": 0.5}
+
+    class Run:
+        collector, evaluator = Part(), Part()
+
+        def close(self):
+            pass
+
+    seen = []
+
+    def train(r):
+        r.collector.prepare(None)
+        seen.append(json.loads(spent.read_text()))
+        r.evaluator.evaluate(None)
+        seen.append(json.loads(spent.read_text()))
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(setup, "build_run", lambda config, wd: Run())
+    monkeypatch.setattr(loop, "train", train)
+    config = arms.arm_config("grpo", 0, arms.scale("quick"), warm="/w", lr=1e-4)
+    key = runner.run_key(runner.with_batch_bucket(config, 32), 32, str(tmp_path))
+    spent = tmp_path / "work" / key / "study_spent.json"
+    with pytest.raises(RuntimeError, match="killed"):
+        runner.run_config(config, workdir_root=str(tmp_path / "work"), cache=str(tmp_path))
+    assert [s["invocations"] for s in seen] == [1, 1]
+    assert "probe_wall_s" in seen[0] and seen[0]["wall_s"] >= 0.0
+    assert seen[1]["wall_s"] >= seen[0]["wall_s"] and seen[1]["cpu_s"] >= seen[0]["cpu_s"]
+
+
 def test_a_cached_run_is_found_after_its_cache_moved(tmp_path):
     """A run key holds paths inside the cache relative to it, so a cache moved with its repository
     (or read from another work tree) still hits, and the record's exported policy is where the
