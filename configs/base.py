@@ -239,7 +239,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.pivot.reward = "functional"   # turn verifier: functional (docs/algorithms.md §6) | exact (match the demonstration).
     c.pivot.hint = ""               # corrective hint appended to local prefixes only ("" = off, docs/algorithms.md §6).
     c.pivot.hint_fraction = 0.5     # hint: fraction of each step's states hinted (the rest un-hinted).
-    c.pivot.reprofile_every = 0     # re-probe the candidates every N steps with π_θ (0 = never); with demo+rollout candidates a run resumes only before its first re-profile or at a multiple of N.
+    c.pivot.reprofile_every = 0     # re-probe the candidates every N steps with π_θ (0 = never); a checkpoint keeps the kept states (rollout ones with their histories and snapshots), so a resume continues on them.
 
     # ---------------------------------------------------------------- agent (tool kits, rlvr.tasks.tool_agent)
     c.agent = ml_collections.ConfigDict()

@@ -12,7 +12,8 @@ picks groups / pivots, optionally asynchronous) and the algorithm's pure pieces.
 `run(config, workdir)` is what `launch.py` calls. Determinism and resume: the tasks and keys
 of step s derive from (seed, s), the learner's PRNG lives in TrainState, and a checkpoint holds
 the TrainState plus a JSON host dict (step, rollout cost so far, the collector's state — curriculum
-statistics, kept pivots and the probe's cost not yet charged — and the warm-start evaluation), so relaunching the same command
+statistics, kept pivots (a rollout state with its history and snapshot) and the probe's cost not yet
+charged — and the warm-start evaluation), so relaunching the same command
 continues with exactly the metrics it would have had (asynchronous collection excepted: its
 arrival order depends on timing).
 

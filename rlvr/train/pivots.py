@@ -15,7 +15,9 @@ docs/algorithms.md §6:
      KL to π_ref) is `rlvr.algorithms.pivotrl.PivotRL`.
   4. Optional corrective hint appended to the local prefix only (loss_mask 0, never a target),
      mixed with un-hinted states (docs/algorithms.md §6); optional re-profiling of the kept set every N
-     steps with the current policy (docs/algorithms.md §6). The kept set and statistics go to `pivots.json`.
+     steps with the current policy (docs/algorithms.md §6). The kept set and statistics go to `pivots.json`;
+     a checkpoint keeps the kept set (rollout states with their histories and snapshots), so a
+     resumed run trains on the same states.
 Rollout cost (probes included) is charged to the step that spent it.
 """
 
@@ -111,6 +113,28 @@ def rollout_candidates(episodes: Sequence[Any]) -> list[PivotCandidate]:
                                       source="rollout",
                                       reference_action=e.actions[i] if i < len(e.actions) else None))
     return out
+
+
+def candidate_to_dict(c: PivotCandidate) -> dict:
+    """A candidate as JSON-ready data: its task by id, the history tokens and the environment
+    snapshot (what a checkpoint keeps of a rollout candidate, which no later sampling rebuilds)."""
+    return {"task_id": c.task.task_id, "turn_index": int(c.turn_index),
+            "prefix_tokens": [int(t) for t in c.prefix_tokens],
+            "snapshot": dataclasses.asdict(c.snapshot), "state_hash": c.state_hash,
+            "source": c.source, "reference_action": c.reference_action}
+
+
+def candidate_from_dict(d: dict, tasks_by_id: dict) -> PivotCandidate:
+    """The inverse of `candidate_to_dict`, its task looked up in `tasks_by_id`; the snapshot's
+    hash is checked against its payload (`EnvSnapshot`)."""
+    from rlvr.envs.base import EnvSnapshot
+
+    if d["task_id"] not in tasks_by_id:
+        raise ValueError(f"pivot candidate of task {d['task_id']!r}, which the run's pool does not hold")
+    return PivotCandidate(task=tasks_by_id[d["task_id"]], turn_index=int(d["turn_index"]),
+                          prefix_tokens=tuple(int(t) for t in d["prefix_tokens"]),
+                          snapshot=EnvSnapshot(**d["snapshot"]), state_hash=d["state_hash"],
+                          source=d["source"], reference_action=d["reference_action"])
 
 
 # ---------------------------------------------------------------------------------- probing
@@ -317,22 +341,44 @@ class PivotCollector(Collector):
                                f"all-pass or all-fail; lower pivot.lambda_diff, raise pivot.m or "
                                f"use pivot.selection='variance' / 'all'")
 
+    def _restore_kept(self, restored: dict) -> Optional[list[PivotCandidate]]:
+        """The kept set of a `state_dict`, or None where it cannot be rebuilt: demo candidates
+        are rebuilt from the pool by key, rollout candidates read from `kept_rollout` (a
+        checkpoint written before it kept them has none)."""
+        if not restored.get("kept"):
+            return None
+        by_key = {c.key: c for c in demo_candidates(
+            self.pool, tokenizer=self.tokenizer, demonstrations=self.kit.demonstration,
+            render_episode=self.kit.render_episode)}
+        stored = restored.get("kept_rollout") or [None] * len(restored["kept"])
+        tasks = {t.task_id: t for t in self.pool}
+        kept = []
+        for k, d in zip(restored["kept"], stored):
+            if d is not None:
+                kept.append(candidate_from_dict(d, tasks))
+            elif k in by_key:
+                kept.append(by_key[k])
+            else:  # a rollout candidate the checkpoint does not hold
+                return None
+        return kept
+
     def prepare(self, ref_params, restored: Optional[dict] = None) -> None:
         """Builds the kept set with π_ref (`ref_params`), or restores it from `restored` (a
-        `state_dict`). The probe's cost is pending until the first `collect` charges it; a
-        restored collector takes the pending cost from `restored`, so a run stopped before its
-        first step still charges the probe once, and a re-probe on restore (rollout candidates,
-        which only sampling rebuilds) charges nothing the uninterrupted run did not."""
-        if restored and restored.get("kept") and self.s.candidates == "demo":
-            by_key = {c.key: c for c in demo_candidates(
-                self.pool, tokenizer=self.tokenizer, demonstrations=self.kit.demonstration,
-                render_episode=self.kit.render_episode)}
-            self.kept = [by_key[k] for k in restored["kept"]]
+        `state_dict`: demo candidates by key, rollout candidates from their stored histories and
+        snapshots). The probe's cost is pending until the first `collect` charges it; a restored
+        collector takes the pending cost from `restored`, so a run stopped before its first step
+        still charges the probe once. A checkpoint without its rollout candidates (written before
+        the collector kept them) is re-probed at the start, which charges nothing the
+        uninterrupted run did not, and refused after a re-profile (`collect`)."""
+        kept = self._restore_kept(restored) if restored else None
+        if kept is not None:
+            self.kept = kept
             self.pivot_stats = dict(restored.get("stats", {}))
+            self._selected_at = int(restored.get("selected_at", 0))
         else:
             self._select(ref_params, jax.random.PRNGKey(stream_seed(self.seed, "pivot-probe")), "start")
-            # rollout candidates come from sampling with the parameters of the step that
-            # re-profiled, which a checkpoint does not keep: only that step rebuilds them
+            # an older checkpoint's rollout candidates came from sampling with the parameters
+            # of the step that re-profiled, which it does not keep: only that step rebuilds them
             self._unrestored = int((restored or {}).get("selected_at", 0))
         if restored:
             self._pending = RolloutCost(**restored.get("pending", {}))
@@ -348,7 +394,8 @@ class PivotCollector(Collector):
             raise RuntimeError(
                 f"PivotRL with pivot.candidates={s.candidates!r} cannot resume at step {step}: its "
                 f"kept set was re-profiled at step {self._unrestored} from rollouts only that "
-                f"step's parameters reproduce, and the checkpoint does not keep them; resume from "
+                f"step's parameters reproduce, and the checkpoint (written before checkpoints kept rollout "
+                f"candidates) does not hold them; resume from "
                 f"a checkpoint at a multiple of pivot.reprofile_every ({s.reprofile_every}) or "
                 f"start the run over (checkpoint.overwrite=True)")
         self._unrestored = 0
@@ -381,8 +428,15 @@ class PivotCollector(Collector):
         pass
 
     def state_dict(self) -> dict:
-        return {"kept": [c.key for c in self.kept], "stats": self.pivot_stats,
-                "pending": self._pending.to_dict(), "selected_at": self._selected_at}
+        """The kept set (keys; with rollout candidates also `kept_rollout`, each kept state's
+        history and snapshot, None for a demo state), its statistics, the pending cost and the
+        step of the selection."""
+        out = {"kept": [c.key for c in self.kept], "stats": self.pivot_stats,
+               "pending": self._pending.to_dict(), "selected_at": self._selected_at}
+        if any(c.source != "demo" for c in self.kept):
+            out["kept_rollout"] = [None if c.source == "demo" else candidate_to_dict(c)
+                                   for c in self.kept]
+        return out
 
     def load_state_dict(self, d: dict) -> None:
         pass  # the kept set is restored by `prepare(ref_params, restored=d)`

@@ -66,23 +66,71 @@ def test_a_pivotrl_run_stopped_before_its_first_step_charges_the_probe_once(tmp_
     assert rows_a[1]["cost/turns"] > rows_a[0]["cost/turns"]  # the first step adds to the probe
 
 
-def test_a_rollout_candidates_run_resumes_only_where_its_kept_set_can_be_rebuilt(tmp_path):
-    """Rollout candidates come from sampling with the re-profiling step's parameters, which a
-    checkpoint does not keep: a resume after a re-profile is refused at its first step unless
-    that step re-profiles again; before the first re-profile it continues exactly."""
+def _rollout_cfg(n):
+    return tiny_agent_config("pivotrl", train__num_steps=n, eval__every=0, eval__num_tasks=0,
+                             pivot__candidates="demo+rollout", pivot__reprofile_every=2)
+
+
+def test_a_rollout_candidates_run_resumed_after_a_re_profile_continues_exactly(tmp_path):
+    """Rollout candidates come from sampling with the re-profiling step's parameters; the
+    checkpoint keeps the kept states' histories and snapshots, so a run stopped after a
+    re-profile resumes on the same kept set and continues exactly, without sampling again."""
     cache = str(tmp_path / "warm")
-    cfg = lambda n: tiny_agent_config("pivotrl", train__num_steps=n, eval__every=0,  # noqa: E731
-                                      eval__num_tasks=0, pivot__candidates="demo+rollout",
-                                      pivot__reprofile_every=2)
-    run_tiny(cfg(3), tmp_path / "a", warm_cache=cache)  # re-profiled at step 2
+    run_tiny(_rollout_cfg(4), tmp_path / "a", warm_cache=cache)  # re-profiles at steps 2 and 4
+    run_tiny(_rollout_cfg(3), tmp_path / "b", warm_cache=cache)  # stopped after the re-profile
+    _, b = run_tiny(_rollout_cfg(4), tmp_path / "b", warm_cache=cache)
+    rows_a, rows_b = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
+    assert [r["step"] for r in rows_b] == [0, 1, 2, 3, 4]
+    for step in (3, 4):
+        for k in ("policy/loss", "reward/mean", "cost/sampled_tokens", "cost/turns", "pivot/num_kept"):
+            np.testing.assert_allclose(rows_b[step][k], rows_a[step][k], rtol=1e-5, err_msg=(step, k))
+
+
+def test_a_rollout_candidates_checkpoint_without_its_states_resumes_only_where_they_rebuild(
+        tmp_path, monkeypatch):
+    """A checkpoint written before the collector kept its rollout states: a resume after a
+    re-profile is refused at its first step unless that step re-profiles again; before the
+    first re-profile it continues exactly (the start's states are sampled again)."""
+    from rlvr.train import pivots
+
+    state_dict = pivots.PivotCollector.state_dict
+    monkeypatch.setattr(pivots.PivotCollector, "state_dict", lambda self: {
+        k: v for k, v in state_dict(self).items() if k != "kept_rollout"})
+    cache = str(tmp_path / "warm")
+    run_tiny(_rollout_cfg(3), tmp_path / "a", warm_cache=cache)  # re-profiled at step 2
     with pytest.raises(RuntimeError, match="cannot resume at step 3: its kept set was re-profiled at step 2"):
-        run_tiny(cfg(4), tmp_path / "a", warm_cache=cache)
-    run_tiny(cfg(2), tmp_path / "b", warm_cache=cache)  # steps 0, 1: the start's kept set
-    run_tiny(cfg(3), tmp_path / "b", warm_cache=cache)  # step 2 re-profiles
+        run_tiny(_rollout_cfg(4), tmp_path / "a", warm_cache=cache)
+    run_tiny(_rollout_cfg(2), tmp_path / "b", warm_cache=cache)  # steps 0, 1: the start's kept set
+    run_tiny(_rollout_cfg(3), tmp_path / "b", warm_cache=cache)  # step 2 re-profiles
     rows_a, rows_b = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
     assert [r["step"] for r in rows_b] == [0, 1, 2, 3]
     for k in ("policy/loss", "cost/sampled_tokens", "pivot/num_kept"):
         np.testing.assert_allclose(rows_b[-1][k], rows_a[3][k], rtol=1e-5, err_msg=k)
+
+
+def test_a_rollout_candidate_round_trips_through_json():
+    """`candidate_to_dict` / `candidate_from_dict` keep every field, and a snapshot whose hash
+    does not match its payload is refused where it enters."""
+    import json
+
+    from rlvr.envs.base import EnvSnapshot, SnapshotError
+    from rlvr.train.pivots import PivotCandidate, candidate_from_dict, candidate_to_dict
+
+    @dataclasses.dataclass(frozen=True)
+    class Task:
+        task_id: str
+
+    task = Task("t0")
+    snap = EnvSnapshot.of("kv_store", "1", 3, {"a": 1})
+    c = PivotCandidate(task=task, turn_index=2, prefix_tokens=(1, 5, 9), snapshot=snap,
+                       state_hash=snap.state_hash, source="rollout", reference_action="get a")
+    d = json.loads(json.dumps(candidate_to_dict(c)))
+    assert candidate_from_dict(d, {"t0": task}) == c
+    with pytest.raises(ValueError, match="'t0'"):
+        candidate_from_dict(d, {})
+    d["snapshot"]["state_json"] = '{"a":2}'
+    with pytest.raises(SnapshotError):
+        candidate_from_dict(d, {"t0": task})
 
 
 def test_hinted_rows_mixes_exact_count():
