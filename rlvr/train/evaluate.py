@@ -15,6 +15,8 @@ the same reward path, and reports:
   eval/turns (multi-turn), eval/hidden_success and eval/gap = success − hidden success (docs/architecture.md §7)
                         where a hidden check exists.
   eval/success_<kit>     a multi-turn mixture: eval/success of each kit's tasks (task family)
+  eval/stop/<reason>_frac  the share of samples that ended for each stop reason present (eos,
+                        max_length, max_turns, timeout, env_error, ...), as `stop/*` in training.
 
 The held-out key is fixed (`eval.seed`), so successive evaluations of one run differ only by
 the policy.
@@ -30,6 +32,7 @@ import numpy as np
 from rlvr.core.metrics import pass_at_k
 from rlvr.records.task import TaskSpec
 from rlvr.rollout.sampler import SamplingParams, per_sample_keys
+from rlvr.train.samples import stop_fractions
 
 
 def exact_hidden_check(task: TaskSpec, output: str) -> float:
@@ -78,6 +81,7 @@ class Evaluator:
                "eval/env_error_rate": float(np.mean([x.trial == "env_error" for x in s]))}
         if any(x.num_turns != 1 for x in s) or getattr(self.engine, "kit", None) is not None:
             res["eval/turns"] = float(np.mean([x.num_turns for x in s]))
+        res.update(stop_fractions(s, prefix="eval/stop/"))
         v = valid.reshape(-1, n)
         p = passed.reshape(-1, n)
         n_valid = v.sum(1)

@@ -35,6 +35,13 @@ GLOBAL_MEAN = ("verify/unknown_rate", "verify/env_error_rate", "verify/pass_rate
 GLOBAL_SUM = ("verify/masked_count",)
 
 
+def stop_fractions(samples, prefix: str = "stop/") -> dict:
+    """`{prefix}<reason>_frac`: the share of `samples` (SampleMeta) that ended for each stop
+    reason present (eos, max_length, max_turns, timeout, env_error, ...)."""
+    reasons = [x.stop_reason for x in samples]
+    return {f"{prefix}{r}_frac": float(np.mean([x == r for x in reasons])) for r in sorted(set(reasons))}
+
+
 def sample_metrics(collected, hidden: Optional[Callable] = None) -> dict:
     """docs/architecture.md §7 host metrics of one collected batch (module docstring)."""
     s = collected.samples
@@ -50,9 +57,7 @@ def sample_metrics(collected, hidden: Optional[Callable] = None) -> dict:
                                                 for i in range(0, len(s), g)])),
         "sample/turns": float(np.mean([x.num_turns for x in s])),
     }
-    reasons = sorted({x.stop_reason for x in s})
-    for r in reasons:
-        out[f"stop/{r}_frac"] = float(np.mean([x.stop_reason == r for x in s]))
+    out.update(stop_fractions(s))
     rewards = np.array([x.reward for x in s])
     for k in sorted({k for x in s for k in x.components}):
         c = np.array([float(x.components.get(k, 0.0)) for x in s])

@@ -218,6 +218,24 @@ def test_evaluation_excludes_env_error_samples_and_reports_the_valid_rate():
     np.testing.assert_allclose(m["eval/success"], 1 / 6)
     assert m["eval/env_error_rate"] == 0.5
     np.testing.assert_allclose(m["eval/pass@2"], 1 / 3)  # over the 2 valid samples per task
+    assert {k: v for k, v in m.items() if k.startswith("eval/stop/")} == {"eval/stop/eos_frac": 1.0}
+
+
+def test_evaluation_reports_the_share_of_each_stop_reason():
+    """A held-out set whose samples end in different ways: each reason's share over all samples."""
+    engine = ScriptedEngine(_judge(), lambda t, i: "0")
+    reasons = ["eos", "max_turns", "max_length", "max_turns"] * 3
+
+    def run(*a, **k):
+        got = ScriptedEngine.run(engine, *a, **k)
+        samples = [dataclasses.replace(x, stop_reason=r) for x, r in zip(got.samples, reasons)]
+        return dataclasses.replace(got, samples=samples)
+
+    engine.run = run
+    m = Evaluator(engine, Tasks().all[:3], samples_per_task=4, sampling=SamplingParams(),
+                  pass_k=(1,), seed=0).evaluate(None)
+    assert {k: v for k, v in m.items() if k.startswith("eval/stop/")} == {
+        "eval/stop/eos_frac": 0.25, "eval/stop/max_length_frac": 0.25, "eval/stop/max_turns_frac": 0.5}
 
 
 def _record_sampler_calls(monkeypatch, module) -> list:
