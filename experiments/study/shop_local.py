@@ -807,7 +807,8 @@ def block_report(block: Block) -> tuple[str, dict]:
         point, lo, hi = stats.t_interval(d)
         exp_num[arm] = {"per_run": d, "point": point, "lo": lo, "hi": hi}
         exp_rows.append([f"{arm} − pivotrl", ", ".join(f"{x:+.3f}" for x in d) or "none",
-                         stats.fmt_ci(point, lo, hi)])
+                         f"{point:+.3f} (one pair: no interval)" if len(d) == 1
+                         else stats.fmt_ci(point, lo, hi)])
     lines += ["## Exploratory: final success against PivotRL (paired by run)",
               table(["difference", "per run", "mean [95% t-CI]"], exp_rows)]
     wall = sum(r.record.get("wall_s", 0.0) for r in block.runs)

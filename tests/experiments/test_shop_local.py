@@ -268,6 +268,19 @@ def test_the_probe_wall_clock_is_the_mean_of_the_runs_that_recorded_it(tmp_path)
     assert numbers["one_time_cost"]["pivotrl"]["runs"] == 2
 
 
+def test_an_exploratory_difference_over_one_pair_has_no_interval(tmp_path):
+    """One paired run gives a difference but no spread: the report prints the point and says so,
+    not a zero-width interval."""
+    import os
+
+    _write_block(tmp_path)
+    os.remove(shop_local.record_path(str(tmp_path), "pivot_exact", shop_local.BlockSeeds(0, 1)))
+    md, numbers = shop_local.block_report(shop_local.load_block(str(tmp_path)))
+    row = [x for x in md.splitlines() if x.startswith("| pivot_exact − pivotrl")]
+    assert row == ["| pivot_exact − pivotrl | +0.000 | +0.000 (one pair: no interval) |"]
+    assert numbers["exploratory"]["pivot_exact"]["per_run"] == [0.0]
+
+
 def test_run_numbers_read_start_steps_reward_tenths_and_wall_hours():
     """A run's row: success at step 0, its last step, the mean training reward over its first and
     last tenth of steps (a tenth of 20 rows is 2), and its wall-hours."""
