@@ -295,10 +295,13 @@ class PivotCollector(Collector):
         self._unrestored = 0  # a re-profile's step whose kept set a restore could not rebuild
 
     # -- kept set
+    def _demo_candidates(self) -> list[PivotCandidate]:
+        return demo_candidates(self.pool, tokenizer=self.tokenizer,
+                               demonstrations=self.kit.demonstration,
+                               render_episode=self.kit.render_episode)
+
     def _candidates(self, params, key) -> list[PivotCandidate]:
-        cands = demo_candidates(self.pool, tokenizer=self.tokenizer,
-                                demonstrations=self.kit.demonstration,
-                                render_episode=self.kit.render_episode)
+        cands = self._demo_candidates()
         if self.s.candidates == "demo+rollout":
             episodes, cost, _ = self.episode_engine.sample_episodes(params, self.pool, key, self.sampling)
             self._pending = self._pending + cost
@@ -344,12 +347,11 @@ class PivotCollector(Collector):
     def _restore_kept(self, restored: dict) -> Optional[list[PivotCandidate]]:
         """The kept set of a `state_dict`, or None where it cannot be rebuilt: demo candidates
         are rebuilt from the pool by key, rollout candidates read from `kept_rollout` (a
-        checkpoint written before it kept them has none)."""
+        checkpoint written before it kept them has none). A demo state the pool no longer
+        yields is refused: the pool or the kit changed since the checkpoint."""
         if not restored.get("kept"):
             return None
-        by_key = {c.key: c for c in demo_candidates(
-            self.pool, tokenizer=self.tokenizer, demonstrations=self.kit.demonstration,
-            render_episode=self.kit.render_episode)}
+        by_key = {c.key: c for c in self._demo_candidates()}
         stored = restored.get("kept_rollout") or [None] * len(restored["kept"])
         tasks = {t.task_id: t for t in self.pool}
         kept = []
@@ -358,6 +360,10 @@ class PivotCollector(Collector):
                 kept.append(candidate_from_dict(d, tasks))
             elif k in by_key:
                 kept.append(by_key[k])
+            elif k.rsplit("/", 3)[1] == "demo":  # key: task_id/source/turn/hash
+                raise ValueError(f"the checkpoint's kept pivot state {k!r} is not among the pool's "
+                                 f"demonstration states: the task pool or the kit changed since "
+                                 f"the checkpoint; resume with the run's own config or start over")
             else:  # a rollout candidate the checkpoint does not hold
                 return None
         return kept

@@ -108,6 +108,20 @@ def test_a_rollout_candidates_checkpoint_without_its_states_resumes_only_where_t
         np.testing.assert_allclose(rows_b[-1][k], rows_a[3][k], rtol=1e-5, err_msg=k)
 
 
+def test_a_resume_whose_pool_no_longer_yields_a_kept_demo_state_is_refused(tmp_path, monkeypatch):
+    """A checkpoint's kept demonstration state that the pool no longer yields (the task pool or
+    the kit changed) is refused by name, not silently re-selected with the start's policy."""
+    from rlvr.train import pivots
+
+    cache = str(tmp_path / "warm")
+    cfg = lambda n: tiny_agent_config("pivotrl", train__num_steps=n, eval__every=0,  # noqa: E731
+                                      eval__num_tasks=0)
+    run_tiny(cfg(1), tmp_path / "a", warm_cache=cache)
+    monkeypatch.setattr(pivots, "demo_candidates", lambda *a, **k: [])
+    with pytest.raises(ValueError, match="is not among the pool's demonstration states"):
+        run_tiny(cfg(2), tmp_path / "a", warm_cache=cache)
+
+
 def test_a_rollout_candidate_round_trips_through_json():
     """`candidate_to_dict` / `candidate_from_dict` keep every field, and a snapshot whose hash
     does not match its payload is refused where it enters."""
