@@ -70,7 +70,6 @@ def cached_on_policy(config, folder: str, *, cache: str, workdir: str, name: str
     key (written before keys were portable) is found too. The run is closed and its work folder
     `<workdir>/<name>_<key>` removed afterwards. Returns (result, whether it came from the cache).
     """
-    import hashlib
     import json
     import shutil
 
@@ -81,8 +80,7 @@ def cached_on_policy(config, folder: str, *, cache: str, workdir: str, name: str
     c = runner.with_batch_bucket(arms.with_warm(config, folder), 32)
     c.checkpoint.export = False
     validate_config(c)
-    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
-        weights = hashlib.sha256(f.read()).hexdigest()
+    weights = runner.weights_sha256(folder)
     key_of = lambda cfg: runner.content_key([version, code_version(), cfg, weights, *extra])  # noqa: E731
     key = key_of(runner.portable_config(c, cache))
     old = key_of(runner.config_dict(c)) if legacy else key

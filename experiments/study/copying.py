@@ -17,8 +17,10 @@ The folders are the SFT rounds that block.json lists (found in the study cache b
 each warm start's curriculum stage, and the final policy of each run whose record the block holds
 (exported by the training loop to `<workdir>/<run key>/export`): the payment amount's NLL before
 and after RL shows whether an arm learned the decisive turn, which episode success (all three
-payments right) shows only once it is mostly right. Folders missing from the cache are named,
-not recomputed (`shop_local.py` computes them); with none found (a fresh clone) nothing is written.
+payments right) shows only once it is mostly right. A folder missing from the cache is read back
+from this report's previous numbers file (marked †; `block_files.previous_rows`), else named, not
+recomputed (`shop_local.py` computes them); with none found (a fresh clone) nothing is written.
+The warm starts the block stores with its records (`block_files`) are restored into the cache.
 Writes
 results/shop_local/copying_<scale>_local.md/.json.
 """
@@ -148,43 +150,57 @@ def _present(folder: str) -> bool:
 
 
 def report(rows: list, scale: str, command: str) -> str:
+    """The report's markdown from [(warm start, policy label, folder, NLL by kind or None, whether
+    the row was read back from the last numbers file)]: a row read back is marked †."""
     from experiments.study.report import table
 
     lines = [f"# What the local block's policies copy (scale `{scale}`)",
              f"Mean NLL per action token by kind on the demonstrations of {EVAL_TASKS} held-out "
              f"3-basket tasks (split \"eval\", seed {EVAL_SEED}); in brackets the fraction of those "
              "tokens given under half probability. A guess among the shop's 8 items is ln 8 ≈ 2.08 "
-             f"nats per item letter. Regenerate: `{command}`.", ""]
+             f"nats per item letter. Regenerate: `{command}`."]
+    if any(carried for *_, carried in rows):
+        from experiments.study.block_files import READ_BACK_NOTE
+
+        lines.append(READ_BACK_NOTE)
+    lines.append("")
     body = []
-    for w, stage, folder, got in rows:
+    for w, stage, folder, got, carried in rows:
         if got is None:
             body.append([w, stage] + ["not in the cache"] * len(KINDS))
         else:
-            body.append([w, stage] + [f"{got[k]['nll']:.3f} ({got[k]['above_ln2']:.2f})" if k in got else "n/a"
+            body.append([w, stage + (" †" if carried else "")] + [f"{got[k]['nll']:.3f} ({got[k]['above_ln2']:.2f})" if k in got else "n/a"
                                       for k in KINDS])
     lines.append(table(["warm start", "policy", *KINDS], body))
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    from experiments.study import shop_local
+    from experiments.study import block_files, shop_local
     from rlvr.tasks.shop import generate
 
     a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
     scale, block = shop_local.read_block_of(a)
+    block_files.restore_warm_starts(shop_local.records_of(a, scale), a.cache)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
-    rows = []
+    name = shop_local.diagnostic_name("copying", scale, block)
+    before = {(r["warm_start"], r["folder"]): r["nll_by_kind"]
+              for r in block_files.previous_rows(a.out, name) if r.get("nll_by_kind")}
+    rows, computed = [], []
     for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):
         got = nll_by_kind(wf, tasks) if _present(wf) else None
+        computed.append(got is not None)
+        carried = got is None and (w, _identity(wf)) in before  # not on this machine: the last file's
+        got = before[(w, _identity(wf))] if carried else got
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
+                                  + (" (read back)" if carried else "")
                                   if got else f"{wf} is not in the cache"), flush=True)
-        rows.append((w, stage, wf, got))
-    shop_local.exit_when_none_found([got is not None for *_, got in rows],
-                                    f"policies is in --cache {a.cache} or --workdir {a.workdir}")
+        rows.append((w, stage, wf, got, carried))
+    shop_local.exit_when_none_found(computed, f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale, shop_local.reader_command("copying.py", scale, block))
-    shop_local.write_md_json(a.out, shop_local.diagnostic_name("copying", scale, block), md,
+    shop_local.write_md_json(a.out, name, md,
                              [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
-                              for w, s, wf, g in rows])
+                              for w, s, wf, g, _ in rows])
     print(md)
     return 0
 

@@ -24,8 +24,10 @@ and the payment states of `DEMO_HELD_OUT_TASKS` held-out tasks (the evaluation's
 payments it never trained on reads from the warm start → final change on each set, sampled with
 one key per seed.
 
-Policies not in the cache or work folders are named, not recomputed; with none found (a fresh
-clone) nothing is written. Writes
+A policy not in the cache or work folders is read back from this report's previous numbers
+file (marked †; `block_files.previous_rows`), else named; with none found (a fresh clone)
+nothing is written. The seed's kept pivots come from its PivotRL run's selection wherever it is
+(`shop_local.block_selection`); a selection found nowhere is named, not read as empty. Writes
 results/shop_local/failures_<scale>_local.md/.json.
 """
 
@@ -132,13 +134,14 @@ def policy_breakdown(config, folder: str, cache: str, workdir: str) -> dict:
                             version=BREAKDOWN_VERSION, compute=compute)[0]
 
 
-def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir: str,
+def demo_state_success(config, folder: str, kept: frozenset | None, cache: str, workdir: str,
                        m: int = DEMO_M) -> dict:
     """{set: {"success": mean functional turn reward, "states": n}} for each of `STATE_SETS`:
     the policy in `folder` sampled m times at each demonstration state whose candidate key is in
     `kept` (of `config`'s task pool) and at the payment states of the first
     `DEMO_HELD_OUT_TASKS` held-out tasks; the key is the config seed's, the
-    same for every policy of a seed. Cached under `<cache>/local_failures/`."""
+    same for every policy of a seed. `kept` None (the seed's selection was not found): that set
+    is None, not sampled. Cached under `<cache>/local_failures/`."""
     import jax
 
     from experiments.study.common import cached_on_policy, sample_demo_turns
@@ -150,6 +153,9 @@ def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir
     def compute(r):
         out = {}
         for name, (select, tasks) in zip(STATE_SETS, selections):
+            if name == STATE_SETS[0] and kept is None:
+                out[name] = None
+                continue
             tasks = list(r.evaluator.tasks)[:DEMO_HELD_OUT_TASKS] if tasks else None
             cands, rewards, _ = sample_demo_turns(r, r.init_params, m, jax.random.PRNGKey(4000 + config.seed),
                                                   select=select, tasks=tasks)
@@ -157,20 +163,23 @@ def demo_state_success(config, folder: str, kept: frozenset, cache: str, workdir
         return out
 
     return cached_on_policy(config, folder, cache=cache, workdir=workdir, name="local_failures",
-                            version=DEMO_VERSION, compute=compute, extra=(sorted(kept), m))[0]
+                            version=DEMO_VERSION, compute=compute,
+                            extra=(None if kept is None else sorted(kept), m))[0]
 
 
-def kept_pivots(block, workdir: str) -> dict:
-    """{BlockSeeds: frozenset of kept candidate keys} from each PivotRL run's `pivots.json` in its
-    work folder (a seed whose file is missing has none)."""
-    import json
+def kept_pivots(block, records: str, cache: str, workdir: str) -> dict:
+    """{BlockSeeds: frozenset of kept candidate keys, or None where the selection was not found}
+    of each seed's PivotRL run (`shop_local.block_selection`: its work folder's pivots.json, the
+    copy stored with the records, or recomputed on its warm start); a seed with no PivotRL run
+    has none."""
+    from experiments.study import shop_local
 
     out = {}
     for r in block.runs:
-        path = os.path.join(workdir, r.record["key"], "pivots.json")
-        if r.arm == "pivotrl" and os.path.exists(path):
-            with open(path) as f:
-                out[r.seeds] = frozenset(c["key"] for c in json.load(f)["candidates"] if c["kept"])
+        if r.arm == "pivotrl":
+            found = shop_local.block_selection(block, r, records, cache, workdir)
+            out[r.seeds] = (None if found is None else
+                            frozenset(c["key"] for c in found["candidates"] if c["kept"]))
     return out
 
 
@@ -211,8 +220,16 @@ def policies(block, cache: str, workdir: str) -> list:
     return out
 
 
+def identity(p: Policy) -> str:
+    """A policy's cache key: its warm start's (`<cache>/warm/<key>`) or its run's
+    (`<workdir>/<key>/export`)."""
+    head, tail = os.path.split(os.path.normpath(p.folder))
+    return os.path.basename(head) if tail == "export" else tail
+
+
 def report(rows: list, scale: str, command: str) -> str:
-    """The report's markdown from [(Policy, breakdown or None, demonstration states or None)]."""
+    """The report's markdown from [(Policy, breakdown or None, demonstration states or None,
+    whether the row was read back from the last numbers file)]: a row read back is marked †."""
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
 
@@ -221,14 +238,19 @@ def report(rows: list, scale: str, command: str) -> str:
              "with each run's final policy (the episodes the run's evaluations score). Success is the "
              "outcome verifier's (every basket paid right, no wrong add); \"last evaluation\" is the "
              "success the run's record logged at its last evaluation, the same episodes. Regenerate: "
-             f"`{command}`.",
-             "", "## Per episode"]
+             f"`{command}`."]
+    if any(carried for *_, carried in rows):
+        from experiments.study.block_files import READ_BACK_NOTE
+
+        lines.append(READ_BACK_NOTE)
+    lines += ["", "## Per episode"]
+    label = lambda p, carried: p.label + (" †" if carried else "")  # noqa: E731
     body = []
-    for p, got, _ in rows:
+    for p, got, _, carried in rows:
         if got is None:
             body.append([p.seeds.label, p.label, "not in the cache", "", "", "", "", "", ""])
             continue
-        body.append([p.seeds.label, p.label, got["episodes"], fmt_num(got["success"]),
+        body.append([p.seeds.label, label(p, carried), got["episodes"], fmt_num(got["success"]),
                      fmt_num(p.last_evaluation, missing="—"), f"{got['wrong_adds']:.2f}",
                      f"{got['invalid']:.2f}", f"{got['turns']:.1f}",
                      ", ".join(f"{ENDS[k]} {v:.3f}" for k, v in got["ends"].items() if v)])
@@ -238,9 +260,9 @@ def report(rows: list, scale: str, command: str) -> str:
               "The last column is the decisive turn alone: of the payments made with the cart "
               "right, the share paid the right amount."]
     body = []
-    for p, got, _ in rows:
+    for p, got, _, carried in rows:
         for b, shares in enumerate(got["by_basket"] if got else []):
-            body.append([p.seeds.label, p.label, b + 1] + [fmt_num(shares[o]) for o in OUTCOMES]
+            body.append([p.seeds.label, label(p, carried), b + 1] + [fmt_num(shares[o]) for o in OUTCOMES]
                         + [fmt_num(decisive_share(shares), missing="—")])
     lines.append(table(["run", "policy", "basket", *OUTCOMES, "paid right when the cart was right"], body))
     lines += ["", "## The decisive turn on demonstration states",
@@ -248,25 +270,32 @@ def report(rows: list, scale: str, command: str) -> str:
               "PivotRL run's kept pivots (the states it trains on; any action kind) and the payment "
               f"states of {DEMO_HELD_OUT_TASKS} held-out tasks. "
               "One sampling key per seed, so a seed's policies are compared on the same draws."]
-    body = [[p.seeds.label, p.label] + [
-        "not in the cache" if demo is None else
+    body = [[p.seeds.label, label(p, carried)] + [
+        "not in the cache" if demo is None else "selection not found" if demo[k] is None else
         f"{fmt_num(demo[k]['success'], missing='—')} ({demo[k]['states']})" for k in STATE_SETS]
-        for p, _, demo in rows]
+        for p, _, demo, carried in rows]
     lines.append(table(["run", "policy", *STATE_SETS], body))
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    from experiments.study import shop_local
+    from experiments.study import block_files, shop_local
 
     a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
     scale, block = shop_local.read_block_of(a)
+    records = shop_local.records_of(a, scale)
+    block_files.restore_warm_starts(records, a.cache)
     sc = shop_local.local_scale(scale, "local")
     lrs = block.settings.get("learning_rates") or shop_local.declared_learning_rates(scale)
-    kept = kept_pivots(block, a.workdir)
-    rows = []
+    kept = kept_pivots(block, records, a.cache, a.workdir)
+    name = shop_local.diagnostic_name("failures", scale, block)
+    before = {(r["run"], r["policy"]): r for r in block_files.previous_rows(a.out, name)
+              if r.get("breakdown") is not None}
+    rows, computed = [], []
     for p in policies(block, a.cache, a.workdir):
         got = demo = None
+        carried = False
+        old = before.get((p.seeds.label, p.label))  # its row in the last numbers file
         if os.path.exists(os.path.join(p.folder, "model.safetensors")):
             method = "grpo" if p.arm == "grpo" else "pivotrl"
             c = shop_local.arm_config(p.arm, p.seeds.seed, sc, warm=p.folder, lr=lrs[method])
@@ -274,17 +303,21 @@ def main(argv=None) -> int:
             # every policy of a seed on the PivotRL run's pool and pivots
             pc = shop_local.arm_config("pivotrl", p.seeds.seed, sc, warm=p.folder, lr=lrs["pivotrl"])
             demo = demo_state_success(pc, p.folder, kept.get(p.seeds, frozenset()), a.cache, a.workdir)
+        elif old is not None and old.get("folder", identity(p)) == identity(p):
+            got, demo, carried = old["breakdown"], old["demo_states"], True  # the last file's
+        computed.append(got is not None and not carried)
         print(f"{p.seeds.label} {p.label}: " + (
-            f"success {got['success']:.3f}; " + ", ".join(
-                f"{k} {v['success'] if v['success'] is None else round(v['success'], 3)}"
-                for k, v in demo.items()) if got else f"{p.folder} is not in the cache"), flush=True)
-        rows.append((p, got, demo))
-    shop_local.exit_when_none_found([got is not None for _, got, _ in rows],
-                                    f"policies is in --cache {a.cache} or --workdir {a.workdir}")
+            f"success {got['success']:.3f}{' (read back)' if carried else ''}; " + ", ".join(
+                f"{k} {None if v is None or v['success'] is None else round(v['success'], 3)}"
+                for k, v in (demo or {}).items()) if got else f"{p.folder} is not in the cache"),
+              flush=True)
+        rows.append((p, got, demo, carried))
+    shop_local.exit_when_none_found(computed, f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale, shop_local.reader_command("local_failures.py", scale, block))
-    shop_local.write_md_json(a.out, shop_local.diagnostic_name("failures", scale, block), md,
-                             [{"run": p.seeds.label, "policy": p.label, "last_evaluation": p.last_evaluation,
-                               "breakdown": got, "demo_states": demo} for p, got, demo in rows])
+    shop_local.write_md_json(a.out, name, md,
+                             [{"run": p.seeds.label, "policy": p.label, "folder": identity(p),
+                               "last_evaluation": p.last_evaluation, "breakdown": got,
+                               "demo_states": demo} for p, got, demo, _ in rows])
     print(md)
     return 0
 

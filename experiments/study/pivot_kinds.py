@@ -6,18 +6,19 @@
 A PivotRL arm probes every turn of its pool's demonstrations (`pivot.m` samples each, judged by
 the turn verifier) and trains only on the turns it keeps (`pivot.selection`: mixed outcomes,
 mean below `pivot.lambda_diff`). Each run's selection is in its work folder
-(`<workdir>/<run key>/pivots.json`, written by the loop; a run that re-profiles keeps its last). This report reads it and names each
+(`<workdir>/<run key>/pivots.json`, written by the loop; a run that re-profiles keeps its last),
+and stored with its record (`block_files`: a selection made at the start and lost is recomputed
+on the stored warm start and checked against the record). This report reads it and names each
 probed turn by the demonstration's action there (`get`, `add` or `pay`; a turn taken from the
 policy's own rollouts is "rollout"): per kind, how many turns were candidates, how many kept,
-and the probe's mean success. Runs whose work folder is gone are named, not recomputed; with none found
-(a fresh clone) nothing is written.
+and the probe's mean success. Runs whose selection is found nowhere are named; with none found
+nothing is written.
 Writes results/shop_local/pivots_<scale>_local.md/.json.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import os
 import sys
 
@@ -78,7 +79,7 @@ def report(rows: list, scale: str, command: str) -> str:
     body = []
     for arm, label, got in rows:
         if got is None:
-            body.append([arm, label, "work folder not found", "", "", ""])
+            body.append([arm, label, "selection not found", "", "", ""])
             continue
         for k, v in got.items():
             body.append([arm, label, k, v["candidates"], v["kept"],
@@ -91,23 +92,24 @@ def report(rows: list, scale: str, command: str) -> str:
 def main(argv=None) -> int:
     from experiments.study import shop_local
 
-    a = shop_local.reader_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
     scale, block = shop_local.read_block_of(a)
+    records = shop_local.records_of(a, scale)
     rows = []
     for r in block.runs:
         if r.arm == "grpo":
             continue
-        path = os.path.join(a.workdir, r.record["key"], "pivots.json")
-        if not os.path.exists(path):
+        found = shop_local.block_selection(block, r, records, a.cache, a.workdir)
+        if found is None:
             rows.append((r.arm, r.seeds.label, None))
             continue
-        with open(path) as f:
-            candidates = json.load(f)["candidates"]
+        candidates = found["candidates"]
         kw = r.record["config"]["task.kwargs"]
         rows.append((r.arm, r.seeds.label,
                      by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
     shop_local.exit_when_none_found([got is not None for *_, got in rows],
-                                    f"PivotRL runs has its work folder in --workdir {a.workdir}")
+                                    f"PivotRL runs has its selection in --workdir {a.workdir}, "
+                                    f"in {records} or its warm start in --cache {a.cache}")
     md = report(rows, scale, shop_local.reader_command("pivot_kinds.py", scale, block))
     shop_local.write_md_json(a.out, shop_local.diagnostic_name("pivots", scale, block), md,
                              [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])

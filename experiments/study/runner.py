@@ -54,17 +54,31 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, e.g. under `taskset`): XLA sizes its CPU
+    thread pool by it, and the thread count changes how reductions split, so training repeats
+    bit for bit only at the same count (measured: a warm start trained pinned to one of two
+    cores differs from the same one trained on both)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def machine() -> str:
-    """The CPU model, logical CPU count and jaxlib version this process runs on, e.g.
-    `"AMD EPYC, 2 CPUs, jaxlib 0.10.2"`: what a run or warm start record carries, since it
-    repeats bit for bit only on the same kind of machine."""
+    """The CPU model, logical CPU count (and the usable ones where fewer: `usable_cpus`) and jaxlib
+    version this process runs on, e.g. `"AMD EPYC, 2 CPUs, jaxlib 0.10.2"` or `"AMD EPYC,
+    2 CPUs (1 usable), jaxlib 0.10.2"`: what a run or warm start record carries, since it
+    repeats bit for bit only on the same kind of machine and thread count."""
     from importlib import metadata
 
     try:
         jaxlib = metadata.version("jaxlib")
     except metadata.PackageNotFoundError:
         jaxlib = "unknown"
-    return f"{cpu_model()}, {os.cpu_count()} CPUs, jaxlib {jaxlib}"
+    usable = usable_cpus()
+    cpus = f"{os.cpu_count()} CPUs" + (f" ({usable} usable)" if usable != os.cpu_count() else "")
+    return f"{cpu_model()}, {cpus}, jaxlib {jaxlib}"
 
 
 def write_json(path: str, data: Any) -> None:
@@ -194,6 +208,12 @@ def sft_to_folder(config, seed: int, folder: str, spec: dict, *, log: Callable =
         os.replace(tmp, folder)
     log(f"  {label}: {time.time() - t0:.0f} s -> {folder}")
     return folder
+
+
+def weights_sha256(folder: str) -> str:
+    """The sha256 of a Hugging Face folder's `model.safetensors`: which weights it holds."""
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def warm_info(folder: str) -> dict:

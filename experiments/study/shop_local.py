@@ -18,7 +18,10 @@ warm-start check (`warm_start_check`, declared before any run) decides whether i
 least MIN_PAYMENTS payments with the cart complete in each layout, and on the testbed the premise
 holding. Warm starts are SFT in rounds, checked after each (`warm_round_folder`); on the testbed
 the first round continues a one-basket curriculum stage (`curriculum_folder`). A block runs in
-sittings (`--warm-seeds`, `--rl-seeds`, `--arms`). Learning rates are declared
+sittings (`--warm-seeds`, `--rl-seeds`, `--arms`), on any machine of the same kind: each warm start
+that passes its check and each PivotRL-family run's selection are stored with the records
+(`experiments.study.block_files`), so a sitting on a fresh clone starts its runs from the stored
+warm start instead of training it again. Learning rates are declared
 (`DECLARED_LEARNING_RATES`: GRPO 1e-4, PivotRL 3e-5, the long512 block's choices); a block at
 another PivotRL rate (`--pivotrl-lr`) is exploratory, with its own records folder and report
 (`block_name`); its GRPO runs have the declared block's configs, so a cache that holds them
@@ -306,6 +309,26 @@ def warm_entry(rounds: list) -> dict:
             "cpu_s": float(sum(r["cpu_s"] for r in rounds)), "rounds": list(rounds)}
 
 
+def warm_identity_error(stored: dict, folder: str) -> str:
+    """'' when the warm start in `folder` is the one a block's premise round entry `stored`
+    checked (its weights' sha256 where the entry records it, else its SFT NLL, which training
+    repeats bit for bit only on the same kind of machine and thread count), else why not. A
+    warm start trained again elsewhere has the same cache key (code and settings) but other
+    weights: runs from it would not pair with the block's."""
+    from experiments.study import runner
+
+    if stored.get("weights_sha256"):
+        got = runner.weights_sha256(folder)
+        if got != stored["weights_sha256"]:
+            return f"its weights' sha256 is {got[:16]}…, the block's {stored['weights_sha256'][:16]}…"
+        return ""
+    got = float(runner.warm_info(folder).get("sft_nll", float("nan")))
+    want = float(stored.get("sft_nll", float("nan")))
+    if got != want:
+        return f"its SFT NLL is {got!r}, the block's {want!r}"
+    return ""
+
+
 def warm_start_check(difficulty: str, check) -> str:
     """'' when the block's runs from a warm start with premise check `check`
     (`premise.PremiseResult`) can be read, else why not:
@@ -376,17 +399,17 @@ def curriculum_spec(config, seed: int) -> dict:
             "length": CURRICULUM_SEQ_LEN}
 
 
-def curriculum_folder(config, seed: int, cache: str, *, log=print) -> str:
+def curriculum_folder(config, seed: int, cache: str, *, log=print, build: bool = True) -> str:
     """The Hugging Face folder of warm start `seed`'s curriculum stage: `config`'s model trained from
     its random init for `config.train.sft_steps` SFT steps on one-basket episodes
     (`CURRICULUM_DIFFICULTY`, rows of CURRICULUM_SEQ_LEN tokens; demonstration draws from `seed`),
-    cached under `<cache>/warm/<key>`."""
+    cached under `<cache>/warm/<key>`. `build=False`: its path, whether or not the cache has it."""
     from experiments.study import runner
 
     c = curriculum_config(config)
     spec = curriculum_spec(config, seed)
     folder = os.path.join(cache, "warm", runner.content_key(spec))
-    if os.path.exists(os.path.join(folder, "warm.json")):
+    if not build or os.path.exists(os.path.join(folder, "warm.json")):
         return folder
     return runner.sft_to_folder(c, seed, folder, spec, log=log, length=CURRICULUM_SEQ_LEN,
                                 label=f"warm start seed {seed}, curriculum stage")
@@ -427,15 +450,17 @@ def warm_round_folder(config, seed: int, cache: str, rnd: int, *, recipe: str = 
 def round_compute(config, seed: int, cache: str, rnd: int, recipe: str) -> dict:
     """{"sft_nll", "wall_s", "cpu_s"} of round `rnd` of warm start `seed` (`warm_round_folder`,
     which must exist): its SFT NLL, and its wall / CPU seconds, the curriculum stage's included
-    in round 1's under "curriculum"."""
+    in round 1's under "curriculum" (NaN when the cache lacks the stage: a warm start restored
+    from the block's records, `block_files`, comes without it and is not trained again)."""
     from experiments.study import runner
 
     info = runner.warm_info(warm_round_folder(config, seed, cache, rnd, recipe=recipe))
     out = {k: float(info.get(k, float("nan"))) for k in ("sft_nll", "wall_s", "cpu_s")}
     if recipe == "curriculum" and rnd == 1:
-        cur = runner.warm_info(curriculum_folder(config, seed, cache))
-        out["wall_s"] += float(cur["wall_s"])
-        out["cpu_s"] += float(cur["cpu_s"])
+        stage = curriculum_folder(config, seed, cache, build=False)
+        cur = runner.warm_info(stage) if os.path.exists(os.path.join(stage, "warm.json")) else {}
+        out["wall_s"] += float(cur.get("wall_s", float("nan")))
+        out["cpu_s"] += float(cur.get("cpu_s", float("nan")))
     return out
 
 
@@ -546,6 +571,38 @@ def read_block_of(args) -> tuple[str, "Block"]:
         return scale, load_block(args.records or records_folder(scale, "local"))
     except FileNotFoundError as e:
         raise SystemExit(str(e))
+
+
+def records_of(args, scale: str) -> str:
+    """The records folder `reader_arguments`' parsed `args` name (--records, else the scale's)."""
+    return args.records or records_folder(scale, "local")
+
+
+def block_run_config(block: "Block", run: "BlockRun", cache: str):
+    """The config `run` of `block` ran with, rebuilt from its arm and seeds (`arm_config` at the
+    block's scale, difficulty and learning rates) on its warm start's folder in `cache`."""
+    st = block.settings
+    sc = local_scale(st["scale"], st["difficulty"])
+    lrs = st.get("learning_rates") or declared_learning_rates(st["scale"], st["difficulty"])
+    warm = os.path.join(cache, "warm", os.path.basename(run.record["config"].get("model.init_from", "")))
+    return arm_config(run.arm, run.seeds.seed, sc, warm=warm,
+                      lr=lrs["grpo" if run.arm == "grpo" else "pivotrl"])
+
+
+def block_selection(block: "Block", run: "BlockRun", records: str, cache: str,
+                    workdir: str) -> dict | None:
+    """The pivot selection of PivotRL-family `run` (`block_files.selection`: its work folder's
+    pivots.json, the copy stored in `records`, or recomputed on its warm start in `cache` and
+    checked against its record); None when none is found or it cannot be recomputed (the reason
+    printed to stderr: a selection is named missing, never guessed)."""
+    from experiments.study import block_files
+
+    try:
+        return block_files.selection(records, run.arm, run.seeds.label, run.record, workdir,
+                                     rebuild=lambda: block_run_config(block, run, cache), cache=cache)
+    except ValueError as e:
+        print(f"{run.arm} {run.seeds.label}: no selection: {e}", file=sys.stderr)
+        return None
 
 
 def diagnostic_name(prefix: str, scale: str, block: "Block") -> str:
@@ -905,7 +962,7 @@ def block_premise(folder: str, settings: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    from experiments.study import arms, premise, runner
+    from experiments.study import arms, block_files, premise, runner
     from experiments.study.records import write_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -955,6 +1012,9 @@ def main(argv=None) -> int:
         raise SystemExit(why)
     settings = {"scale": scale, "difficulty": a.difficulty, "learning_rates": lrs, "level": LEVEL}
     prem = block_premise(folder, settings)
+    restored = block_files.restore_warm_starts(folder, a.cache)
+    if restored:
+        print(f"warm starts {restored} restored from {block_files.warm_store(folder)}", flush=True)
     refused = []
     recipe = warm_recipe(sc)
     for w in sitting.warm_seeds:
@@ -965,6 +1025,13 @@ def main(argv=None) -> int:
             key = os.path.basename(os.path.normpath(warm))
             done = {r["warm_start"]: r for r in rounds}
             if key in done:  # checked in an earlier sitting: this round's own check
+                differs = warm_identity_error(done[key], warm)
+                if differs:
+                    raise SystemExit(
+                        f"warm start {w} ({warm}) is not the one the block's runs started from: "
+                        f"{differs}. It was trained again (another machine or thread count); "
+                        f"restore the block's own (stored under {block_files.warm_store(folder)}) "
+                        f"or write a new block to another --records folder")
                 res = premise_result(done[key])
             else:
                 wd = os.path.join(a.workdir, f"premise_w{w}")
@@ -976,12 +1043,14 @@ def main(argv=None) -> int:
                     **dataclasses.asdict(res), "warm_start": key, "round": rnd, "recipe": recipe,
                     "sft_steps": rnd * sc["sft_steps"],
                     "curriculum_steps": sc["sft_steps"] if recipe == "curriculum" else 0,
+                    "weights_sha256": runner.weights_sha256(warm),
                     **round_compute(wc, w, a.cache, rnd, recipe)}]
                 prem = update_block_premise(folder, settings, f"warm{w}", warm_entry(rounds))
             why = warm_start_check(a.difficulty, res)
             print(f"warm start {w}, SFT round {rnd}: {res.line()}" + (f"; check fails: {why}" if why else
                   "; check passes"), flush=True)
             if not why:
+                block_files.store_warm(folder, warm)  # a sitting elsewhere starts from it
                 break
         if why and scale != "quick":
             print(f"warm start {w}: its runs are not started: {why}", flush=True)
@@ -996,6 +1065,8 @@ def main(argv=None) -> int:
                 rec = runner.run_config(c, workdir_root=a.workdir, cache=a.cache,
                                         label=f"local/{n}/{bs.label}")
                 write_record(record_path(folder, n, bs), rec)
+                if n != "grpo":
+                    block_files.store_selection(folder, n, bs.label, os.path.join(a.workdir, rec["key"]))
     md, _ = write_report(load_block(folder), a.out)  # the tables come from the records only
     print(open(md).read(), flush=True)
     if refused:

@@ -98,6 +98,32 @@ def test_report_adds_each_finished_runs_final_policy_and_names_missing_ones(tmp_
     assert got[1]["nll_by_kind"]["payment amount"]["nll"] > 1.0  # a random init
     md = (tmp_path / "out" / "copying_quick_local.md").read_text()
     assert "| warm0 | grpo w0s1 after RL (7 steps) | not in the cache |" in md
+    assert "†" not in md
+    # on a machine without the PivotRL run's export its row is read back from the last numbers
+    # file, marked; the GRPO run's, never computed, stays named; with nothing computed here at
+    # all the committed report is left as it is
+    import shutil
+
+    from experiments.study import block_files
+
+    (work / "k_other" / "export").mkdir(parents=True)  # another policy, computed here
+    write_record(shop_local.record_path(str(rec), "grpo", shop_local.BlockSeeds(0, 2)),
+                 {"key": "k_other", "label": "local/grpo/w0s2", "rows": rows})
+    save_pretrained(build_policy(c, tok.vocab_size), str(work / "k_other" / "export"))
+    (work / "k_other" / "export" / "rlvr_export.json").write_text("{}")
+    shutil.rmtree(work / "k_pivot" / "export")
+    assert copying.main(["--quick", "--records", str(rec), "--workdir", str(work),
+                         "--out", str(tmp_path / "out")]) == 0
+    again = json.loads((tmp_path / "out" / "copying_quick_local.json").read_text())
+    assert again[:2] == got and again[2]["folder"] == "k_other"
+    md = (tmp_path / "out" / "copying_quick_local.md").read_text()
+    assert "| warm0 | pivotrl w0s1 after RL (7 steps) † |" in md and block_files.READ_BACK_NOTE in md
+    assert "| warm0 | grpo w0s1 after RL (7 steps) | not in the cache |" in md
+    shutil.rmtree(work / "k_other" / "export")
+    with pytest.raises(SystemExit, match="none of the block's 3 policies"):
+        copying.main(["--quick", "--records", str(rec), "--workdir", str(work),
+                      "--out", str(tmp_path / "out")])
+    assert json.loads((tmp_path / "out" / "copying_quick_local.json").read_text()) == again
 
 
 def test_with_no_policy_found_nothing_is_written(tmp_path):

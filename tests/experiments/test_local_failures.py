@@ -100,9 +100,19 @@ def test_kept_pivots_are_read_from_each_pivotrl_runs_selection(tmp_path):
     (tmp_path / "work" / "k0" / "pivots.json").write_text(json.dumps({"candidates": [
         {"key": "t/demo/3/abc", "kept": True}, {"key": "t/demo/4/abd", "kept": False}]}))
     block = shop_local.load_block(str(folder))
-    assert lf.kept_pivots(block, str(tmp_path / "work")) == {
+    cache = str(tmp_path / "cache")
+    assert lf.kept_pivots(block, str(folder), cache, str(tmp_path / "work")) == {
         shop_local.BlockSeeds(0, 0): frozenset({"t/demo/3/abc"})}
-    assert lf.kept_pivots(block, str(tmp_path / "elsewhere")) == {}
+    # found nowhere (no work folder, none stored, no warm start to recompute it on): named as
+    # not found, not read as a selection that kept nothing
+    assert lf.kept_pivots(block, str(folder), cache, str(tmp_path / "elsewhere")) == {
+        shop_local.BlockSeeds(0, 0): None}
+    # the copy stored with the records is read where the work folder is gone
+    from experiments.study import block_files
+
+    assert block_files.store_selection(str(folder), "pivotrl", "w0s0", str(tmp_path / "work" / "k0"))
+    assert lf.kept_pivots(block, str(folder), cache, str(tmp_path / "elsewhere")) == {
+        shop_local.BlockSeeds(0, 0): frozenset({"t/demo/3/abc"})}
 
 
 def test_with_no_policy_found_nothing_is_written(tmp_path):
@@ -144,17 +154,36 @@ def test_report_samples_each_seeds_warm_start_and_final_policies_and_caches_them
     for shares in b["by_basket"]:
         assert sum(shares.values()) == pytest.approx(1.0)
     assert sum(b["ends"].values()) == pytest.approx(1.0)
-    # the demonstration states: the PivotRL run's pivots.json is not in its work folder, so it
-    # kept none; the held-out payment states are the evaluation's tasks', three baskets each
+    # the demonstration states: the PivotRL run's selection is found nowhere (no work folder,
+    # none stored, and the record's key is not one its arm's config gives, so it is not
+    # recomputed): named, not sampled; the held-out payment states are the evaluation's tasks',
+    # three baskets each
     demo = got[0]["demo_states"]
-    assert demo["kept pivots"] == {"success": None, "states": 0}
+    assert demo["kept pivots"] is None
     assert demo["held-out payments"]["states"] == 3 * min(sc["eval_tasks"], lf.DEMO_HELD_OUT_TASKS)
     assert got[1]["demo_states"] is None
     md = (tmp_path / "out" / "failures_quick_local.md").read_text()
     assert "| w0s0 | grpo after RL (7 steps) | not in the cache |" in md
-    assert "| w0s0 | warm start (step 0) | — (0) |" in md
+    assert "| w0s0 | warm start (step 0) | selection not found |" in md
+    assert "†" not in md  # nothing read back: no earlier numbers file
     # a second reading comes from the cache: nothing is sampled again
     monkeypatch.setattr(setup, "build_run", lambda *a, **k: pytest.fail("sampled again"))
     assert lf.main(argv) == 0
     assert json.loads((tmp_path / "out" / "failures_quick_local.json").read_text()) == got
     assert os.listdir(cache / "local_failures")
+    # on a machine without a policy's folder its row is read back from the last numbers file,
+    # marked, with the same numbers; a row filed under another folder key is not
+    import shutil
+
+    from experiments.study import block_files
+
+    shutil.rmtree(work / "k_pivot" / "export")
+    assert lf.main(argv) == 0
+    assert json.loads((tmp_path / "out" / "failures_quick_local.json").read_text()) == got
+    md = (tmp_path / "out" / "failures_quick_local.md").read_text()
+    assert f"| w0s0 | pivotrl after RL (7 steps) † | {sc['eval_tasks']} |" in md
+    assert block_files.READ_BACK_NOTE in md and "| w0s0 | warm start (step 0) |" in md
+    numbers = tmp_path / "out" / "failures_quick_local.json"
+    numbers.write_text(json.dumps([{**g, "folder": "another"} if g["folder"] == "k_pivot" else g for g in got]))
+    assert lf.main(argv) == 0
+    assert json.loads(numbers.read_text())[2]["breakdown"] is None

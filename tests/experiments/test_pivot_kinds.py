@@ -43,14 +43,14 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
                                ("pivotrl", "w0s1", None)], "full",
                               "python experiments/study/pivot_kinds.py")
     assert "| pivot_all_equal | w0s0 | pay | 6 | 6 | not probed |" in text
-    assert "| pivotrl | w0s1 | work folder not found |" in text
+    assert "| pivotrl | w0s1 | selection not found |" in text
     # a task id the generator does not make (another difficulty) is named, not guessed
     with pytest.raises(ValueError, match="is not one that"):
         pivot_kinds.demo_action_kinds(cands[:1], "standard", "diverse")
 
 
-def test_with_no_work_folder_found_nothing_is_written(tmp_path):
-    """A fresh clone has no work folders: the script exits naming the folder and leaves the
-    committed report as it is."""
+def test_with_no_selection_found_nothing_is_written(tmp_path):
+    """With no selection found (no work folder, none stored, no warm start to recompute it on)
+    the script exits naming where it looked and leaves the committed report as it is."""
     assert_nothing_written(pivot_kinds.main, tmp_path, "pivotrl",
-                           "none of the block's 1 PivotRL runs has its work folder", cache=False)
+                           "none of the block's 1 PivotRL runs has its selection")

@@ -2,6 +2,7 @@
 arms differ from their bases in what their names say; the primary endpoint reads training turns."""
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -397,7 +398,7 @@ def test_a_sitting_refuses_a_block_computed_with_another_code_version_and_its_re
 
 def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_folder_and_report(
         tmp_path, monkeypatch):
-    from experiments.study import premise, runner
+    from experiments.study import block_files, premise, runner
 
     declared = shop_local.declared_learning_rates("full")
     assert shop_local.block_name("full", "local") == "shop_local_full_local"
@@ -411,9 +412,11 @@ def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_fold
     got = []
     (tmp_path / "warm").mkdir()
     (tmp_path / "warm" / "warm.json").write_text(json.dumps({"sft_nll": 0.5, "wall_s": 60.0, "cpu_s": 90.0}))
+    (tmp_path / "warm" / "model.safetensors").write_bytes(b"weights")
     monkeypatch.setattr(shop_local, "warm_round_folder", lambda *a, **k: str(tmp_path / "warm"))
     monkeypatch.setattr(shop_local, "curriculum_folder", lambda *a, **k: str(tmp_path / "warm"))
     monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: _premise(0.9, 0.88))
+    monkeypatch.setattr(block_files, "store_warm", lambda records, folder: None)  # not a real folder
     monkeypatch.setattr(runner, "run_config", lambda c, **k: got.append(
         (k["label"], c.optimizer.learning_rate)) or _block_rec([0, 100], [0.1, 0.2]))
     monkeypatch.setattr(shop_local, "records_folder", lambda scale, difficulty, lrs=None: str(
@@ -478,19 +481,21 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     import dataclasses
     import json
 
-    from experiments.study import premise, runner
+    from experiments.study import block_files, premise, runner
 
     def folder(name, info):
         f = tmp_path / name
         f.mkdir(exist_ok=True)
         (f / "warm.json").write_text(json.dumps(info))
+        (f / "model.safetensors").write_bytes(name.encode())  # its weights
         return str(f)
 
     def round_folder(config, seed, cache, rnd, recipe="scratch", **k):
         assert recipe == "curriculum"  # the three-basket testbed's recipe
         return folder(f"warm_r{rnd}", {"sft_nll": 0.5 / rnd, "wall_s": 60.0, "cpu_s": 90.0})
 
-    started = []
+    started, stored = [], []
+    monkeypatch.setattr(block_files, "store_warm", lambda records, f: stored.append((records, f)))
     monkeypatch.setattr(shop_local, "warm_round_folder", round_folder)
     monkeypatch.setattr(shop_local, "curriculum_folder", lambda *a, **k: folder(
         "curriculum", {"sft_nll": 0.1, "wall_s": 30.0, "cpu_s": 40.0}))
@@ -526,8 +531,10 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     if passing_round:
         assert rc == 0 and started == [("local/grpo/w0s0", str(tmp_path / "warm_r2"))]
         assert "| passes |" in md
+        # the passing round is stored with the block's records (a sitting elsewhere starts from it)
+        assert stored == [(str(tmp_path / "rec"), str(tmp_path / "warm_r2"))]
     else:
-        assert rc == 1 and started == []
+        assert rc == 1 and started == [] and stored == []
         assert "fails: the warm start's payments with the cart complete are too few" in md
     # a later sitting reads each round's own check back instead of checking again, and starts
     # its runs from the same passing round
@@ -535,6 +542,25 @@ def test_runs_start_only_from_a_warm_start_that_passes_the_check(tmp_path, monke
     started.clear()
     assert shop_local.main(argv) == rc
     assert started == ([("local/grpo/w0s0", str(tmp_path / "warm_r2"))] if passing_round else [])
+    # a warm start trained again (same key, other weights: another machine or thread count) is
+    # refused before any run starts from it; so is one whose SFT NLL differs where the block's
+    # entry records no weights hash (blocks written before it did)
+    meta = json.loads((tmp_path / "rec" / "block.json").read_text())
+    first = next(r for r in meta["premise"]["warm0"]["rounds"] if r["warm_start"] == "warm_r1")
+    assert first["weights_sha256"] == hashlib.sha256(b"warm_r1").hexdigest()
+    first["weights_sha256"] = hashlib.sha256(b"trained elsewhere").hexdigest()
+    (tmp_path / "rec" / "block.json").write_text(json.dumps(meta))
+    started.clear()
+    with pytest.raises(SystemExit, match="warm start 0 .* is not the one the block's runs started "
+                                         "from: its weights' sha256 is"):
+        shop_local.main(argv)
+    assert started == []
+    del first["weights_sha256"]
+    first["sft_nll"] = 0.49
+    (tmp_path / "rec" / "block.json").write_text(json.dumps(meta))
+    with pytest.raises(SystemExit, match="its SFT NLL is 0.5, the block's 0.49"):
+        shop_local.main(argv)
+    assert started == []
 
 
 def test_an_sft_round_continues_the_last_rounds_parameters_and_is_cached(tmp_path, monkeypatch):
@@ -631,3 +657,44 @@ def test_a_sitting_writes_its_warm_starts_entry_without_dropping_anothers(tmp_pa
     shop_local.update_block_premise(str(tmp_path), settings, "warm0", first["warm0"])
     assert set(shop_local.block_premise(str(tmp_path), settings)) == {"warm0", "warm1"}
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+def test_a_sitting_on_another_machine_starts_from_the_stored_warm_start_and_stores_selections(
+        tmp_path, monkeypatch):
+    """A warm start stored with the block's records is restored into a cache that lacks it and
+    its runs start from it without training it again; a PivotRL-family run's selection is stored
+    with its record."""
+    import json
+
+    from experiments.study import arms, block_files, premise, runner
+    from tests.experiments.test_block_files import _warm
+
+    sc = shop_local.local_scale("quick", "local")
+    wc = arms.base_config("grpo", 0, sc)
+    spec = {**runner.warm_spec(wc, 0), "round": 1, "recipe": shop_local.warm_recipe(sc)}
+    key = runner.content_key(spec)
+    rec = tmp_path / "rec"
+    block_files.store_warm(str(rec), _warm(tmp_path / "first" / key, spec))
+    monkeypatch.setattr(runner, "sft_to_folder", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: _premise(0.9, 0.88))
+    from rlvr.version import code_version
+
+    started = []
+
+    def run_config(c, workdir_root, **k):
+        started.append((k["label"], c.model.init_from))
+        os.makedirs(os.path.join(workdir_root, f"k_{len(started)}"))
+        with open(os.path.join(workdir_root, f"k_{len(started)}", "pivots.json"), "w") as f:
+            json.dump({"selection": "all", "candidates": []}, f)
+        return {**_block_rec([0, 100], [0.1, 0.2]), "key": f"k_{len(started)}", "code_version": code_version()}
+
+    monkeypatch.setattr(runner, "run_config", run_config)
+    cache = tmp_path / "cache"
+    assert shop_local.main(["--quick", "--arms", "grpo,pivotrl", "--records", str(rec), "--out",
+                            str(tmp_path / "out"), "--cache", str(cache), "--workdir",
+                            str(tmp_path / "work")]) == 0
+    assert started == [("local/grpo/w0s0", str(cache / "warm" / key)),
+                       ("local/pivotrl/w0s0", str(cache / "warm" / key))]
+    assert (cache / "warm" / key / "model.safetensors").exists()
+    assert sorted(p for p in os.listdir(rec) if p.endswith(".pivots.json.gz")) == ["pivotrl.w0s0.pivots.json.gz"]
+    assert block_files.read_selection(str(rec / "pivotrl.w0s0.pivots.json.gz"))["selection"] == "all"

@@ -386,6 +386,12 @@ def test_provenance_names_each_machine_the_runs_were_computed_on(tmp_path):
     from importlib import metadata
 
     assert runner.machine().endswith(f", {os.cpu_count()} CPUs, jaxlib {metadata.version('jaxlib')}")
+    # pinned to fewer CPUs (XLA's thread pool follows the affinity): the record says so
+    import unittest.mock
+
+    with unittest.mock.patch.object(runner, "usable_cpus", return_value=1):
+        assert runner.machine().endswith(f", {os.cpu_count()} CPUs (1 usable), jaxlib "
+                                         f"{metadata.version('jaxlib')}")
 
 
 def test_counts_read_singular_for_one():
