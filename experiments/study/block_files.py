@@ -43,9 +43,10 @@ CHECKED_STATS = ("pivot/candidates", "pivot/kept", "pivot/mean_mu", "pivot/frac_
                  "pivot/frac_all_pass")
 STATS_RTOL = 1e-5
 # a diagnostic's footnote to the rows it read back (`previous_rows`), marked †
-READ_BACK_NOTE = ("† read back from this report's previous numbers file: the policy's folder is not "
-                  "on the machine that regenerated it (the same policy: its folder's key, which "
-                  "hashes code version and config, is the one the file names).")
+READ_BACK_NOTE = ("† read back from this report's previous numbers file: what the row reads (a "
+                  "policy's folder, a run's selection) is not on the machine that regenerated it "
+                  "(the same policy or run: its key, which hashes code version and config, is the "
+                  "one the file names).")
 
 
 class WarmStartMissing(FileNotFoundError):

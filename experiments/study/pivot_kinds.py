@@ -11,8 +11,9 @@ and stored with its record (`block_files`: a selection made at the start and los
 on the stored warm start and checked against the record). This report reads it and names each
 probed turn by the demonstration's action there (`get`, `add` or `pay`; a turn taken from the
 policy's own rollouts is "rollout"): per kind, how many turns were candidates, how many kept,
-and the probe's mean success. Runs whose selection is found nowhere are named; with none found
-nothing is written.
+and the probe's mean success. A run whose selection is found nowhere keeps its row from this
+report's previous numbers file (marked †, filed under the same run key), else is named; with
+none found nothing is written.
 Writes results/shop_local/pivots_<scale>_local.md/.json.
 """
 
@@ -69,20 +70,26 @@ def by_kind(candidates: list, kinds: list) -> dict:
 
 
 def report(rows: list, scale: str, command: str) -> str:
+    """The report's markdown from [(arm, run label, `by_kind` or None, whether the row was read
+    back from the last numbers file)]: a row read back is marked †."""
+    from experiments.study.block_files import READ_BACK_NOTE
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
 
     lines = [f"# Which turns the local block's PivotRL runs train on (scale `{scale}`)",
              "Each run's candidate turns by the demonstration's action there: candidates, turns kept "
              "as pivots (the only turns the run trains on), and the probe's mean success. Regenerate: "
-             f"`{command}`.", ""]
+             f"`{command}`."]
+    if any(carried for *_, carried in rows):
+        lines.append(READ_BACK_NOTE)
+    lines.append("")
     body = []
-    for arm, label, got in rows:
+    for arm, label, got, carried in rows:
         if got is None:
             body.append([arm, label, "selection not found", "", "", ""])
             continue
         for k, v in got.items():
-            body.append([arm, label, k, v["candidates"], v["kept"],
+            body.append([arm, label + (" †" if carried else ""), k, v["candidates"], v["kept"],
                          fmt_num(v["probe_success"], missing="not probed")])
     lines.append(table(["arm", "run", "action", "candidate turns", "kept as pivots", "probe success"],
                        body))
@@ -90,29 +97,37 @@ def report(rows: list, scale: str, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    from experiments.study import shop_local
+    from experiments.study import block_files, shop_local
 
     a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
     scale, block = shop_local.read_block_of(a)
     records = shop_local.records_of(a, scale)
-    rows = []
+    block_files.restore_warm_starts(records, a.cache)
+    name = shop_local.diagnostic_name("pivots", scale, block)
+    before = {(r["arm"], r["run"]): r for r in block_files.previous_rows(a.out, name)
+              if r.get("by_kind") is not None}
+    rows, keys, computed = [], [], []
     for r in block.runs:
         if r.arm == "grpo":
             continue
         found = shop_local.block_selection(block, r, records, a.cache, a.workdir)
-        if found is None:
-            rows.append((r.arm, r.seeds.label, None))
-            continue
-        candidates = found["candidates"]
-        kw = r.record["config"]["task.kwargs"]
-        rows.append((r.arm, r.seeds.label,
-                     by_kind(candidates, demo_action_kinds(candidates, kw["difficulty"], kw["demo_style"]))))
-    shop_local.exit_when_none_found([got is not None for *_, got in rows],
-                                    f"PivotRL runs has its selection in --workdir {a.workdir}, "
-                                    f"in {records} or its warm start in --cache {a.cache}")
+        got, carried = None, False
+        old = before.get((r.arm, r.seeds.label))
+        if found is not None:
+            kw = r.record["config"]["task.kwargs"]
+            got = by_kind(found["candidates"], demo_action_kinds(found["candidates"], kw["difficulty"],
+                                                                 kw["demo_style"]))
+        elif old is not None and old.get("key", r.record["key"]) == r.record["key"]:
+            got, carried = old["by_kind"], True  # not on this machine: the last numbers file's
+        computed.append(found is not None)
+        rows.append((r.arm, r.seeds.label, got, carried))
+        keys.append(r.record["key"])
+    shop_local.exit_when_none_found(computed, f"PivotRL runs has its selection in --workdir {a.workdir}, "
+                                              f"in {records} or its warm start in --cache {a.cache}")
     md = report(rows, scale, shop_local.reader_command("pivot_kinds.py", scale, block))
-    shop_local.write_md_json(a.out, shop_local.diagnostic_name("pivots", scale, block), md,
-                             [{"arm": arm, "run": label, "by_kind": got} for arm, label, got in rows])
+    shop_local.write_md_json(a.out, name, md,
+                             [{"arm": arm, "run": label, "key": key, "by_kind": got}
+                              for (arm, label, got, _), key in zip(rows, keys)])
     print(md)
     return 0
 

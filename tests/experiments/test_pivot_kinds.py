@@ -39,8 +39,8 @@ def test_a_selection_that_probes_nothing_reads_not_probed_and_an_unknown_task_is
     unprobed = [{k: v for k, v in c.items() if k != "mean"} for c in cands]
     kinds = pivot_kinds.demo_action_kinds(unprobed, "local3", "diverse")
     assert math.isnan(pivot_kinds.by_kind(unprobed, kinds)["pay"]["probe_success"])
-    text = pivot_kinds.report([("pivot_all_equal", "w0s0", pivot_kinds.by_kind(unprobed, kinds)),
-                               ("pivotrl", "w0s1", None)], "full",
+    text = pivot_kinds.report([("pivot_all_equal", "w0s0", pivot_kinds.by_kind(unprobed, kinds), False),
+                               ("pivotrl", "w0s1", None, False)], "full",
                               "python experiments/study/pivot_kinds.py")
     assert "| pivot_all_equal | w0s0 | pay | 6 | 6 | not probed |" in text
     assert "| pivotrl | w0s1 | selection not found |" in text
@@ -54,3 +54,40 @@ def test_with_no_selection_found_nothing_is_written(tmp_path):
     the script exits naming where it looked and leaves the committed report as it is."""
     assert_nothing_written(pivot_kinds.main, tmp_path, "pivotrl",
                            "none of the block's 1 PivotRL runs has its selection")
+
+
+def test_a_run_whose_selection_is_not_here_is_read_back_from_the_last_numbers_file(tmp_path):
+    """A stored selection is read on a fresh machine; a run whose selection is found nowhere
+    keeps its row from the last numbers file, marked †, when it is filed under the same run
+    key, and is named as not found when not."""
+    import json
+    import os
+
+    from experiments.study import block_files, shop_local
+    from experiments.study.records import write_record
+
+    rec, out = tmp_path / "rec", tmp_path / "out"
+    shop_local.write_block_meta(str(rec), {"scale": "full", "difficulty": "local"}, {})
+    cfg = {"task.kwargs": {"difficulty": "local3", "demo_style": "diverse"}}
+    _, cands = _candidates()
+    for rl in (0, 1):
+        write_record(shop_local.record_path(str(rec), "pivotrl", shop_local.BlockSeeds(0, rl)),
+                     {"key": f"k{rl}", "config": cfg, "rows": [{"step": 0}]})
+        block_files.write_selection(block_files.selection_path(str(rec), "pivotrl", f"w0s{rl}"),
+                                    {"candidates": cands[rl:]})
+    argv = ["--records", str(rec), "--cache", str(tmp_path / "cache"), "--workdir",
+            str(tmp_path / "work"), "--out", str(out)]
+    assert pivot_kinds.main(argv) == 0
+    got = json.loads((out / "pivots_full_local.json").read_text())
+    assert [(g["run"], g["key"]) for g in got] == [("w0s0", "k0"), ("w0s1", "k1")]
+    assert got[0]["by_kind"] != got[1]["by_kind"]
+    os.remove(block_files.selection_path(str(rec), "pivotrl", "w0s1"))
+    assert pivot_kinds.main(argv) == 0
+    assert json.loads((out / "pivots_full_local.json").read_text()) == got
+    md = (out / "pivots_full_local.md").read_text()
+    assert "| pivotrl | w0s1 † | pay |" in md and block_files.READ_BACK_NOTE in md
+    assert "| pivotrl | w0s0 | pay |" in md
+    # filed under another key (another run): not read back
+    (out / "pivots_full_local.json").write_text(json.dumps([got[0], {**got[1], "key": "other"}]))
+    assert pivot_kinds.main(argv) == 0
+    assert "| pivotrl | w0s1 | selection not found |" in (out / "pivots_full_local.md").read_text()
