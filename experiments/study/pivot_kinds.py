@@ -56,12 +56,16 @@ def demo_action_kinds(candidates: list, difficulty: str, demo_style: str) -> lis
     return out
 
 
+def _kind_order(kind: str) -> int:
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
 def by_kind(candidates: list, kinds: list) -> dict:
     """{kind: {"candidates", "kept", "probe_success"}} over the candidates (`kinds` as
     `demo_action_kinds` gives them); probe_success is NaN for a selection that probes nothing
     (`pivot.selection="all"` keeps every turn)."""
     out = {}
-    for k in sorted(set(kinds), key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS)):
+    for k in sorted(set(kinds), key=_kind_order):
         mine = [c for c, kc in zip(candidates, kinds) if kc == k]
         probed = [float(c["mean"]) for c in mine if "mean" in c]
         out[k] = {"candidates": len(mine), "kept": sum(bool(c["kept"]) for c in mine),
@@ -88,7 +92,7 @@ def report(rows: list, scale: str, command: str) -> str:
         if got is None:
             body.append([arm, label, "selection not found", "", "", ""])
             continue
-        for k, v in got.items():
+        for k, v in sorted(got.items(), key=lambda kv: _kind_order(kv[0])):  # read back: sorted by name
             body.append([arm, label + (" †" if carried else ""), k, v["candidates"], v["kept"],
                          fmt_num(v["probe_success"], missing="not probed")])
     lines.append(table(["arm", "run", "action", "candidate turns", "kept as pivots", "probe success"],

@@ -86,6 +86,8 @@ def test_a_run_whose_selection_is_not_here_is_read_back_from_the_last_numbers_fi
     assert json.loads((out / "pivots_full_local.json").read_text()) == got
     md = (out / "pivots_full_local.md").read_text()
     assert "| pivotrl | w0s1 † | pay |" in md and block_files.READ_BACK_NOTE in md
+    # in the report's order of kinds, as computed, not the numbers file's sorted keys
+    assert md.index("| w0s1 † | get |") < md.index("| w0s1 † | add |") < md.index("| w0s1 † | pay |")
     assert "| pivotrl | w0s0 | pay |" in md
     # filed under another key (another run): not read back
     (out / "pivots_full_local.json").write_text(json.dumps([got[0], {**got[1], "key": "other"}]))
