@@ -236,6 +236,13 @@ def selection(records: str, arm: str, label: str, record: dict, workdir: str,
 
 
 # ----------------------------------------------------------------------------- diagnostics' rows
+def folder_key(folder: str) -> str:
+    """A policy folder's cache key, which a diagnostic's row is filed under: the warm start's
+    (`<cache>/warm/<key>`), or the run's for `<workdir>/<key>/export`."""
+    head, tail = os.path.split(os.path.normpath(folder))
+    return os.path.basename(head) if tail == "export" else tail
+
+
 def previous_rows(out: str, name: str) -> list:
     """The rows of `<out>/<name>.json`, the numbers a diagnostic wrote last ([] when there is
     none or it is not a list of rows)."""

@@ -138,12 +138,6 @@ def run_folders(block, workdir: str) -> list:
              os.path.join(workdir, r.record["key"], "export")) for r in block.runs]
 
 
-def _identity(folder: str) -> str:
-    """A policy folder's cache key: the warm start's, or the run's for `<key>/export`."""
-    head, tail = os.path.split(os.path.normpath(folder))
-    return os.path.basename(head) if tail == "export" else tail
-
-
 def _present(folder: str) -> bool:
     """A warm start (warm.json) or a run's export (rlvr_export.json) written whole."""
     return any(os.path.exists(os.path.join(folder, f)) for f in ("warm.json", "rlvr_export.json"))
@@ -190,8 +184,8 @@ def main(argv=None) -> int:
     for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):
         got = nll_by_kind(wf, tasks) if _present(wf) else None
         computed.append(got is not None)
-        carried = got is None and (w, _identity(wf)) in before  # not on this machine: the last file's
-        got = before[(w, _identity(wf))] if carried else got
+        carried = got is None and (w, block_files.folder_key(wf)) in before  # the last file's
+        got = before[(w, block_files.folder_key(wf))] if carried else got
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   + (" (read back)" if carried else "")
                                   if got else f"{wf} is not in the cache"), flush=True)
@@ -199,7 +193,7 @@ def main(argv=None) -> int:
     shop_local.exit_when_none_found(computed, f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale, shop_local.reader_command("copying.py", scale, block))
     shop_local.write_md_json(a.out, name, md,
-                             [{"warm_start": w, "stage": s, "folder": _identity(wf), "nll_by_kind": g}
+                             [{"warm_start": w, "stage": s, "folder": block_files.folder_key(wf), "nll_by_kind": g}
                               for w, s, wf, g, _ in rows])
     print(md)
     return 0

@@ -220,13 +220,6 @@ def policies(block, cache: str, workdir: str) -> list:
     return out
 
 
-def identity(p: Policy) -> str:
-    """A policy's cache key: its warm start's (`<cache>/warm/<key>`) or its run's
-    (`<workdir>/<key>/export`)."""
-    head, tail = os.path.split(os.path.normpath(p.folder))
-    return os.path.basename(head) if tail == "export" else tail
-
-
 def report(rows: list, scale: str, command: str) -> str:
     """The report's markdown from [(Policy, breakdown or None, demonstration states or None,
     whether the row was read back from the last numbers file)]: a row read back is marked †."""
@@ -296,6 +289,7 @@ def main(argv=None) -> int:
         got = demo = None
         carried = False
         old = before.get((p.seeds.label, p.label))  # its row in the last numbers file
+        key = block_files.folder_key(p.folder)
         if os.path.exists(os.path.join(p.folder, "model.safetensors")):
             method = "grpo" if p.arm == "grpo" else "pivotrl"
             c = shop_local.arm_config(p.arm, p.seeds.seed, sc, warm=p.folder, lr=lrs[method])
@@ -303,7 +297,7 @@ def main(argv=None) -> int:
             # every policy of a seed on the PivotRL run's pool and pivots
             pc = shop_local.arm_config("pivotrl", p.seeds.seed, sc, warm=p.folder, lr=lrs["pivotrl"])
             demo = demo_state_success(pc, p.folder, kept.get(p.seeds, frozenset()), a.cache, a.workdir)
-        elif old is not None and old.get("folder", identity(p)) == identity(p):
+        elif old is not None and old.get("folder", key) == key:
             got, demo, carried = old["breakdown"], old["demo_states"], True  # the last file's
         computed.append(got is not None and not carried)
         print(f"{p.seeds.label} {p.label}: " + (
@@ -315,7 +309,8 @@ def main(argv=None) -> int:
     shop_local.exit_when_none_found(computed, f"policies is in --cache {a.cache} or --workdir {a.workdir}")
     md = report(rows, scale, shop_local.reader_command("local_failures.py", scale, block))
     shop_local.write_md_json(a.out, name, md,
-                             [{"run": p.seeds.label, "policy": p.label, "folder": identity(p),
+                             [{"run": p.seeds.label, "policy": p.label,
+                               "folder": block_files.folder_key(p.folder),
                                "last_evaluation": p.last_evaluation, "breakdown": got,
                                "demo_states": demo} for p, got, demo, _ in rows])
     print(md)

@@ -568,7 +568,7 @@ def read_block_of(args) -> tuple[str, "Block"]:
     """(scale, block) named by `reader_arguments`' parsed `args`; exits naming a missing folder."""
     scale = "quick" if args.quick else "full"
     try:
-        return scale, load_block(args.records or records_folder(scale, "local"))
+        return scale, load_block(records_of(args, scale))
     except FileNotFoundError as e:
         raise SystemExit(str(e))
 

@@ -24,3 +24,19 @@ def assert_nothing_written(main, tmp_path, arm: str, match: str, *, cache: bool 
     with pytest.raises(SystemExit, match=match):
         main(argv + (["--cache", str(tmp_path / "cache")] if cache else []))
     assert not out.exists()
+
+
+def warm_folder(folder, spec: dict) -> str:
+    """A warm-start folder as `runner.sft_to_folder` writes it at `folder` (a ``pathlib.Path``):
+    a random quick-scale policy and a warm.json keeping `spec`. Returns its path."""
+    import json
+
+    from experiments.study import arms
+    from rlvr.models.hf import save_pretrained
+    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
+
+    c = arms.base_config("grpo", 0, shop_local.local_scale("quick", "local"))
+    tok = build_tokenizer(c, build_kit_checked(c))
+    save_pretrained(build_policy(c, tok.vocab_size), str(folder))
+    (folder / "warm.json").write_text(json.dumps({"spec": spec, "sft_nll": 0.5}))
+    return str(folder)

@@ -9,25 +9,13 @@ import shutil
 import pytest
 
 from experiments.study import block_files, runner, shop_local
-
-
-def _warm(folder, spec):
-    """A warm-start folder as `runner.sft_to_folder` writes it (a random quick-scale policy)."""
-    from experiments.study import arms
-    from rlvr.models.hf import save_pretrained
-    from rlvr.train.setup import build_kit_checked, build_policy, build_tokenizer
-
-    c = arms.base_config("grpo", 0, shop_local.local_scale("quick", "local"))
-    tok = build_tokenizer(c, build_kit_checked(c))
-    save_pretrained(build_policy(c, tok.vocab_size), str(folder))
-    (folder / "warm.json").write_text(json.dumps({"spec": spec, "sft_nll": 0.5}))
-    return str(folder)
+from tests.experiments.blocks import warm_folder
 
 
 def test_a_stored_warm_start_is_restored_into_a_cache_that_lacks_it_and_a_renamed_one_refused(tmp_path):
     spec = {"code": "v", "seed": 3}
     key = runner.content_key(spec)
-    first = _warm(tmp_path / "cache1" / "warm" / key, spec)
+    first = warm_folder(tmp_path / "cache1" / "warm" / key, spec)
     records = tmp_path / "records"
     stored = block_files.store_warm(str(records), first)
     assert stored == str(records / "warm" / key)
@@ -121,7 +109,7 @@ def _lost_selection_is_recomputed(tmp_path, monkeypatch, arm: str, warm: str):
 
 
 def test_a_lost_all_turns_selection_is_recomputed_as_the_run_made_it_and_checked(tmp_path, monkeypatch):
-    warm = _warm(tmp_path / "cache" / "warm" / "w", {"code": "v"})
+    warm = warm_folder(tmp_path / "cache" / "warm" / "w", {"code": "v"})
     c, rec = _lost_selection_is_recomputed(tmp_path, monkeypatch, "pivot_all_equal", warm)
     # a run that re-profiles keeps its last selection: it cannot be recomputed
     c.pivot.reprofile_every = 1

@@ -667,14 +667,14 @@ def test_a_sitting_on_another_machine_starts_from_the_stored_warm_start_and_stor
     import json
 
     from experiments.study import arms, block_files, premise, runner
-    from tests.experiments.test_block_files import _warm
+    from tests.experiments.blocks import warm_folder
 
     sc = shop_local.local_scale("quick", "local")
     wc = arms.base_config("grpo", 0, sc)
     spec = {**runner.warm_spec(wc, 0), "round": 1, "recipe": shop_local.warm_recipe(sc)}
     key = runner.content_key(spec)
     rec = tmp_path / "rec"
-    block_files.store_warm(str(rec), _warm(tmp_path / "first" / key, spec))
+    block_files.store_warm(str(rec), warm_folder(tmp_path / "first" / key, spec))
     monkeypatch.setattr(runner, "sft_to_folder", lambda *a, **k: pytest.fail("trained again"))
     monkeypatch.setattr(premise, "warm_start_premise", lambda c, wd, **k: _premise(0.9, 0.88))
     from rlvr.version import code_version
