@@ -10,6 +10,8 @@ full scale) and restored into a cache that lacks it (`restore_warm_starts`) befo
 looks for it: a sitting on a new machine then starts its runs at once instead of training the
 warm start again (1–2 CPU-hours each at the full scale). A stored folder is refused unless its
 warm.json's spec hashes to its folder name (`runner.content_key`), the key the runs' configs name.
+Since that name is the warm start's identity, a block also restores what its sibling blocks (the
+other folders beside `<records>`) stored, and stores no second copy of it.
 
 Selections. A PivotRL-family run writes the candidates it probed and the ones it kept to
 `<workdir>/<key>/pivots.json` (the last selection of a run that re-profiles); a sitting stores it
@@ -89,28 +91,50 @@ def _copy_folder(src: str, dst: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def stored_warm_starts(records: str) -> dict:
+    """Every warm start a sitting of the block at `records` can restore, `{key: stored folder}`:
+    the block's own (`<records>/warm`), then those its sibling blocks stored
+    (`<records>/../<block>/warm`, where `<block>` holds a block.json). A stored folder is named by its warm start's spec hash, so one
+    name is one warm start whichever block stored it: a block whose runs share another block's
+    warm start (another learning rate on the same warm starts) keeps no copy of its own."""
+    own = warm_store(records)
+    parent = os.path.dirname(os.path.normpath(records))
+    siblings = sorted(os.path.join(parent, b, "warm") for b in os.listdir(parent)
+                      if os.path.exists(os.path.join(parent, b, "block.json"))) if (
+        parent and os.path.isdir(parent)) else []
+    found = {}
+    for store in [own] + [s for s in siblings if os.path.normpath(s) != os.path.normpath(own)]:
+        if not os.path.isdir(store):
+            continue
+        for key in sorted(os.listdir(store)):
+            src = os.path.join(store, key)
+            if os.path.isdir(src) and ".tmp" not in key:
+                found.setdefault(key, src)
+    return found
+
+
 def store_warm(records: str, folder: str) -> str:
-    """Stores the warm start in cache folder `folder` as `<records>/warm/<key>/` (once). Returns
-    the stored folder."""
+    """Stores the warm start in cache folder `folder` as `<records>/warm/<key>/` (once), unless
+    the block or a sibling block stores it already (`stored_warm_starts`). Returns the stored
+    folder."""
     _check_warm(folder)
-    dst = os.path.join(warm_store(records), os.path.basename(os.path.normpath(folder)))
+    key = os.path.basename(os.path.normpath(folder))
+    there = stored_warm_starts(records).get(key)
+    if there is not None:
+        _check_warm(there)
+        return there
+    dst = os.path.join(warm_store(records), key)
     os.makedirs(warm_store(records), exist_ok=True)
     _copy_folder(folder, dst)
     return dst
 
 
 def restore_warm_starts(records: str, cache: str) -> list:
-    """Copies each warm start stored in `records` into `<cache>/warm/` where the cache lacks it.
-    Returns the keys restored. A stored folder whose spec does not hash to its name is refused
-    (ValueError naming it)."""
-    store = warm_store(records)
-    if not os.path.isdir(store):
-        return []
+    """Copies each warm start the block at `records` can restore (`stored_warm_starts`) into
+    `<cache>/warm/` where the cache lacks it. Returns the keys restored. A stored folder whose
+    spec does not hash to its name is refused (ValueError naming it)."""
     restored = []
-    for key in sorted(os.listdir(store)):
-        src = os.path.join(store, key)
-        if not os.path.isdir(src) or ".tmp" in key:
-            continue
+    for key, src in stored_warm_starts(records).items():
         dst = os.path.join(cache, "warm", key)
         if os.path.exists(os.path.join(dst, "warm.json")):
             continue

@@ -1014,7 +1014,8 @@ def main(argv=None) -> int:
     prem = block_premise(folder, settings)
     restored = block_files.restore_warm_starts(folder, a.cache)
     if restored:
-        print(f"warm starts {restored} restored from {block_files.warm_store(folder)}", flush=True)
+        print(f"warm starts {restored} restored from the stored warm starts beside {folder}",
+              flush=True)
     refused = []
     recipe = warm_recipe(sc)
     for w in sitting.warm_seeds:

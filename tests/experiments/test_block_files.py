@@ -36,6 +36,30 @@ def test_a_stored_warm_start_is_restored_into_a_cache_that_lacks_it_and_a_rename
         block_files.store_warm(str(tmp_path / "records2"), first)
 
 
+def test_a_block_restores_a_warm_start_its_sibling_block_stored_and_keeps_no_second_copy(tmp_path):
+    spec = {"code": "v", "seed": 1}
+    key = runner.content_key(spec)
+    first = warm_folder(tmp_path / "cache1" / "warm" / key, spec)
+    declared, other_lr = tmp_path / "records" / "block", tmp_path / "records" / "block_lr1e-05"
+    stored = block_files.store_warm(str(declared), first)
+    assert block_files.stored_warm_starts(str(other_lr)) == {}  # a sibling is a block: block.json
+    (declared / "block.json").write_text("{}")
+    # the other block's sitting finds it beside its own records folder, and stores no copy
+    assert block_files.stored_warm_starts(str(other_lr)) == {key: stored}
+    assert block_files.store_warm(str(other_lr), first) == stored
+    assert not os.path.exists(other_lr / "warm")
+    assert block_files.restore_warm_starts(str(other_lr), str(tmp_path / "cache2")) == [key]
+    assert (tmp_path / "cache2" / "warm" / key / "model.safetensors").read_bytes() == (
+        tmp_path / "cache1" / "warm" / key / "model.safetensors").read_bytes()
+    # the block's own copy comes first where both hold one
+    shutil.copytree(stored, other_lr / "warm" / key)
+    assert block_files.stored_warm_starts(str(other_lr)) == {key: str(other_lr / "warm" / key)}
+    # a sibling's renamed folder is refused like the block's own
+    shutil.copytree(stored, declared / "warm" / "0123456789abcdef")
+    with pytest.raises(ValueError, match="not to its folder name 0123456789abcdef"):
+        block_files.restore_warm_starts(str(other_lr), str(tmp_path / "cache3"))
+
+
 def test_a_stored_selection_is_deterministic_bytes_and_read_where_the_work_folder_is_gone(tmp_path):
     data = {"selection": "probe", "stats": {"pivot/kept": 1.0},
             "candidates": [{"key": "t/demo/2/ab", "kept": True, "mean": 0.5}]}
