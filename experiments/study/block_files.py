@@ -267,12 +267,15 @@ def folder_key(folder: str) -> str:
     return os.path.basename(head) if tail == "export" else tail
 
 
-def previous_rows(out: str, name: str) -> list:
-    """The rows of `<out>/<name>.json`, the numbers a diagnostic wrote last ([] when there is
-    none or it is not a list of rows)."""
+def previous_rows(out: str, name: str, by: tuple, having: str) -> dict:
+    """The rows of `<out>/<name>.json`, the numbers a diagnostic wrote last, that carry a value
+    under `having`, indexed by the tuple of their `by` fields ({} when there is no such file or
+    it is not a list of rows)."""
     path = os.path.join(out, f"{name}.json")
     if not os.path.exists(path):
-        return []
+        return {}
     with open(path) as f:
         rows = json.load(f)
-    return rows if isinstance(rows, list) else []
+    if not isinstance(rows, list):
+        return {}
+    return {tuple(r[k] for k in by): r for r in rows if r.get(having) is not None}

@@ -178,8 +178,8 @@ def main(argv=None) -> int:
     block_files.restore_warm_starts(shop_local.records_of(a, scale), a.cache)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     name = shop_local.diagnostic_name("copying", scale, block)
-    before = {(r["warm_start"], r["folder"]): r["nll_by_kind"]
-              for r in block_files.previous_rows(a.out, name) if r.get("nll_by_kind")}
+    before = {k: r["nll_by_kind"] for k, r in block_files.previous_rows(
+        a.out, name, by=("warm_start", "folder"), having="nll_by_kind").items()}
     rows, computed = [], []
     for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):
         got = nll_by_kind(wf, tasks) if _present(wf) else None

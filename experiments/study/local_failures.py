@@ -282,8 +282,7 @@ def main(argv=None) -> int:
     lrs = block.settings.get("learning_rates") or shop_local.declared_learning_rates(scale)
     kept = kept_pivots(block, records, a.cache, a.workdir)
     name = shop_local.diagnostic_name("failures", scale, block)
-    before = {(r["run"], r["policy"]): r for r in block_files.previous_rows(a.out, name)
-              if r.get("breakdown") is not None}
+    before = block_files.previous_rows(a.out, name, by=("run", "policy"), having="breakdown")
     rows, computed = [], []
     for p in policies(block, a.cache, a.workdir):
         got = demo = None

@@ -108,8 +108,7 @@ def main(argv=None) -> int:
     records = shop_local.records_of(a, scale)
     block_files.restore_warm_starts(records, a.cache)
     name = shop_local.diagnostic_name("pivots", scale, block)
-    before = {(r["arm"], r["run"]): r for r in block_files.previous_rows(a.out, name)
-              if r.get("by_kind") is not None}
+    before = block_files.previous_rows(a.out, name, by=("arm", "run"), having="by_kind")
     rows, keys, computed = [], [], []
     for r in block.runs:
         if r.arm == "grpo":
