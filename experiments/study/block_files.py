@@ -94,16 +94,17 @@ def _copy_folder(src: str, dst: str) -> None:
 def stored_warm_starts(records: str) -> dict:
     """Every warm start a sitting of the block at `records` can restore, `{key: stored folder}`:
     the block's own (`<records>/warm`), then those its sibling blocks stored
-    (`<records>/../<block>/warm`, where `<block>` holds a block.json). A stored folder is named by its warm start's spec hash, so one
-    name is one warm start whichever block stored it: a block whose runs share another block's
-    warm start (another learning rate on the same warm starts) keeps no copy of its own."""
-    own = warm_store(records)
-    parent = os.path.dirname(os.path.normpath(records))
-    siblings = sorted(os.path.join(parent, b, "warm") for b in os.listdir(parent)
-                      if os.path.exists(os.path.join(parent, b, "block.json"))) if (
-        parent and os.path.isdir(parent)) else []
+    (`<records>/../<block>/warm`, where `<block>` holds a block.json). A stored folder is named
+    by its warm start's spec hash, so one name is one warm start whichever block stored it: a
+    block whose runs share another block's warm start (another learning rate on the same warm
+    starts) keeps no copy of its own."""
+    parent, own = os.path.split(os.path.normpath(records))
+    stores = [warm_store(records)]
+    if parent and os.path.isdir(parent):
+        stores += [warm_store(os.path.join(parent, b)) for b in sorted(os.listdir(parent))
+                   if b != own and os.path.exists(os.path.join(parent, b, "block.json"))]
     found = {}
-    for store in [own] + [s for s in siblings if os.path.normpath(s) != os.path.normpath(own)]:
+    for store in stores:
         if not os.path.isdir(store):
             continue
         for key in sorted(os.listdir(store)):

@@ -178,14 +178,14 @@ def main(argv=None) -> int:
     block_files.restore_warm_starts(shop_local.records_of(a, scale), a.cache)
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     name = shop_local.diagnostic_name("copying", scale, block)
-    before = {k: r["nll_by_kind"] for k, r in block_files.previous_rows(
-        a.out, name, by=("warm_start", "folder"), having="nll_by_kind").items()}
+    before = block_files.previous_rows(a.out, name, by=("warm_start", "folder"), having="nll_by_kind")
     rows, computed = [], []
     for w, stage, wf in warm_folders(block.premise, a.cache, scale) + run_folders(block, a.workdir):
         got = nll_by_kind(wf, tasks) if _present(wf) else None
         computed.append(got is not None)
-        carried = got is None and (w, block_files.folder_key(wf)) in before  # the last file's
-        got = before[(w, block_files.folder_key(wf))] if carried else got
+        old = before.get((w, block_files.folder_key(wf)))  # its row in the last numbers file
+        carried = got is None and old is not None
+        got = old["nll_by_kind"] if carried else got
         print(f"{w} {stage}: " + (", ".join(f"{k} {v['nll']:.3f}" for k, v in got.items())
                                   + (" (read back)" if carried else "")
                                   if got else f"{wf} is not in the cache"), flush=True)
