@@ -7,7 +7,9 @@
   the same warm-started weights.
 * `run_config(config, ...)`: `validate_config` → `build_run` → `loop.train` in a work dir named
   by the run key (an interrupted run resumes from its latest checkpoint; a streaming run under
-  the modelled clock, which cannot resume, starts over: `must_start_over`). The record (metrics
+  the modelled clock, which cannot resume, starts over, and so does a run whose rollout pivots
+  the checkpoint cannot restore, unless it stopped at a re-profile: `must_start_over`,
+  `rebuilds_rollout_pivots`). The record (metrics
   rows, result, wall / CPU seconds, code version, `machine()`) is cached as `<cache>/runs/<key>.json`; the key
   hashes the code version (`rlvr.version.code_version()`), the full config (paths inside the
   cache relative to it, so a moved cache still hits) and this module's engine version, so a
@@ -255,17 +257,65 @@ def time_probe(r, spent: dict, after: Callable[[], None] = lambda: None) -> None
     r.collector.prepare = timed
 
 
-def must_start_over(config, workdir: str) -> bool:
-    """Whether an interrupted run of `config` in `workdir` has to start over instead of resuming:
-    a streaming run under the modelled clock (`rollout.clock="modelled"` with asynchronous
-    rollouts: modes GRPO-async and SAO) cannot resume from a checkpoint after step 0, since its
-    episodes in flight were sampled with earlier parameters that a checkpoint does not keep
-    (`rlvr.train.clock.ModelledClockCollector.load_state_dict`). Synchronous modes and the real
-    clock resume."""
+def rebuilds_rollout_pivots(config) -> bool:
+    """Whether resuming a run of `config` rebuilds its PivotRL kept set instead of restoring it:
+    rollout candidates (`pivot.candidates="demo+rollout"`) re-profiled every
+    `pivot.reprofile_every` steps, under an `rlvr/` whose checkpoints do not keep rollout
+    candidates (no `rlvr.train.pivots.candidate_to_dict`: versions before they did). There the
+    collector's preparation on resume probes the start again with π_ref, so the run would train
+    on the start's kept set until its next re-profile and charge the probe a second time."""
+    from rlvr.train import pivots
+
+    return (config.pivot.candidates == "demo+rollout" and int(config.pivot.reprofile_every) > 0
+            and not hasattr(pivots, "candidate_to_dict"))
+
+
+def must_start_over(config, workdir: str) -> Optional[str]:
+    """Why an interrupted run of `config` in `workdir` has to start over instead of resuming, or
+    None where it resumes (also when there is nothing to resume).
+
+    * A streaming run under the modelled clock (`rollout.clock="modelled"` with asynchronous
+      rollouts: modes GRPO-async and SAO) cannot resume from a checkpoint after step 0, since
+      its episodes in flight were sampled with earlier parameters that a checkpoint does not
+      keep (`rlvr.train.clock.ModelledClockCollector.load_state_dict`). Synchronous modes and
+      the real clock resume.
+    * A run that `rebuilds_rollout_pivots` resumes only from a checkpoint at a re-profile step
+      (a multiple of `pivot.reprofile_every`, which the periodic checkpoints at
+      `checkpoint.every` are when it divides; a hard kill leaves the last of them), where the
+      step re-profiles before it samples, as the uninterrupted run does (`resume_at_reprofile`);
+      from a checkpoint at any other step (a SIGTERM's) it starts over."""
     from rlvr.train.workdir import checkpoint_steps
 
-    streaming = config.rollout.clock == "modelled" and bool(config.rollout.asynchronous)
-    return streaming and any(s > 0 for s in checkpoint_steps(workdir))
+    steps = checkpoint_steps(workdir)
+    latest = max(steps, default=0)
+    if config.rollout.clock == "modelled" and bool(config.rollout.asynchronous) and latest > 0:
+        return "a streaming modelled-clock run cannot resume"
+    every = int(config.pivot.reprofile_every)
+    if rebuilds_rollout_pivots(config) and latest % every:
+        return (f"its checkpoint at step {latest} is not at a re-profile (every {every} steps), and "
+                f"this rlvr/ rebuilds its rollout pivots on resume from the start's probe")
+    return None
+
+
+def resume_at_reprofile(r, config, workdir: str) -> None:
+    """On a resume of a run that `rebuilds_rollout_pivots` from a checkpoint at a re-profile step
+    after step 0, skips the collector's preparation: the first step re-profiles with the restored
+    parameters and that step's key before it samples, so the run goes on exactly as the
+    uninterrupted one, and the skipped re-probe of the start (its time, and its cost charged to
+    that step) is not paid. A resume at step 0 prepares as usual: there the re-probe is the
+    start's own, charged once as in the uninterrupted run."""
+    from rlvr.train.workdir import checkpoint_steps
+
+    latest = max(checkpoint_steps(workdir), default=0)
+    if not (rebuilds_rollout_pivots(config) and config.checkpoint.resume and latest > 0
+            and latest % int(config.pivot.reprofile_every) == 0):
+        return
+    inner = r.collector.prepare
+
+    def prepare(ref_params, restored=None):
+        return None if restored is not None else inner(ref_params)
+
+    r.collector.prepare = prepare
 
 
 def starting_over(config):
@@ -335,8 +385,9 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
     log(f"  run {label or key} ({key}) in {wd}")
     validate_config(config)
     launch = config
-    if must_start_over(config, wd):
-        log(f"  {label or key}: a streaming modelled-clock run cannot resume; starting it over")
+    why = must_start_over(config, wd)
+    if why:
+        log(f"  {label or key}: {why}; starting it over")
         launch = starting_over(config)
         spent = {**spent, "restarts": spent.get("restarts", 0) + 1}
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
@@ -351,6 +402,7 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
 
     r = build_run(launch, wd)
     try:
+        resume_at_reprofile(r, launch, wd)
         time_evaluations(r, after=save)
         time_probe(r, spent, after=save)
         result = train(r)
