@@ -173,9 +173,8 @@ def main(argv=None) -> int:
     from experiments.study import block_files, shop_local
     from rlvr.tasks.shop import generate
 
-    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
-    scale, block = shop_local.read_block_of(a)
-    block_files.restore_warm_starts(shop_local.records_of(a, scale), a.cache)
+    o = shop_local.open_block(__doc__.splitlines()[0], argv)
+    a, scale, block = o.args, o.scale, o.block
     tasks = generate(EVAL_TASKS, split="eval", seed=EVAL_SEED, difficulty=shop_local.LOCAL_DIFFICULTY)
     name = shop_local.diagnostic_name("copying", scale, block)
     before = block_files.previous_rows(a.out, name, by=("warm_start", "folder"), having="nll_by_kind")

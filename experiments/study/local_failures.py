@@ -274,10 +274,8 @@ def report(rows: list, scale: str, command: str) -> str:
 def main(argv=None) -> int:
     from experiments.study import block_files, shop_local
 
-    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
-    scale, block = shop_local.read_block_of(a)
-    records = shop_local.records_of(a, scale)
-    block_files.restore_warm_starts(records, a.cache)
+    o = shop_local.open_block(__doc__.splitlines()[0], argv)
+    a, scale, block, records = o.args, o.scale, o.block, o.records
     sc = shop_local.local_scale(scale, "local")
     lrs = block.settings.get("learning_rates") or shop_local.declared_learning_rates(scale)
     kept = kept_pivots(block, records, a.cache, a.workdir)

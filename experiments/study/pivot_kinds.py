@@ -103,10 +103,8 @@ def report(rows: list, scale: str, command: str) -> str:
 def main(argv=None) -> int:
     from experiments.study import block_files, shop_local
 
-    a = shop_local.reader_arguments(__doc__.splitlines()[0], cache=True).parse_args(argv)
-    scale, block = shop_local.read_block_of(a)
-    records = shop_local.records_of(a, scale)
-    block_files.restore_warm_starts(records, a.cache)
+    o = shop_local.open_block(__doc__.splitlines()[0], argv)
+    a, scale, block, records = o.args, o.scale, o.block, o.records
     name = shop_local.diagnostic_name("pivots", scale, block)
     before = block_files.previous_rows(a.out, name, by=("arm", "run"), having="by_kind")
     rows, keys, computed = [], [], []

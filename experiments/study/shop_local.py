@@ -541,13 +541,12 @@ def records_folder(scale: str, difficulty: str, learning_rates: dict | None = No
                         block_name(scale, difficulty, learning_rates))
 
 
-def reader_arguments(description: str, *, cache: bool = False) -> argparse.ArgumentParser:
+def reader_arguments(description: str) -> argparse.ArgumentParser:
     """The command line of a script that reads a local block's records and its runs' work folders
-    (`copying.py`, `pivot_kinds.py`, `local_failures.py`): --quick, --records, --workdir, --out,
-    and with `cache` the study cache's --cache."""
+    (`copying.py`, `pivot_kinds.py`, `local_failures.py`): --quick, --records, --workdir, --out
+    and the study cache's --cache."""
     ap = argparse.ArgumentParser(description=description)
-    if cache:
-        ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
+    ap.add_argument("--cache", default=os.path.join("experiments", "results", ".study_cache"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--records", default="", help="the block's records folder (default: the scale's)")
     ap.add_argument("--workdir", default=os.path.join("experiments", "results", ".study_cache", "work"),
@@ -564,18 +563,38 @@ def exit_when_none_found(found: list, what: str) -> None:
         raise SystemExit(f"none of the block's {len(found)} {what}: nothing written")
 
 
-def read_block_of(args) -> tuple[str, "Block"]:
-    """(scale, block) named by `reader_arguments`' parsed `args`; exits naming a missing folder."""
+@dataclasses.dataclass(frozen=True)
+class OpenBlock:
+    """What a reader script (`copying.py`, `pivot_kinds.py`, `local_failures.py`) reads.
+
+    Attributes:
+      args: its parsed `reader_arguments`.
+      scale: "quick" with --quick, else "full".
+      records: the block's records folder (--records, else the scale's).
+      block: the `Block` loaded from it.
+    """
+
+    args: argparse.Namespace
+    scale: str
+    records: str
+    block: "Block"
+
+
+def open_block(description: str, argv=None) -> OpenBlock:
+    """Parses a reader script's command line, loads the block its records folder holds (exits
+    naming a missing folder) and restores the warm starts stored with it into --cache
+    (`block_files.restore_warm_starts`), so a fresh clone reads the committed block."""
+    from experiments.study import block_files
+
+    args = reader_arguments(description).parse_args(argv)
     scale = "quick" if args.quick else "full"
+    records = args.records or records_folder(scale, "local")
     try:
-        return scale, load_block(records_of(args, scale))
+        block = load_block(records)
     except FileNotFoundError as e:
         raise SystemExit(str(e))
-
-
-def records_of(args, scale: str) -> str:
-    """The records folder `reader_arguments`' parsed `args` name (--records, else the scale's)."""
-    return args.records or records_folder(scale, "local")
+    block_files.restore_warm_starts(records, args.cache)
+    return OpenBlock(args, scale, records, block)
 
 
 def block_run_config(block: "Block", run: "BlockRun", cache: str):
