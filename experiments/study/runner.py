@@ -283,7 +283,10 @@ def must_start_over(config, workdir: str) -> Optional[str]:
       (a multiple of `pivot.reprofile_every`, which the periodic checkpoints at
       `checkpoint.every` are when it divides; a hard kill leaves the last of them), where the
       step re-profiles before it samples, as the uninterrupted run does (`resume_at_reprofile`);
-      from a checkpoint at any other step (a SIGTERM's) it starts over."""
+      from a checkpoint at any other step (a SIGTERM's) it starts over. The runner first drops
+      checkpoints past an earlier re-profile step's (`drop_past_reprofile`), which it keeps
+      beside a SIGTERM's (`keeping_last_reprofile`), so this is left for a checkpoint with none
+      before it."""
     from rlvr.train.workdir import checkpoint_steps
 
     steps = checkpoint_steps(workdir)
@@ -295,6 +298,43 @@ def must_start_over(config, workdir: str) -> Optional[str]:
         return (f"its checkpoint at step {latest} is not at a re-profile (every {every} steps), and "
                 f"this rlvr/ rebuilds its rollout pivots on resume from the start's probe")
     return None
+
+
+def keeping_last_reprofile(config):
+    """A copy of `config` to launch a run that `rebuilds_rollout_pivots` with: its checkpoints
+    keep at least two steps (`checkpoint.max_to_keep` ≥ 2; checkpoint cadence is run-neutral, so
+    the run's key and record keep `config` as given). When every periodic checkpoint falls on a
+    re-profile step (`checkpoint.every` a multiple of `pivot.reprofile_every`), the checkpoint a
+    SIGTERM saves at the step reached then leaves the last re-profile step's beside it, and
+    `drop_past_reprofile` resumes the run from there. Other configs are returned as given."""
+    if not rebuilds_rollout_pivots(config) or int(config.checkpoint.max_to_keep) >= 2:
+        return config
+    config = config.copy_and_resolve_references()
+    config.checkpoint.max_to_keep = 2
+    return config
+
+
+def drop_past_reprofile(config, workdir: str) -> list:
+    """For a run that `rebuilds_rollout_pivots` whose latest checkpoint in `workdir` is not at a
+    re-profile step (a SIGTERM's) while an earlier one is: deletes the checkpoints after the last
+    re-profile step and returns their steps, so the run resumes there exactly
+    (`resume_at_reprofile`; the steps after it are redone, their metrics rows dropped by the
+    resume). Returns [] and deletes nothing otherwise (then `must_start_over` decides)."""
+    import shutil
+
+    from rlvr.train.workdir import checkpoint_steps
+
+    if not rebuilds_rollout_pivots(config):
+        return []
+    every = int(config.pivot.reprofile_every)
+    steps = checkpoint_steps(workdir)
+    at_reprofile = [s for s in steps if s % every == 0]
+    if not steps or steps[-1] % every == 0 or not at_reprofile:
+        return []
+    later = [s for s in steps if s > at_reprofile[-1]]
+    for s in later:
+        shutil.rmtree(os.path.join(workdir, "checkpoints", str(s)))
+    return later
 
 
 def resume_at_reprofile(r, config, workdir: str) -> None:
@@ -384,11 +424,17 @@ def run_config(config, *, workdir_root: str, cache: str, batch_bucket: int = 32,
             spent = json.load(f)
     log(f"  run {label or key} ({key}) in {wd}")
     validate_config(config)
-    launch = config
+    launch = keeping_last_reprofile(config)
+    dropped = drop_past_reprofile(config, wd)
+    if dropped:
+        from rlvr.train.workdir import checkpoint_steps
+
+        log(f"  {label or key}: its checkpoint at step {dropped[-1]} is not at a re-profile; "
+            f"resuming from the one at step {max(checkpoint_steps(wd))}, its last re-profile")
     why = must_start_over(config, wd)
     if why:
         log(f"  {label or key}: {why}; starting it over")
-        launch = starting_over(config)
+        launch = starting_over(launch)
         spent = {**spent, "restarts": spent.get("restarts", 0) + 1}
     t0, c0, load0 = time.time(), time.process_time(), os.getloadavg()[0]
 
