@@ -102,6 +102,50 @@ def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
                for line in logs["d"])
 
 
+def test_a_sigterm_past_a_re_profile_resumes_from_it(tmp_path, monkeypatch,
+                                                     collector_without_rollout_checkpoints):
+    """A real SIGTERM during step 2 (a re-profile step): the loop finishes the step and saves
+    step 3's checkpoint beside step 2's; the next launch drops step 3's, resumes at step 2 with
+    no restart, and ends with every counter and loss equal to the uninterrupted run's."""
+    import os
+    import signal
+
+    from experiments.study import runner
+    from rlvr.train import pivots
+    from rlvr.train.workdir import checkpoint_steps
+
+    config = _config()
+    quiet = lambda *a: None  # noqa: E731
+    whole = runner.run_config(config, workdir_root=str(tmp_path / "a"), cache=str(tmp_path / "ca"),
+                              log=quiet)
+    collect = pivots.PivotCollector.collect
+
+    def signalled(self, params, s, *a, **k):
+        if s == 2:
+            monkeypatch.setattr(pivots.PivotCollector, "collect", collect)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return collect(self, params, s, *a, **k)
+
+    monkeypatch.setattr(pivots.PivotCollector, "collect", signalled)
+    root, cache = str(tmp_path / "b"), str(tmp_path / "cb")
+    with pytest.raises(SystemExit) as stop:
+        runner.run_config(config, workdir_root=root, cache=cache, log=quiet)
+    assert stop.value.code == 128 + signal.SIGTERM
+    key = runner.run_key(runner.with_batch_bucket(config, 32), 32, cache)
+    assert checkpoint_steps(f"{root}/{key}") == [2, 3]
+    log = []
+    rec = runner.run_config(config, workdir_root=root, cache=cache, log=log.append)
+    assert any("checkpoint at step 3 is not at a re-profile; resuming from the one at step 2" in line
+               for line in log)
+    assert rec.get("restarts", 0) == 0
+    assert [r["step"] for r in rec["rows"]] == [r["step"] for r in whole["rows"]]
+    for ra, rb in zip(whole["rows"], rec["rows"]):
+        for k in COUNTERS:
+            if k in ra:
+                np.testing.assert_allclose(rb[k], ra[k], rtol=1e-5, err_msg=(ra["step"], k))
+    assert rec["result"]["cost"] == whole["result"]["cost"]
+
+
 def test_must_start_over_reads_the_latest_checkpoint_against_the_re_profile_period(
         tmp_path, monkeypatch, collector_without_rollout_checkpoints):
     """Only a run that rebuilds its rollout pivots on resume is started over, and only from a
