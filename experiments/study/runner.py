@@ -329,7 +329,7 @@ def drop_past_reprofile(config, workdir: str) -> list:
     every = int(config.pivot.reprofile_every)
     steps = checkpoint_steps(workdir)
     at_reprofile = [s for s in steps if s % every == 0]
-    if not steps or steps[-1] % every == 0 or not at_reprofile:
+    if not at_reprofile or steps[-1] % every == 0:
         return []
     later = [s for s in steps if s > at_reprofile[-1]]
     for s in later:

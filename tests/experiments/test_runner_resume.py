@@ -36,19 +36,26 @@ def collector_without_rollout_checkpoints(monkeypatch):
     monkeypatch.delattr(pivots, "candidate_to_dict", raising=False)
 
 
-def _killed_at(monkeypatch, step):
-    """Makes the next run die (no clean-up, like a hard kill) when it starts `step`."""
+def _stopped_at(monkeypatch, step, how):
+    """Makes the next run stop when it starts `step`: how="kill" dies there (KeyboardInterrupt,
+    no clean-up, like a hard kill); how="sigterm" sends this process a real SIGTERM, so the
+    loop finishes the step, saves its checkpoint and exits (SystemExit, status 143)."""
+    import os
+    import signal
+
     from rlvr.train import pivots
 
     collect = pivots.PivotCollector.collect
 
-    def dying(self, params, s, *a, **k):
+    def stopping(self, params, s, *a, **k):
         if s == step:
             monkeypatch.setattr(pivots.PivotCollector, "collect", collect)
-            raise KeyboardInterrupt(f"killed at step {s}")
+            if how == "kill":
+                raise KeyboardInterrupt(f"killed at step {s}")
+            os.kill(os.getpid(), signal.SIGTERM)
         return collect(self, params, s, *a, **k)
 
-    monkeypatch.setattr(pivots.PivotCollector, "collect", dying)
+    monkeypatch.setattr(pivots.PivotCollector, "collect", stopping)
 
 
 def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
@@ -58,9 +65,12 @@ def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
     Killed with its last checkpoint at step 3 (as a SIGTERM leaves it), resuming there would
     train step 3 on the start's kept set: the runner's launch keeps two checkpoints, so it drops
     step 3's and resumes from step 2's, and the run ends equal with no restart. With no
-    re-profile step's checkpoint beside step 3's, it starts over (one restart) and ends equal."""
+    re-profile step's checkpoint beside step 3's, it starts over (one restart) and ends equal.
+    A real SIGTERM during step 2 finishes the step and saves step 3's checkpoint beside step 2's:
+    the next launch too drops step 3's and resumes at step 2, equal with no restart."""
     import json
     import shutil
+    import signal
 
     from experiments.study import runner
     from rlvr.train.workdir import checkpoint_steps
@@ -71,12 +81,16 @@ def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
     whole = runner.run_config(config, workdir_root=str(tmp_path / "a"), cache=str(tmp_path / "ca"),
                               log=quiet)
     logs = {}
-    for name, kill, saved, kept in (("b", 2, [1, 2], [1, 2]), ("c", 3, [2, 3], [2, 3]),
-                                    ("d", 3, [2, 3], [3])):
+    for name, how, stop, saved, kept in (("b", "kill", 2, [1, 2], [1, 2]),
+                                         ("c", "kill", 3, [2, 3], [2, 3]),
+                                         ("d", "kill", 3, [2, 3], [3]),
+                                         ("e", "sigterm", 2, [2, 3], [2, 3])):
         root, cache = str(tmp_path / name), str(tmp_path / f"c{name}")
-        _killed_at(monkeypatch, kill)
-        with pytest.raises(KeyboardInterrupt):
+        _stopped_at(monkeypatch, stop, how)
+        with pytest.raises(KeyboardInterrupt if how == "kill" else SystemExit) as stopped:
             runner.run_config(config, workdir_root=root, cache=cache, log=quiet)
+        if how == "sigterm":
+            assert stopped.value.code == 128 + signal.SIGTERM
         key = runner.run_key(runner.with_batch_bucket(config, 32), 32, cache)
         with open(f"{root}/{key}/config.json") as f:
             assert json.load(f)["checkpoint"]["max_to_keep"] == 2
@@ -95,55 +109,12 @@ def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
         assert rec["config"]["checkpoint.max_to_keep"] == 1, name  # the record keeps the config
     assert not any("starting it over" in line or "not at a re-profile" in line
                    for line in logs["b"])
-    assert any("checkpoint at step 3 is not at a re-profile; resuming from the one at step 2" in line
-               for line in logs["c"])
-    assert not any("starting it over" in line for line in logs["c"])
+    for name in ("c", "e"):
+        assert any("checkpoint at step 3 is not at a re-profile; resuming from the one at step 2"
+                   in line for line in logs[name]), name
+        assert not any("starting it over" in line for line in logs[name]), name
     assert any("checkpoint at step 3 is not at a re-profile (every 2 steps)" in line
                for line in logs["d"])
-
-
-def test_a_sigterm_past_a_re_profile_resumes_from_it(tmp_path, monkeypatch,
-                                                     collector_without_rollout_checkpoints):
-    """A real SIGTERM during step 2 (a re-profile step): the loop finishes the step and saves
-    step 3's checkpoint beside step 2's; the next launch drops step 3's, resumes at step 2 with
-    no restart, and ends with every counter and loss equal to the uninterrupted run's."""
-    import os
-    import signal
-
-    from experiments.study import runner
-    from rlvr.train import pivots
-    from rlvr.train.workdir import checkpoint_steps
-
-    config = _config()
-    quiet = lambda *a: None  # noqa: E731
-    whole = runner.run_config(config, workdir_root=str(tmp_path / "a"), cache=str(tmp_path / "ca"),
-                              log=quiet)
-    collect = pivots.PivotCollector.collect
-
-    def signalled(self, params, s, *a, **k):
-        if s == 2:
-            monkeypatch.setattr(pivots.PivotCollector, "collect", collect)
-            os.kill(os.getpid(), signal.SIGTERM)
-        return collect(self, params, s, *a, **k)
-
-    monkeypatch.setattr(pivots.PivotCollector, "collect", signalled)
-    root, cache = str(tmp_path / "b"), str(tmp_path / "cb")
-    with pytest.raises(SystemExit) as stop:
-        runner.run_config(config, workdir_root=root, cache=cache, log=quiet)
-    assert stop.value.code == 128 + signal.SIGTERM
-    key = runner.run_key(runner.with_batch_bucket(config, 32), 32, cache)
-    assert checkpoint_steps(f"{root}/{key}") == [2, 3]
-    log = []
-    rec = runner.run_config(config, workdir_root=root, cache=cache, log=log.append)
-    assert any("checkpoint at step 3 is not at a re-profile; resuming from the one at step 2" in line
-               for line in log)
-    assert rec.get("restarts", 0) == 0
-    assert [r["step"] for r in rec["rows"]] == [r["step"] for r in whole["rows"]]
-    for ra, rb in zip(whole["rows"], rec["rows"]):
-        for k in COUNTERS:
-            if k in ra:
-                np.testing.assert_allclose(rb[k], ra[k], rtol=1e-5, err_msg=(ra["step"], k))
-    assert rec["result"]["cost"] == whole["result"]["cost"]
 
 
 def test_must_start_over_reads_the_latest_checkpoint_against_the_re_profile_period(
