@@ -22,7 +22,7 @@ from this report's previous numbers file (marked †; `block_files.previous_rows
 recomputed (`shop_local.py` computes them); with none found (a fresh clone) nothing is written.
 The warm starts the block stores with its records (`block_files`) are restored into the cache.
 Writes
-results/shop_local/copying_<scale>_local.md/.json.
+results/shop_local/copying_<scale>_<difficulty>.md/.json.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ A policy not in the cache or work folders is read back from this report's previo
 file (marked †; `block_files.previous_rows`), else named; with none found (a fresh clone)
 nothing is written. The seed's kept pivots come from its PivotRL run's selection wherever it is
 (`shop_local.block_selection`); a selection found nowhere is named, not read as empty. Writes
-results/shop_local/failures_<scale>_local.md/.json.
+results/shop_local/failures_<scale>_<difficulty>.md/.json.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
     python experiments/study/pivot_kinds.py            # the full block's PivotRL runs
     python experiments/study/pivot_kinds.py --quick    # the quick block's
+    python experiments/study/pivot_kinds.py --records experiments/study/records/shop_local_full_standard
+                                                       # the control's (one basket)
 
 A PivotRL arm probes every turn of its pool's demonstrations (`pivot.m` samples each, judged by
 the turn verifier) and trains only on the turns it keeps (`pivot.selection`: mixed outcomes,
@@ -14,7 +16,7 @@ policy's own rollouts is "rollout"): per kind, how many turns were candidates, h
 and the probe's mean success. A run whose selection is found nowhere keeps its row from this
 report's previous numbers file (marked †, filed under the same run key), else is named; with
 none found nothing is written.
-Writes results/shop_local/pivots_<scale>_local.md/.json.
+Writes results/shop_local/pivots_<scale>_<difficulty>.md/.json.
 """
 
 from __future__ import annotations
@@ -73,14 +75,16 @@ def by_kind(candidates: list, kinds: list) -> dict:
     return out
 
 
-def report(rows: list, scale: str, command: str) -> str:
+def report(rows: list, scale: str, command: str, difficulty: str = "local") -> str:
     """The report's markdown from [(arm, run label, `by_kind` or None, whether the row was read
-    back from the last numbers file)]: a row read back is marked †."""
+    back from the last numbers file)] of the block on checkout variant `difficulty`: a row read
+    back is marked †."""
     from experiments.study.block_files import READ_BACK_NOTE
     from experiments.study.report import table
     from experiments.study.shop_local import fmt_num
 
-    lines = [f"# Which turns the local block's PivotRL runs train on (scale `{scale}`)",
+    whose = "the local block's" if difficulty == "local" else f"the `{difficulty}` block's"
+    lines = [f"# Which turns {whose} PivotRL runs train on (scale `{scale}`)",
              "Each run's candidate turns by the demonstration's action there: candidates, turns kept "
              "as pivots (the only turns the run trains on), and the probe's mean success. Regenerate: "
              f"`{command}`."]
@@ -125,7 +129,8 @@ def main(argv=None) -> int:
         keys.append(r.record["key"])
     shop_local.exit_when_none_found(computed, f"PivotRL runs has its selection in --workdir {a.workdir}, "
                                               f"in {records} or its warm start in --cache {a.cache}")
-    md = report(rows, scale, shop_local.reader_command("pivot_kinds.py", scale, block))
+    md = report(rows, scale, shop_local.reader_command("pivot_kinds.py", scale, block),
+                shop_local.block_difficulty(block))
     shop_local.write_md_json(a.out, name, md,
                              [{"arm": arm, "run": label, "key": key, "by_kind": got}
                               for (arm, label, got, _), key in zip(rows, keys)])

@@ -625,17 +625,23 @@ def block_selection(block: "Block", run: "BlockRun", records: str, cache: str,
 
 
 def diagnostic_name(prefix: str, scale: str, block: "Block") -> str:
-    """<prefix>_<scale>_local[_<method>_lr<rate>...]: the report name of a diagnostic read from
-    the local block at `scale` (a block at other learning rates gets its own)."""
-    name = block_name(scale, "local", block.settings.get("learning_rates"))
+    """<prefix>_<scale>_<difficulty>[_<method>_lr<rate>...]: the report name of a diagnostic read
+    from `block` at `scale` (the control, difficulty "standard", and a block at other learning
+    rates each get their own)."""
+    name = block_name(scale, block_difficulty(block), block.settings.get("learning_rates"))
     return prefix + "_" + name.removeprefix("shop_local_")
+
+
+def block_difficulty(block: "Block") -> str:
+    """The checkout variant `block` ran on ("local" where its settings predate the field)."""
+    return block.settings.get("difficulty", "local")
 
 
 def reader_command(script: str, scale: str, block: "Block") -> str:
     """The command line that regenerates diagnostic `script` (a file of experiments/study/) of
     `block`: --quick at the quick scale, --records where the block is not the scale's declared
     one (besides the study cache and work folders the script reads)."""
-    name = block_name(scale, "local", block.settings.get("learning_rates"))
+    name = block_name(scale, block_difficulty(block), block.settings.get("learning_rates"))
     return (f"python experiments/study/{script}" + (" --quick" if scale == "quick" else "")
             + (f" --records experiments/study/records/{name}" if name != block_name(scale, "local") else ""))
 

@@ -445,6 +445,11 @@ def test_another_pivotrl_learning_rate_is_an_exploratory_block_with_its_own_fold
     declared = dataclasses.replace(declared, settings={**declared.settings, "learning_rates": {
         "grpo": 1e-4, "pivotrl": 3e-5}})
     assert shop_local.reader_command("copying.py", "full", declared) == "python experiments/study/copying.py"
+    # the control (difficulty "standard") gets its own report names and command
+    control = dataclasses.replace(declared, settings={**declared.settings, "difficulty": "standard"})
+    assert shop_local.diagnostic_name("pivots", "full", control) == "pivots_full_standard"
+    assert shop_local.reader_command("pivot_kinds.py", "full", control) == (
+        "python experiments/study/pivot_kinds.py --records experiments/study/records/shop_local_full_standard")
     # the declared block's report keeps its name and heading
     _write_block(tmp_path / "declared")
     md, _ = shop_local.write_report(shop_local.load_block(str(tmp_path / "declared")), str(tmp_path / "out2"))
