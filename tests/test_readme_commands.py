@@ -299,12 +299,7 @@ def _check_outputs(argv: list[str]) -> None:
         assert (workdir / name).is_file(), f"{shlex.join(argv)} did not write {name}"
 
 
-# The tutorials that add an environment and train with LoRA run ~70 s and ~35 s: slow.
-SLOW_BLOCKS = ("add-an-environment-1", "with-lora-qlora-1")
-
-
-@pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.slow) if b in SLOW_BLOCKS
-                                   else b for b, _ in BLOCKS])
+@pytest.mark.parametrize("block", [b for b, _ in BLOCKS])
 def test_readme_shell_block_runs(block, stand_ins):
     for command in split_commands(dict(BLOCKS)[block]):
         argv = shlex.split(_substitute(command, stand_ins))

@@ -45,9 +45,8 @@ def test_score_pass_runs_only_when_needed(overrides, expected):
     assert _forward_passes(algo, state, fixed_batch()) == expected
 
 
-@pytest.mark.parametrize("name, recompute", [  # ppo and sao (~20 s each): slow
-    ("grpo", True), ("grpo", False), pytest.param("ppo", True, marks=pytest.mark.slow),
-    pytest.param("sao", False, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name, recompute", [("grpo", True), ("grpo", False), ("ppo", True),
+                                             ("sao", False)])
 def test_skipped_score_pass_gives_the_same_update(name, recompute, monkeypatch):
     batch = fixed_batch()
     algo, state = build(name, recompute_old_logprobs=recompute)

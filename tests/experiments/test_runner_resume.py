@@ -58,7 +58,6 @@ def _stopped_at(monkeypatch, step, how):
     monkeypatch.setattr(pivots.PivotCollector, "collect", stopping)
 
 
-@pytest.mark.slow  # ~50 s; the re-profile rule it rests on is checked by default below
 def test_runner_resumes_a_run_that_rebuilds_rollout_pivots_only_at_a_re_profile(
         tmp_path, monkeypatch, collector_without_rollout_checkpoints):
     """Killed with its last checkpoint at a re-profile step (2), the run resumes there without

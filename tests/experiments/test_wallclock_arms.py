@@ -72,7 +72,6 @@ def test_wallclock_arm_reads_every_field(tmp_path, mode):
     assert [r["step"] for r in rows][-1] == 2 and rows[-1]["time/modelled_s"] > 0
 
 
-@pytest.mark.slow  # ~30 s; a launched, killed and restarted modelled run
 def test_runner_starts_an_interrupted_streaming_modelled_run_over(tmp_path):
     """A streaming run under the modelled clock cannot resume after step 0: the runner deletes
     the interrupted attempt and starts over (counted in `restarts`); synchronous modes resume."""

@@ -97,8 +97,7 @@ def test_fused_parameters_replace_the_separate_ones():
     assert n(fused) == n(unfuse_model(fused)) == fused.config.num_params()
 
 
-@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f == "gemma" else f
-                                    for f in sorted(FAMILIES)])  # gemma ~21 s: slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_fused_model_equals_separate_kernels(family):
     """Same weights: logits and token log-probs within 1e-5 (f32), on padded rows too; the
     KV-cache path (prefill + one cached step) agrees as well; unfusing gives back every
@@ -171,7 +170,7 @@ def _grpo_grads(model):
     return float(loss), graphdef, grads, rest
 
 
-@pytest.mark.parametrize("family", [pytest.param("llama", marks=pytest.mark.slow), "qwen2", "moe"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "moe"])
 def test_fused_grpo_gradients_equal_after_splitting(family):
     """The GRPO loss and its gradient: the fused kernels' gradients, split back into the
     separate layout (a permutation of columns), equal the separate kernels' gradients."""

@@ -71,7 +71,7 @@ def test_fsdp_tensor_sharded_model_generates_the_one_device_tokens():
                  sample(sharded, tokens, mask, key, params, pad_id=0, sharding=gs))
 
 
-@pytest.mark.parametrize("greedy", [pytest.param(True, marks=pytest.mark.slow), False])  # sampled by default
+@pytest.mark.parametrize("greedy", [True, False])
 def test_sharded_multi_turn_episodes_equal_one_device(echo_model, greedy):  # noqa: F811
     """Multi-turn episodes (each turn's sampler call split over 8 data shards): the same token
     streams, stop reasons, snapshots and log-probs as on one device."""
@@ -97,7 +97,7 @@ def test_replicate_locally_spreads_a_replicated_copy_over_every_local_device():
     np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
 
 
-@pytest.mark.parametrize("greedy", [pytest.param(True, marks=pytest.mark.slow), False])  # sampled by default
+@pytest.mark.parametrize("greedy", [True, False])
 def test_sharded_kv_reuse_episodes_equal_one_device(echo_model, greedy):  # noqa: F811
     """Multi-turn episodes with cross-turn KV caches, the session split over 8 data shards: the
     same token streams, stop reasons and log-probs as the one-device session."""
@@ -133,7 +133,6 @@ def test_sharded_kv_session_keeps_its_cache_split_over_the_mesh():
             streams[i] = streams[i] + act + [3]
 
 
-@pytest.mark.slow  # ~28 s; compaction and sharding are each checked by default
 def test_compacted_decode_sharded_equals_uncompacted(monkeypatch):
     """Compaction over 8 data shards: 15 prompts × 2 samples (padded to 16 prompts) with per-row
     budgets; the batch shrinks to a multiple of 8 rows with at least 2 per shard (32 -> 16)

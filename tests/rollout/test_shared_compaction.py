@@ -51,8 +51,7 @@ def _assert_close(ref, got):
 
 @pytest.mark.parametrize("params", [
     SamplingParams(greedy=True, max_new_tokens=16, stop_token_ids=(2,)),
-    pytest.param(SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=16,
-                                stop_token_ids=(2, 3)), marks=pytest.mark.slow),  # ~14 s
+    SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=16, stop_token_ids=(2, 3)),
 ], ids=["greedy", "top_p"])
 def test_shared_compacted_decode_is_identical_to_the_uncompacted_shared_loop(model, params,
                                                                               gathered):
@@ -102,7 +101,6 @@ def test_a_group_ending_early_and_rows_ending_at_stop_tokens(model, gathered):
     _assert_close(plain, got)
 
 
-@pytest.mark.slow  # ~15 s; unsharded shared compaction runs by default
 @pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
 def test_sharded_shared_compaction_equals_the_sharded_shared_loop(model, gathered):
     """8 data shards, 15 prompts x 2 samples (padded to 16 groups): bitwise the sharded shared

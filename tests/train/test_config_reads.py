@@ -48,14 +48,9 @@ def _tiny(name, checkpoint=None):
     return c
 
 
-# Slow (`pytest -m slow`): the study configs, 2 of 3 tool configs, and three configs whose
-# algorithm or kit a default case also runs (~7–15 s each).
-SLOW_CONFIGS = ("agent_tools_pivotrl", "agent_tools_sao", "quickstart_lora", "reinforce", "agent_grpo")
-
-
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
-                                  if n.startswith("shop_") or n in SLOW_CONFIGS
-                                  else n for n in SHIPPED])
+                                  if n.startswith("shop_") or n in ("agent_tools_pivotrl", "agent_tools_sao")
+                                  else n for n in SHIPPED])  # the study configs, 2 of 3 tool configs: slow
 def test_every_field_read_or_refused(tmp_path, name, request):
     hf = importlib.import_module(f"configs.{name}").get_config().tokenizer.kind == "hf"
     fixture = "tiny_tools_checkpoint" if name.startswith("agent_tools") else "tiny_hf_checkpoint"

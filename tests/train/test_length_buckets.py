@@ -47,12 +47,12 @@ def step_delta(**settings):
     return delta, metrics
 
 
-@pytest.mark.parametrize("over", [  # ~15 s each: the first two by default
+@pytest.mark.parametrize("over", [
     dict(num_microbatches=4),
     dict(num_microbatches=4, completion_columns=N, aggregation="seq-mean-token-mean"),
-    pytest.param(dict(num_microbatches=2, num_minibatches=2, epochs=2, recompute_old_logprobs=True,
-                      entropy_coef=0.01), marks=pytest.mark.slow),
-    pytest.param(dict(num_microbatches=1), marks=pytest.mark.slow),
+    dict(num_microbatches=2, num_minibatches=2, epochs=2, recompute_old_logprobs=True,
+         entropy_coef=0.01),
+    dict(num_microbatches=1),
 ])
 def test_bucketed_micro_batches_give_the_padded_loss_and_gradients(over):
     assert_same_step(step_delta(length_bucket=8, **over), step_delta(length_bucket=0, **over),

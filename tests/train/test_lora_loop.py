@@ -52,7 +52,6 @@ def _run(workdir, steps, **over):
     return r
 
 
-@pytest.mark.slow  # ~30 s; bit-for-bit resume is checked by default without adapters
 def test_lora_resume_is_bit_for_bit(tmp_path):
     """QLoRA (nf4) + adapter dropout + KL to the base: 4 steps straight == 2, relaunch, 2 more."""
     straight = _run(tmp_path / "a", 4)
@@ -71,7 +70,6 @@ def test_lora_resume_is_bit_for_bit(tmp_path):
     assert ra[4]["kl/token_mean"] > 0  # the adapters moved away from the base reference
 
 
-@pytest.mark.slow  # ~27 s; 8 devices ≡ 1 is checked by default without adapters
 def test_lora_eight_devices_match_one(tmp_path):
     """int8 QLoRA on a (data 2 × fsdp 2 × tensor 2) mesh: adapters shard like the projection they
     adapt; metrics and parameters equal one device's."""

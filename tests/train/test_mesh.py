@@ -2,7 +2,6 @@
 
 import jax
 import numpy as np
-import pytest
 
 from rlvr.train.metrics import read_metrics
 from tests.train.tiny import run_tiny, tiny_agent_config, tiny_config
@@ -29,7 +28,6 @@ def test_eight_devices_match_one(tmp_path):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.slow  # ~18 s; the text run's 8 devices ≡ 1 runs by default
 def test_agent_grpo_eight_devices_match_one(tmp_path):
     """Full-trajectory GRPO on the multi-turn kit: a (data 4 × fsdp 2) mesh gives the metrics and
     parameters of one device."""

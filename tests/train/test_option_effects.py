@@ -78,9 +78,7 @@ def _step(name, over, steps=1):
     return state
 
 
-@pytest.mark.parametrize("option", [  # the two ~15-18 s critic-update cases: slow
-    pytest.param(o, marks=pytest.mark.slow) if o in ("critic_updates", "sao value_clip") else o
-    for o in sorted(SETTINGS_CASES)])
+@pytest.mark.parametrize("option", sorted(SETTINGS_CASES))
 def test_option_changes_the_update(option):
     name, base, variant = SETTINGS_CASES[option]
     steps = 2 if option in ("critic_warmup_steps",) else 1

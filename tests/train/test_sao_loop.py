@@ -13,7 +13,6 @@ from rlvr.train.config import ConfigError, predicted_lag, validate_config
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.slow  # ~40 s; SAO through launch.py runs by default as the agent_tools_sao tool run
 def test_tiny_sao_through_launch(tmp_path):
     wd = tmp_path / "wd"
     cmd = [sys.executable, "launch.py", "--config=configs/sao.py", f"--workdir={wd}",
